@@ -1,0 +1,61 @@
+"""funclib: differentiable array programming with immutable tensors and composable function transforms.
+
+>>> import funclib as fl
+>>> fl.grad(lambda x: (fl.sin(x) ** 2).sum())(fl.tensor([0.5, 1.0]))
+Tensor([0.84147096, 0.9092974 ], dtype=float32)
+"""
+
+from __future__ import annotations
+
+import math as _math
+
+from . import dtypes, errors, primitives, tree  # noqa: F401
+from .core import ShapedArray, Tensor, Tracer  # noqa: F401
+from .dtypes import (  # noqa: F401
+    bfloat16,
+    can_cast,
+    complex64,
+    complex128,
+    finfo,
+    float16,
+    float32,
+    float64,
+    iinfo,
+    int8,
+    int16,
+    int32,
+    int64,
+    isdtype,
+    result_type,
+    uint8,
+    uint16,
+    uint32,
+    uint64,
+)
+from .dtypes import bool_ as bool  # noqa: F401, A001
+from .jaxpr import ClosedJaxpr, Jaxpr, eval_jaxpr, typecheck  # noqa: F401
+from .ops import methods as _methods  # noqa: F401
+from .ops.creation import *  # noqa: F401, F403
+from .ops.elementwise import *  # noqa: F401, F403
+from .ops.elementwise import pow, round  # noqa: F401, A004
+from .ops.indexing import take, take_along_axis  # noqa: F401
+from .ops.linalg_basic import diagonal, einsum, inner, matmul, outer, tensordot, vecdot  # noqa: F401
+from .ops.manipulation import *  # noqa: F401, F403
+from .ops.manipulation import matrix_transpose  # noqa: F401
+from .ops.misc import stop_gradient  # noqa: F401
+from .ops.nn import *  # noqa: F401, F403
+from .ops.reductions import *  # noqa: F401, F403
+from .ops.reductions import all, any, max, min, sum  # noqa: F401, A004
+from .primitives.shape import dynamic_slice, dynamic_update_slice  # noqa: F401
+
+__version__ = "0.1.0"
+__array_api_version__ = "2023.12"
+
+e = _math.e
+inf = float("inf")
+nan = float("nan")
+pi = _math.pi
+newaxis = None
+
+from .transforms import *  # noqa: E402, F401, F403
+from .transforms import ShapeDtypeStruct, eval_shape, make_jaxpr  # noqa: E402, F401

@@ -1,0 +1,497 @@
+"""The core: abstract values, primitives, the trace context, and the Tensor/Tracer types.
+
+With no transform active the current trace is ``None`` and ``Primitive.bind`` goes straight to the NumPy
+implementation. A transform installs a ``Trace`` (which keeps its ``parent``) as current; its ``process`` runs a
+primitive's rule with the parent current. A tracer belongs to a trace only if ``tracer._trace is trace``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from typing import Any
+
+import numpy as np
+
+from . import dtypes
+from .errors import ConcretizationError, ImmutableError, MissingRuleError, TracerLeakError
+
+
+class ShapedArray:
+    """Abstract value: a shape and a dtype, no data. ``weak_type`` marks values born from Python scalars."""
+
+    __slots__ = ("shape", "dtype", "weak_type")
+
+    def __init__(self, shape: tuple[int, ...], dtype: np.dtype, weak_type: bool = False):
+        self.shape = tuple(shape)
+        self.dtype = dtype
+        self.weak_type = weak_type
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    def __eq__(self, other):
+        return (
+            type(other) is ShapedArray and self.shape == other.shape and self.dtype == other.dtype
+        )
+
+    def __hash__(self):
+        return hash((self.shape, self.dtype))
+
+    def str_short(self) -> str:
+        return f"{dtypes.short_name(self.dtype)}[{','.join(map(str, self.shape))}]"
+
+    def __repr__(self):
+        return f"ShapedArray({self.str_short()}{', weak' if self.weak_type else ''})"
+
+    def update(self, shape=None, dtype=None) -> ShapedArray:
+        return ShapedArray(self.shape if shape is None else shape, self.dtype if dtype is None else dtype)
+
+
+def aval_of(x) -> ShapedArray:
+    """The abstract value of a Tensor, Tracer, NumPy array or Python scalar."""
+    t = type(x)
+    if t is Tensor:
+        v = x._value
+        return ShapedArray(v.shape, v.dtype)
+    if isinstance(x, Tracer):
+        return x.aval
+    if t in (bool, int, float, complex):
+        return ShapedArray((), dtypes.python_scalar_dtype(x), weak_type=True)
+    if isinstance(x, (np.ndarray, np.generic)):
+        return ShapedArray(np.shape(x), dtypes.canonicalize(x.dtype))
+    raise TypeError(f"{type(x).__name__} is not a funclib array type; convert it with fl.asarray")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The trace context
+
+
+class _TraceState(threading.local):
+    trace = None  # None: eager evaluation
+
+
+_state = _TraceState()
+
+
+def current_trace():
+    return _state.trace
+
+
+class set_trace:
+    """Context manager that makes ``trace`` current (``None`` for eager)."""
+
+    __slots__ = ("trace", "prev")
+
+    def __init__(self, trace):
+        self.trace = trace
+
+    def __enter__(self):
+        self.prev = _state.trace
+        _state.trace = self.trace
+
+    def __exit__(self, *exc):
+        _state.trace = self.prev
+
+
+class Trace:
+    """A transform in progress. Subclasses implement ``process`` and, optionally, ``concretize``."""
+
+    name = "a transform"
+    parent: Trace | None = None
+
+    def process(self, prim: Primitive, args, params):
+        raise NotImplementedError
+
+    def concretize(self, tracer: Tracer, what: str):
+        raise ConcretizationError(
+            f"Cannot convert a traced {tracer.aval.str_short()} to {what} inside {self.name}. "
+            "Use fl.where or fl.cond for data-dependent choices, or make the argument static "
+            "(static_argnums/static_argnames in fl.jit)."
+        )
+
+    def bind_parent(self, prim: Primitive, args, params):
+        prev = _state.trace
+        _state.trace = self.parent
+        try:
+            return prim.bind(*args, **params)
+        finally:
+            _state.trace = prev
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Primitives
+
+PRIMITIVES: dict[str, Primitive] = {}
+
+_RULES = ("impl", "abstract_eval", "jvp", "transpose", "vmap")
+
+
+class Primitive:
+    """An operation with its rules, attached by decorators right under its definition.
+
+    >>> sin_p = Primitive("sin")
+    >>> @sin_p.def_impl
+    ... def _(x): return np.sin(x)
+    """
+
+    def __init__(self, name: str, *, multiple_results: bool = False, linear: bool = False):
+        if name in PRIMITIVES:
+            raise ValueError(f"a primitive named {name!r} is already registered")
+        self.name = name
+        self.multiple_results = multiple_results
+        self.linear = linear
+        self.impl = None
+        self.abstract_eval = None
+        self.jvp = None
+        self.transpose = None
+        self.vmap = None
+        # why a rule is absent on purpose, e.g. {"jvp": "integer output"}; the meta-test accepts only these
+        self.no_rule: dict[str, str] = {}
+        self.kernel: str | None = None  # name of the fused-kernel scalar op, if any (jit lowering)
+        self.family = "other"
+        frame = sys._getframe(1)
+        self.defined_in = os.path.relpath(frame.f_globals.get("__file__", "?"), _ROOT)
+        PRIMITIVES[name] = self
+
+    def __repr__(self):
+        return self.name
+
+    def def_impl(self, f):
+        self.impl = f
+        return f
+
+    def def_abstract_eval(self, f):
+        self.abstract_eval = f
+        return f
+
+    def def_jvp(self, f):
+        self.jvp = f
+        return f
+
+    def def_transpose(self, f):
+        self.transpose = f
+        return f
+
+    def def_vmap(self, f):
+        self.vmap = f
+        return f
+
+    def rule(self, kind: str):
+        r = getattr(self, kind)
+        if r is None:
+            has = ", ".join(k for k in _RULES if getattr(self, k) is not None)
+            why = self.no_rule.get(kind)
+            reason = f" ({why})" if why else ""
+            raise MissingRuleError(
+                f"primitive '{self.name}' has no {kind} rule{reason} (it has: {has}); "
+                f"add @{self.name}_p.def_{kind} in {self.defined_in}"
+            )
+        return r
+
+    def bind(self, *args, **params):
+        trace = _state.trace
+        if trace is None:
+            return self.eager(args, params)
+        return trace.process(self, args, params)
+
+    def eager(self, args, params):
+        vals = []
+        for a in args:
+            t = type(a)
+            if t is Tensor:
+                vals.append(a._value)
+            elif isinstance(a, Tracer):
+                raise TracerLeakError(
+                    f"'{self.name}' got a traced value ({a.aval.str_short()}) outside of the transform that "
+                    "created it. A tracer leaked: do not store traced values in globals or on objects, "
+                    "return them from the transformed function instead."
+                )
+            else:
+                vals.append(a)
+        out = self.impl(*vals, **params)
+        if self.multiple_results:
+            return [_wrap(o) for o in out]
+        return _wrap(out)
+
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class Zero:
+    """A symbolic zero tangent or cotangent: costs nothing and is instantiated only when needed."""
+
+    __slots__ = ("aval",)
+
+    def __init__(self, aval: ShapedArray):
+        self.aval = aval
+
+    def __repr__(self):
+        return f"Zero({self.aval.str_short()})"
+
+
+class UndefinedPrimal:
+    """Marks a linear input of an equation during transposition."""
+
+    __slots__ = ("aval",)
+
+    def __init__(self, aval: ShapedArray):
+        self.aval = aval
+
+    def __repr__(self):
+        return f"UndefinedPrimal({self.aval.str_short()})"
+
+
+def is_undefined(x) -> bool:
+    return type(x) is UndefinedPrimal
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Tensor and Tracer
+
+_new = object.__new__
+
+
+def _wrap(v) -> Tensor:
+    """Wrap a NumPy result. Internal buffers are never handed out writable, so no copy or flag flip is needed."""
+    if type(v) is not np.ndarray:
+        v = np.asarray(v)
+    t = _new(Tensor)
+    t._value = v
+    return t
+
+
+class Tensor:
+    """An immutable n-dimensional array backed by NumPy on the CPU.
+
+    Create one with ``fl.asarray`` / ``fl.tensor``; update functionally with ``x.at[idx].set(v)``.
+
+    >>> x = fl.tensor([1.0, 2.0])
+    >>> x * 2
+    Tensor([2., 4.], dtype=float32)
+    """
+
+    __slots__ = ("_value", "__weakref__")
+    __array_priority__ = 100
+
+    def __init__(self, data, dtype=None):
+        from .ops.creation import asarray
+
+        self._value = asarray(data, dtype=dtype)._value
+
+    # --- metadata -------------------------------------------------------------------------------------------
+    @property
+    def aval(self) -> ShapedArray:
+        return aval_of(self)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._value.dtype
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._value.shape
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def device(self) -> str:
+        return "cpu"
+
+    def to_device(self, device, /, *, stream=None) -> Tensor:
+        if device not in ("cpu", None):
+            raise ValueError(f"Tensor.to_device: unknown device {device!r}; funclib tensors live on 'cpu'")
+        return self
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d tensor; use .item() or .shape")
+        return self.shape[0]
+
+    def __repr__(self):
+        if isinstance(self, Tracer):
+            return f"{type(self).__name__}<{self.aval.str_short()}>"
+        body = np.array2string(self._value, separator=", ", prefix="Tensor(")
+        return f"Tensor({body}, dtype={self.dtype.name})"
+
+    __str__ = __repr__
+
+    # --- conversions ----------------------------------------------------------------------------------------
+    def numpy(self) -> np.ndarray:
+        """A read-only NumPy view of the data (no copy)."""
+        v = self._value.view()
+        v.flags.writeable = False
+        return v
+
+    def __array__(self, dtype=None, copy=None):
+        v = self.numpy()
+        if dtype is not None and np.dtype(dtype) != v.dtype:
+            return v.astype(dtype)
+        if copy:
+            return v.copy()
+        return v
+
+    def __array_namespace__(self, /, *, api_version=None):
+        if api_version not in (None, "2021.12", "2022.12", "2023.12"):
+            raise ValueError(f"funclib implements the Array API 2023.12, not {api_version!r}")
+        import funclib
+
+        return funclib
+
+    def __dlpack__(self, /, *, stream=None, max_version=None, dl_device=None, copy=None):
+        kw = {}
+        if max_version is not None:
+            kw["max_version"] = max_version
+        if copy is not None:
+            kw["copy"] = copy
+        if dl_device is not None:
+            kw["dl_device"] = dl_device
+        return self.numpy().__dlpack__(**kw)
+
+    def __dlpack_device__(self):
+        return self._value.__dlpack_device__()
+
+    def item(self):
+        if self.size != 1:
+            raise ValueError(f"item() needs a tensor with one element, got shape {self.shape}")
+        return self._value.item()
+
+    def tolist(self):
+        return self._value.tolist()
+
+    def __bool__(self):
+        if self.size != 1:
+            raise ValueError(
+                f"The truth value of a tensor with shape {self.shape} is ambiguous; use fl.any(x) or fl.all(x)"
+            )
+        return bool(self._value)
+
+    def __float__(self):
+        return float(self._scalar("float"))
+
+    def __int__(self):
+        return int(self._scalar("int"))
+
+    def __complex__(self):
+        return complex(self._scalar("complex"))
+
+    def __index__(self):
+        if self.dtype not in dtypes.INTEGER:
+            raise TypeError(f"only integer tensors can be used as an index, got {self.dtype.name}")
+        return int(self._scalar("index"))
+
+    def _scalar(self, what):
+        if self.size != 1:
+            raise TypeError(f"only one-element tensors can be converted to Python {what}, got shape {self.shape}")
+        return self._value.reshape(())[()]
+
+    def __hash__(self):
+        raise TypeError("Tensor is unhashable (== is elementwise); use id(x) or x.item() as a key")
+
+    def __setitem__(self, idx, value):
+        raise ImmutableError(
+            "Tensors are immutable: x[idx] = v is not supported. Use x = x.at[idx].set(v), which returns a "
+            "new tensor (under fl.jit it updates in place when x is not used afterwards)."
+        )
+
+    def __iter__(self):
+        if not self.shape:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(self.shape[0]))
+
+    def __copy__(self):
+        return self
+
+    def __deepcopy__(self, memo):
+        return self
+
+    def __reduce__(self):
+        return (_from_numpy, (np.array(self._value),))
+
+
+def _from_numpy(a):
+    return _wrap(a)
+
+
+class Tracer(Tensor):
+    """A value seen by a transform. Subclasses hold whatever their trace needs; all have an ``aval``."""
+
+    __slots__ = ("_trace",)
+
+    @property
+    def aval(self) -> ShapedArray:
+        raise NotImplementedError
+
+    @property
+    def dtype(self):
+        return self.aval.dtype
+
+    @property
+    def shape(self):
+        return self.aval.shape
+
+    def to_concrete(self, what: str):
+        """The concrete value under this tracer, or a ConcretizationError that names the transform."""
+        return self._trace.concretize(self, what)
+
+    def numpy(self):
+        return np.asarray(self.to_concrete("a NumPy array").numpy())
+
+    def __array__(self, dtype=None, copy=None):
+        return self.to_concrete("a NumPy array").__array__(dtype=dtype, copy=copy)
+
+    def __bool__(self):
+        return bool(self.to_concrete("bool"))
+
+    def __float__(self):
+        return float(self.to_concrete("float"))
+
+    def __int__(self):
+        return int(self.to_concrete("int"))
+
+    def __complex__(self):
+        return complex(self.to_concrete("complex"))
+
+    def __index__(self):
+        return self.to_concrete("an index").__index__()
+
+    def item(self):
+        return self.to_concrete("a Python scalar (.item())").item()
+
+    def tolist(self):
+        return self.to_concrete("a list (.tolist())").tolist()
+
+    def __dlpack__(self, *a, **k):
+        return self.to_concrete("DLPack").__dlpack__(*a, **k)
+
+    def __dlpack_device__(self):
+        return (1, 0)
+
+    def __reduce__(self):
+        raise TypeError(f"cannot pickle a traced value {self.aval.str_short()}")
+
+
+def concrete_or_none(x):
+    """The concrete Tensor behind ``x`` if there is one (e.g. the primal under ``grad``), else ``None``."""
+    while isinstance(x, Tracer):
+        try:
+            x = x.to_concrete("a concrete value")
+        except ConcretizationError:
+            return None
+    return x
+
+
+def is_tensorlike(x: Any) -> bool:
+    return isinstance(x, Tensor)

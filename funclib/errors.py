@@ -1,0 +1,33 @@
+"""Error classes raised by funclib. Each message names the operation, the values involved and the fix."""
+
+
+class FunclibError(Exception):
+    """Base class of funclib's own errors."""
+
+
+class ConcretizationError(FunclibError, TypeError):
+    """A traced value was used where a concrete Python value is needed (``bool``, ``int``, a shape, NumPy)."""
+
+
+class TracerLeakError(FunclibError, RuntimeError):
+    """A traced value escaped the transform that created it."""
+
+
+class MissingRuleError(FunclibError, NotImplementedError):
+    """A primitive lacks the rule a transform needs."""
+
+
+class ShapeError(FunclibError, ValueError):
+    """Operand shapes do not fit the operation."""
+
+
+class DTypeError(FunclibError, TypeError):
+    """Operand dtypes do not fit the operation."""
+
+
+class ImmutableError(FunclibError, TypeError):
+    """An attempt to write into an immutable Tensor."""
+
+
+class DataDependentShapeError(FunclibError, TypeError):
+    """An operation whose output shape depends on data was used under tracing."""

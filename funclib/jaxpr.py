@@ -1,0 +1,345 @@
+"""The jaxpr IR: ``Var``/``Literal``, ``Eqn``, ``Jaxpr``; the tracing trace that builds one; eval and typecheck.
+
+A ``JaxprTrace`` stages every primitive applied to its tracers into equations. With ``forward_known=True`` it is
+the partial evaluator of reverse mode: an equation none of whose inputs are its tracers is not staged but bound in
+the parent trace, so only the computation that depends on the unknown (tangent) inputs is recorded.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import numpy as np
+
+from . import dtypes
+from .core import (
+    Primitive,
+    ShapedArray,
+    Tensor,
+    Trace,
+    Tracer,
+    _state,
+    _wrap,
+    aval_of,
+)
+from .errors import FunclibError
+
+
+class Var:
+    __slots__ = ("aval",)
+
+    def __init__(self, aval: ShapedArray):
+        self.aval = aval
+
+    def __repr__(self):
+        return f"Var({self.aval.str_short()})"
+
+
+class Literal:
+    __slots__ = ("val", "aval")
+
+    def __init__(self, val, aval: ShapedArray):
+        self.val = val
+        self.aval = aval
+
+    def __repr__(self):
+        return f"Literal({self.val})"
+
+
+class Eqn:
+    __slots__ = ("prim", "inputs", "params", "outputs")
+
+    def __init__(self, prim: Primitive, inputs: list, params: dict, outputs: list[Var]):
+        self.prim = prim
+        self.inputs = inputs
+        self.params = params
+        self.outputs = outputs
+
+
+class Jaxpr:
+    """A typed, first-order program: ``constvars`` and ``invars`` in, ``eqns``, ``outvars`` out."""
+
+    __slots__ = ("constvars", "invars", "eqns", "outvars")
+
+    def __init__(self, constvars, invars, eqns, outvars):
+        self.constvars = list(constvars)
+        self.invars = list(invars)
+        self.eqns = list(eqns)
+        self.outvars = list(outvars)
+
+    def __repr__(self):
+        return pp_jaxpr(self)
+
+    @property
+    def in_avals(self):
+        return [v.aval for v in self.invars]
+
+    @property
+    def out_avals(self):
+        return [v.aval for v in self.outvars]
+
+
+class ClosedJaxpr:
+    """A jaxpr with the values of its constvars. Printing shows the jaxpr."""
+
+    __slots__ = ("jaxpr", "consts")
+
+    def __init__(self, jaxpr: Jaxpr, consts: list):
+        self.jaxpr = jaxpr
+        self.consts = list(consts)
+
+    def __repr__(self):
+        return pp_jaxpr(self.jaxpr)
+
+    def __str__(self):
+        return pp_jaxpr(self.jaxpr)
+
+    def _repr_pretty_(self, p, cycle):
+        p.text(pp_jaxpr(self.jaxpr))
+
+    @property
+    def in_avals(self):
+        return self.jaxpr.in_avals
+
+    @property
+    def out_avals(self):
+        return self.jaxpr.out_avals
+
+    @property
+    def eqns(self):
+        return self.jaxpr.eqns
+
+    def __call__(self, *args):
+        return eval_jaxpr(self.jaxpr, self.consts, *args)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Building jaxprs by tracing
+
+
+class JaxprTracer(Tracer):
+    __slots__ = ("_aval", "var")
+
+    @property
+    def aval(self):
+        return self._aval
+
+
+class JaxprTrace(Trace):
+    """Stages primitives into equations. ``forward_known`` turns it into a partial evaluator (see module doc)."""
+
+    def __init__(self, parent, *, forward_known: bool = False, name: str = "tracing"):
+        self.parent = parent
+        self.forward_known = forward_known
+        self.name = name
+        self.eqns: list[Eqn] = []
+        self.constvar_of: dict[int, Var] = {}
+        self.const_vals: list = []
+        self.constvars: list[Var] = []
+
+    def new_arg(self, aval: ShapedArray) -> JaxprTracer:
+        t = JaxprTracer.__new__(JaxprTracer)
+        t._trace = self
+        t._aval = aval
+        t.var = Var(aval)
+        return t
+
+    def _atom(self, x):
+        if type(x) is JaxprTracer and x._trace is self:
+            return x.var
+        t = type(x)
+        if t in (bool, int, float, complex):
+            return Literal(x, aval_of(x))
+        if t is Tensor and x._value.ndim == 0:
+            return Literal(x._value, ShapedArray((), x._value.dtype))
+        if t is np.ndarray and x.ndim == 0:
+            return Literal(x, ShapedArray((), dtypes.canonicalize(x.dtype)))
+        # a Tensor, an ndarray, or a tracer of an enclosing trace: a constant of this jaxpr
+        v = self.constvar_of.get(id(x))
+        if v is None:
+            v = Var(aval_of(x))
+            self.constvar_of[id(x)] = v
+            self.const_vals.append(x)
+            self.constvars.append(v)
+        return v
+
+    def process(self, prim, args, params):
+        if self.forward_known:
+            for a in args:
+                if type(a) is JaxprTracer and a._trace is self:
+                    break
+            else:
+                return self.bind_parent(prim, args, params)
+        ins = [self._atom(a) for a in args]
+        out_avals = prim.rule("abstract_eval")(*[v.aval for v in ins], **params)
+        if prim.multiple_results:
+            outs = [self.new_arg(a) for a in out_avals]
+            self.eqns.append(Eqn(prim, ins, params, [o.var for o in outs]))
+            return outs
+        out = self.new_arg(out_avals)
+        self.eqns.append(Eqn(prim, ins, params, [out.var]))
+        return out
+
+    def to_jaxpr(self, in_tracers, out_vals) -> tuple[Jaxpr, list]:
+        outvars = [self._atom(o) for o in out_vals]
+        jaxpr = Jaxpr(self.constvars, [t.var for t in in_tracers], self.eqns, outvars)
+        return jaxpr, list(self.const_vals)
+
+
+def trace_to_jaxpr(fun, in_avals: list[ShapedArray], name: str = "tracing") -> tuple[Jaxpr, list, Any]:
+    """Trace ``fun(*tracers) -> list of values`` into a jaxpr. Returns ``(jaxpr, consts, out)``."""
+    trace = JaxprTrace(_state.trace, name=name)
+    ins = [trace.new_arg(a) for a in in_avals]
+    prev = _state.trace
+    _state.trace = trace
+    try:
+        outs = fun(*ins)
+    finally:
+        _state.trace = prev
+    jaxpr, consts = trace.to_jaxpr(ins, outs)
+    return jaxpr, consts, outs
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Interpretation and checking
+
+
+def eval_jaxpr(jaxpr: Jaxpr, consts, *args) -> list:
+    """Evaluate ``jaxpr`` by binding each equation at the current trace (so it works under every transform)."""
+    env: dict[Var, Any] = {}
+    for v, x in zip(jaxpr.constvars, consts):
+        env[v] = x
+    if len(args) != len(jaxpr.invars):
+        raise TypeError(f"eval_jaxpr: the jaxpr takes {len(jaxpr.invars)} inputs, got {len(args)}")
+    for v, x in zip(jaxpr.invars, args):
+        env[v] = x
+    for eqn in jaxpr.eqns:
+        ins = [a.val if type(a) is Literal else env[a] for a in eqn.inputs]
+        out = eqn.prim.bind(*ins, **eqn.params)
+        if eqn.prim.multiple_results:
+            for v, o in zip(eqn.outputs, out):
+                env[v] = o
+        else:
+            env[eqn.outputs[0]] = out
+    return [_literal_value(a) if type(a) is Literal else env[a] for a in jaxpr.outvars]
+
+
+def _literal_value(lit: Literal):
+    return _wrap(np.asarray(lit.val, dtype=lit.aval.dtype))
+
+
+class JaxprTypeError(FunclibError, TypeError):
+    """A jaxpr is not well typed."""
+
+
+def typecheck(jaxpr: Jaxpr) -> None:
+    """Replay every equation's abstract eval; raise ``JaxprTypeError`` on the first mismatch."""
+    defined = set(jaxpr.constvars) | set(jaxpr.invars)
+    if len(defined) != len(jaxpr.constvars) + len(jaxpr.invars):
+        raise JaxprTypeError("a variable is bound twice among the jaxpr's inputs")
+    for i, eqn in enumerate(jaxpr.eqns):
+        for a in eqn.inputs:
+            if type(a) is Var and a not in defined:
+                raise JaxprTypeError(f"equation {i} ({eqn.prim.name}) uses an undefined variable")
+        out = eqn.prim.rule("abstract_eval")(*[a.aval for a in eqn.inputs], **eqn.params)
+        outs = out if eqn.prim.multiple_results else [out]
+        if len(outs) != len(eqn.outputs):
+            raise JaxprTypeError(f"equation {i} ({eqn.prim.name}) has {len(eqn.outputs)} outputs, rule says {len(outs)}")
+        for o, v in zip(outs, eqn.outputs):
+            if o != v.aval:
+                raise JaxprTypeError(
+                    f"equation {i} ({eqn.prim.name}): output declared {v.aval.str_short()}, "
+                    f"abstract eval gives {o.str_short()}"
+                )
+            if v in defined:
+                raise JaxprTypeError(f"equation {i} ({eqn.prim.name}) rebinds a variable")
+            defined.add(v)
+        for sub in _sub_jaxprs(eqn.params):
+            typecheck(sub)
+    for a in jaxpr.outvars:
+        if type(a) is Var and a not in defined:
+            raise JaxprTypeError("an output of the jaxpr is undefined")
+
+
+def _sub_jaxprs(params):
+    for v in params.values():
+        if isinstance(v, Jaxpr):
+            yield v
+        elif isinstance(v, ClosedJaxpr):
+            yield v.jaxpr
+        elif isinstance(v, (tuple, list)):
+            for w in v:
+                if isinstance(w, Jaxpr):
+                    yield w
+                elif isinstance(w, ClosedJaxpr):
+                    yield w.jaxpr
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Pretty-printing
+
+
+def _names():
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    for n in itertools.count(1):
+        for combo in itertools.product(letters, repeat=n):
+            yield "".join(combo)
+
+
+def _fmt_param(v) -> str:
+    if isinstance(v, np.dtype):
+        return v.name
+    if isinstance(v, (Jaxpr, ClosedJaxpr)):
+        return "{...}"
+    if isinstance(v, float):
+        return repr(v)
+    return str(v)
+
+
+def _fmt_literal(lit: Literal) -> str:
+    val = np.asarray(lit.val)
+    if val.dtype == np.bool_:
+        s = str(bool(val))
+    elif val.dtype.kind in "iu":
+        s = str(int(val))
+    else:
+        s = repr(val.item()) if val.dtype.kind != "V" else str(val)
+    return f"{s}:{lit.aval.str_short()}"
+
+
+def pp_jaxpr(jaxpr: Jaxpr, indent: int = 0) -> str:
+    names: dict[Var, str] = {}
+    gen = _names()
+
+    def name(v):
+        if type(v) is Literal:
+            return _fmt_literal(v)
+        if v not in names:
+            names[v] = next(gen)
+        return names[v]
+
+    def binder(v):
+        return f"{name(v)}:{v.aval.str_short()}"
+
+    pad = " " * indent
+    consts = " ".join(binder(v) for v in jaxpr.constvars)
+    ins = " ".join(binder(v) for v in jaxpr.invars)
+    lines = [f"{pad}{{ lambda {consts + ' ' if consts else ''}; {ins}. let"]
+    for eqn in jaxpr.eqns:
+        lhs = " ".join(binder(v) for v in eqn.outputs)
+        shown = {k: v for k, v in eqn.params.items() if not isinstance(v, (Jaxpr, ClosedJaxpr))}
+        ps = ", ".join(f"{k}={_fmt_param(v)}" for k, v in shown.items())
+        rhs = f"{eqn.prim.name}{'[' + ps + ']' if ps else ''} {' '.join(name(a) for a in eqn.inputs)}".rstrip()
+        lines.append(f"{pad}    {lhs} = {rhs}")
+        for k, sub in eqn.params.items():
+            subs = [sub] if isinstance(sub, (Jaxpr, ClosedJaxpr)) else (
+                [s for s in sub if isinstance(s, (Jaxpr, ClosedJaxpr))] if isinstance(sub, (tuple, list)) else []
+            )
+            for s in subs:
+                inner = s.jaxpr if isinstance(s, ClosedJaxpr) else s
+                lines.append(f"{pad}      {k}=")
+                lines.append(pp_jaxpr(inner, indent + 8))
+    outs = " ".join(name(v) for v in jaxpr.outvars)
+    lines.append(f"{pad}  in ({outs}{',' if len(jaxpr.outvars) == 1 else ''}) }}")
+    return "\n".join(lines)

@@ -1,0 +1,379 @@
+"""Array API creation functions: asarray, zeros, ones, full, empty, arange, linspace, eye, *_like, meshgrid,
+tril, triu, from_dlpack."""
+
+from __future__ import annotations
+
+import builtins
+
+import numpy as np
+
+from .. import dtypes
+from ..core import Tensor, Tracer, _state, _wrap
+from ..errors import DTypeError, ShapeError
+from ..primitives import shape as S
+from ..primitives.elementwise import convert
+
+_PY_SCALARS = (builtins.bool, builtins.int, builtins.float, builtins.complex)
+
+
+def _check_device(device, op):
+    if device not in (None, "cpu"):
+        raise ValueError(f"{op}: unknown device {device!r}; funclib tensors live on 'cpu'")
+
+
+def _infer_python_dtype(obj) -> np.dtype | None:
+    """The Array API default dtype for nested Python scalars (None if ``obj`` holds non-Python values)."""
+    kinds = set()
+
+    def walk(o):
+        if isinstance(o, (list, tuple)):
+            for e in o:
+                if not walk(e):
+                    return False
+            return True
+        if type(o) in _PY_SCALARS:
+            kinds.add(type(o))
+            return True
+        return False
+
+    if not walk(obj):
+        return None
+    if builtins.complex in kinds:
+        return dtypes.default_complex
+    if builtins.float in kinds:
+        return dtypes.default_float
+    if builtins.int in kinds:
+        return dtypes.default_int
+    if builtins.bool in kinds:
+        return dtypes.bool_
+    return dtypes.default_float  # empty list
+
+
+def asarray(obj, /, *, dtype=None, device=None, copy: bool | None = None) -> Tensor:
+    """Convert ``obj`` (a Tensor, NumPy array, nested sequence or Python scalar) to a Tensor.
+
+    A writable NumPy source is copied, so nobody can change the Tensor behind its back; a read-only one is
+    shared. Python floats become float32, ints int64 (the defaults).
+
+    >>> fl.asarray([1.0, 2.0])
+    Tensor([1., 2.], dtype=float32)
+    """
+    _check_device(device, "asarray")
+    want = dtypes.canonicalize(dtype) if dtype is not None else None
+    if isinstance(obj, Tensor):
+        if want is None or obj.dtype == want:
+            return obj
+        if copy is False:
+            raise ValueError(f"asarray: converting {obj.dtype.name} to {want.name} needs a copy, but copy=False")
+        return convert(obj, want)
+    if type(obj) in _PY_SCALARS:
+        d = want or dtypes.python_scalar_dtype(obj)
+        _check_scalar_fits(obj, d)
+        return _wrap(np.asarray(obj, dtype=d))
+    if isinstance(obj, (np.ndarray, np.generic)):
+        arr = np.asarray(obj)
+        if arr.dtype not in dtypes._KNOWN and arr.dtype.byteorder not in ("=", "|"):
+            arr = arr.astype(arr.dtype.newbyteorder("="))
+        if arr.dtype not in dtypes._KNOWN:
+            raise DTypeError(f"asarray: NumPy dtype {arr.dtype} is not supported by funclib")
+        if want is not None and arr.dtype != want:
+            if copy is False:
+                raise ValueError("asarray: the dtype conversion needs a copy, but copy=False")
+            return _wrap(arr.astype(want))
+        if isinstance(obj, np.generic) or not arr.flags.writeable:
+            if copy:
+                return _wrap(arr.copy())
+            return _wrap(arr)
+        if copy is False:
+            raise ValueError(
+                "asarray: copy=False would share a writable NumPy buffer with an immutable Tensor; make the "
+                "array read-only first (arr.flags.writeable = False) or allow a copy"
+            )
+        return _wrap(arr.copy())
+    if hasattr(obj, "__dlpack__") and not isinstance(obj, (list, tuple)):
+        arr = np.from_dlpack(obj)
+        return asarray(arr if not arr.flags.writeable else arr.copy(), dtype=dtype)
+    if isinstance(obj, (list, tuple)):
+        if any(isinstance(e, Tracer) for e in _iter_flat(obj)):
+            from .manipulation import stack
+
+            return stack([asarray(e, dtype=dtype) for e in obj])
+        if any(isinstance(e, Tensor) for e in _iter_flat(obj)):
+            obj = _tensors_to_numpy(obj)
+        d = want or _infer_python_dtype(obj)
+        try:
+            arr = np.asarray(obj, dtype=d)
+        except (ValueError, OverflowError) as e:
+            raise ValueError(f"asarray: cannot convert the sequence to a tensor: {e}") from None
+        if d is None:
+            d0 = dtypes.canonicalize(arr.dtype) if arr.dtype in dtypes._KNOWN else None
+            if d0 is None:
+                raise DTypeError(f"asarray: the sequence holds values of unsupported type (NumPy dtype {arr.dtype})")
+        return _wrap(arr)
+    if hasattr(obj, "__array__"):
+        return asarray(np.asarray(obj), dtype=dtype, copy=copy)
+    raise TypeError(
+        f"asarray: cannot convert {type(obj).__name__} to a Tensor; pass a Tensor, a NumPy array, a Python scalar "
+        "or a nested list of them"
+    )
+
+
+def _iter_flat(obj):
+    if isinstance(obj, (list, tuple)):
+        for e in obj:
+            yield from _iter_flat(e)
+    else:
+        yield obj
+
+
+def _tensors_to_numpy(obj):
+    if isinstance(obj, (list, tuple)):
+        return [_tensors_to_numpy(e) for e in obj]
+    if isinstance(obj, Tensor):
+        return obj.numpy()
+    return obj
+
+
+def _check_scalar_fits(v, d):
+    if d in dtypes.INTEGER and isinstance(v, builtins.int) and not isinstance(v, builtins.bool):
+        info = np.iinfo(d)
+        if not info.min <= v <= info.max:
+            raise OverflowError(f"asarray: Python int {v} does not fit in {d.name} [{info.min}, {info.max}]")
+
+
+def tensor(data, dtype=None) -> Tensor:
+    """PyTorch spelling of ``asarray``.
+
+    >>> fl.tensor([[1, 2], [3, 4]])
+    Tensor([[1, 2],
+           [3, 4]], dtype=int64)
+    """
+    return asarray(data, dtype=dtype)
+
+
+def _shape_arg(shape, op) -> tuple[int, ...]:
+    if isinstance(shape, (int, np.integer)):
+        shape = (int(shape),)
+    try:
+        out = tuple(int(_operator_index(d)) for d in shape)
+    except TypeError:
+        raise TypeError(f"{op}: shape must be an int or a tuple of ints, got {shape!r}") from None
+    if any(d < 0 for d in out):
+        raise ShapeError(f"{op}: negative dimensions are not allowed: {out}")
+    return out
+
+
+def _operator_index(d):
+    import operator
+
+    return operator.index(d)
+
+
+def _varargs_shape(shape, op):
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        return _shape_arg(shape[0], op)
+    return _shape_arg(shape, op)
+
+
+def zeros(shape, *, dtype=None, device=None) -> Tensor:
+    """A tensor of zeros (float32 by default).
+
+    >>> fl.zeros((2, 3)).shape
+    (2, 3)
+    """
+    _check_device(device, "zeros")
+    return S.full(_shape_arg(shape, "zeros"), 0, dtypes.canonicalize(dtype or dtypes.default_float))
+
+
+def ones(shape, *, dtype=None, device=None) -> Tensor:
+    """A tensor of ones (float32 by default)."""
+    _check_device(device, "ones")
+    return S.full(_shape_arg(shape, "ones"), 1, dtypes.canonicalize(dtype or dtypes.default_float))
+
+
+def empty(shape, *, dtype=None, device=None) -> Tensor:
+    """An uninitialized tensor; funclib fills it with zeros (immutable tensors are never observed uninitialized)."""
+    return zeros(shape, dtype=dtype, device=device)
+
+
+def full(shape, fill_value, *, dtype=None, device=None) -> Tensor:
+    """A tensor of ``shape`` filled with ``fill_value``; the dtype follows the value when not given.
+
+    >>> fl.full((2,), 7)
+    Tensor([7, 7], dtype=int64)
+    """
+    _check_device(device, "full")
+    shape = _shape_arg(shape, "full")
+    if isinstance(fill_value, Tensor):
+        d = dtypes.canonicalize(dtype) if dtype is not None else fill_value.dtype
+        return S.full(shape, fill_value, d)
+    d = dtypes.canonicalize(dtype) if dtype is not None else dtypes.python_scalar_dtype(fill_value)
+    if d in dtypes.INTEGER:
+        _check_scalar_fits(fill_value, d)
+    return S.full(shape, fill_value, d)
+
+
+def _like(x, dtype):
+    return dtypes.canonicalize(dtype) if dtype is not None else x.dtype
+
+
+def zeros_like(x, /, *, dtype=None, device=None) -> Tensor:
+    _check_device(device, "zeros_like")
+    return S.full(tuple(x.shape), 0, _like(x, dtype))
+
+
+def ones_like(x, /, *, dtype=None, device=None) -> Tensor:
+    _check_device(device, "ones_like")
+    return S.full(tuple(x.shape), 1, _like(x, dtype))
+
+
+def empty_like(x, /, *, dtype=None, device=None) -> Tensor:
+    return zeros_like(x, dtype=dtype, device=device)
+
+
+def full_like(x, /, fill_value, *, dtype=None, device=None) -> Tensor:
+    _check_device(device, "full_like")
+    return S.full(tuple(x.shape), fill_value, _like(x, dtype))
+
+
+def arange(start, /, stop=None, step=1, *, dtype=None, device=None) -> Tensor:
+    """Evenly spaced values in ``[start, stop)``.
+
+    >>> fl.arange(3)
+    Tensor([0, 1, 2], dtype=int64)
+    """
+    _check_device(device, "arange")
+    for v in (start, stop, step):
+        if isinstance(v, Tracer):
+            raise TypeError("arange: start/stop/step must be concrete numbers (the output shape depends on them)")
+    if stop is None:
+        start, stop = 0, start
+    if step == 0:
+        raise ValueError("arange: step must not be zero")
+    start, stop, step = (v.item() if isinstance(v, Tensor) else v for v in (start, stop, step))
+    if dtype is None:
+        is_float = any(isinstance(v, float) for v in (start, stop, step))
+        d = dtypes.default_float if is_float else dtypes.default_int
+    else:
+        d = dtypes.canonicalize(dtype)
+    n = builtins.max(int(np.ceil((stop - start) / step)), 0)
+    if _state.trace is None:
+        return _wrap((start + step * np.arange(n, dtype=np.float64 if d in dtypes.INEXACT else np.int64)).astype(d))
+    from .elementwise import add, multiply
+
+    base = convert(S.iota(dtypes.int64, (n,), 0), d)
+    return add(multiply(base, step), start) if (start, step) != (0, 1) else base
+
+
+def linspace(start, stop, /, num: int, *, dtype=None, device=None, endpoint: bool = True) -> Tensor:
+    """``num`` evenly spaced values from ``start`` to ``stop``.
+
+    >>> fl.linspace(0.0, 1.0, 3)
+    Tensor([0. , 0.5, 1. ], dtype=float32)
+    """
+    _check_device(device, "linspace")
+    if isinstance(start, complex) or isinstance(stop, complex):
+        d = dtypes.canonicalize(dtype) if dtype is not None else dtypes.default_complex
+    else:
+        d = dtypes.canonicalize(dtype) if dtype is not None else dtypes.default_float
+    if d not in dtypes.INEXACT:
+        raise DTypeError(f"linspace: dtype must be floating-point, got {d.name}")
+    if num < 0:
+        raise ValueError(f"linspace: num must be non-negative, got {num}")
+    if isinstance(start, Tensor) or isinstance(stop, Tensor):
+        from .elementwise import add, multiply, subtract
+
+        div = (num - 1) if endpoint else num
+        steps = convert(S.iota(dtypes.int64, (num,), 0), d)
+        frac = multiply(steps, 1.0 / builtins.max(div, 1))
+        return add(start, multiply(frac, subtract(stop, start)))
+    wide = np.complex128 if d in dtypes.COMPLEX else np.float64
+    return _wrap(np.linspace(start, stop, num, endpoint=endpoint, dtype=wide).astype(d))
+
+
+def eye(n_rows: int, n_cols: int | None = None, /, *, k: int = 0, dtype=None, device=None) -> Tensor:
+    """The identity matrix (ones on diagonal ``k``).
+
+    >>> fl.eye(2)
+    Tensor([[1., 0.],
+           [0., 1.]], dtype=float32)
+    """
+    _check_device(device, "eye")
+    d = dtypes.canonicalize(dtype or dtypes.default_float)
+    return _wrap(np.eye(n_rows, n_cols, k=k, dtype=d))
+
+
+def from_dlpack(x, /, *, device=None, copy=None) -> Tensor:
+    """A Tensor from any object supporting DLPack (copied unless read-only)."""
+    _check_device(device, "from_dlpack")
+    arr = np.from_dlpack(x)
+    return asarray(arr if (copy is False or not arr.flags.writeable) else arr.copy())
+
+
+def meshgrid(*arrays, indexing: str = "xy") -> list[Tensor]:
+    """Coordinate matrices from 1-D tensors (``indexing`` is 'xy' or 'ij')."""
+    if indexing not in ("xy", "ij"):
+        raise ValueError(f"meshgrid: indexing must be 'xy' or 'ij', got {indexing!r}")
+    arrays = [asarray(a) for a in arrays]
+    for a in arrays:
+        if a.ndim != 1:
+            raise ShapeError(f"meshgrid: inputs must be 1-D, got shape {tuple(a.shape)}")
+    if not arrays:
+        return []
+    shape = [a.shape[0] for a in arrays]
+    if indexing == "xy" and len(arrays) > 1:
+        shape[0], shape[1] = shape[1], shape[0]
+    out = []
+    for i, a in enumerate(arrays):
+        dim = i
+        if indexing == "xy" and len(arrays) > 1 and i < 2:
+            dim = 1 - i
+        out.append(S.broadcast_in_dim(a, tuple(shape), (dim,)))
+    return out
+
+
+def _tri_mask(x, k, lower):
+    from .elementwise import add, greater_equal, less_equal
+
+    n, m = x.shape[-2], x.shape[-1]
+    rows = S.iota(dtypes.int64, (n, m), 0)
+    cols = S.iota(dtypes.int64, (n, m), 1)
+    return less_equal(cols, add(rows, k)) if lower else greater_equal(cols, add(rows, k))
+
+
+def tril(x, /, *, k: int = 0) -> Tensor:
+    """The lower triangle of the last two axes (zeros above diagonal ``k``)."""
+    from .elementwise import where
+
+    if x.ndim < 2:
+        raise ShapeError(f"tril: needs at least 2 dimensions, got shape {tuple(x.shape)}")
+    return where(_tri_mask(x, k, True), x, 0)
+
+
+def triu(x, /, *, k: int = 0) -> Tensor:
+    """The upper triangle of the last two axes (zeros below diagonal ``k``)."""
+    from .elementwise import where
+
+    if x.ndim < 2:
+        raise ShapeError(f"triu: needs at least 2 dimensions, got shape {tuple(x.shape)}")
+    return where(_tri_mask(x, k, False), x, 0)
+
+__all__ = [
+    "arange",
+    "asarray",
+    "empty",
+    "empty_like",
+    "eye",
+    "from_dlpack",
+    "full",
+    "full_like",
+    "linspace",
+    "meshgrid",
+    "ones",
+    "ones_like",
+    "tensor",
+    "tril",
+    "triu",
+    "zeros",
+    "zeros_like",
+]

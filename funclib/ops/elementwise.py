@@ -1,0 +1,357 @@
+"""Array API elementwise functions. Most are the primitive wrappers; the rest are compositions."""
+
+from __future__ import annotations
+
+import builtins
+
+import numpy as np
+
+from .. import dtypes
+from ..core import Tensor, _state, _wrap
+from ..errors import DTypeError
+from ..primitives import elementwise as E
+from ..primitives.elementwise import (  # noqa: F401  (re-exported)
+    abs,
+    acos,
+    acosh,
+    add,
+    asin,
+    asinh,
+    atan,
+    atan2,
+    atanh,
+    bitwise_and,
+    bitwise_invert,
+    bitwise_left_shift,
+    bitwise_or,
+    bitwise_right_shift,
+    bitwise_xor,
+    cbrt,
+    conj,
+    convert,
+    copysign,
+    cos,
+    cosh,
+    digamma,
+    equal,
+    erf,
+    erfinv,
+    exp,
+    expm1,
+    floor_divide,
+    greater,
+    greater_equal,
+    imag,
+    integer_pow,
+    isfinite,
+    isinf,
+    isnan,
+    less,
+    less_equal,
+    lgamma,
+    log,
+    log1p,
+    maximum,
+    minimum,
+    multiply,
+    negative,
+    nextafter,
+    not_equal,
+    polygamma,
+    real,
+    remainder,
+    safe_mul,
+    sigmoid,
+    signbit,
+    sin,
+    sinh,
+    sqrt,
+    subtract,
+    tan,
+    tanh,
+)
+from ..primitives.elementwise import _to_tensor, promote_pair
+
+_LN2 = 0.6931471805599453
+_LN10 = 2.302585092994046
+
+
+def _float(x, op):
+    x = _to_tensor(x, op)
+    if x.dtype not in dtypes.INEXACT:
+        x = convert(x, dtypes.default_float)
+    return x
+
+
+def divide(x1, x2, /):
+    """True division; integer operands are promoted to the default float dtype.
+
+    >>> fl.divide(fl.tensor([1, 2]), 2)
+    Tensor([0.5, 1. ], dtype=float32)
+    """
+    if _state.trace is None and type(x1) is Tensor and type(x2) is Tensor:
+        a, b = x1._value, x2._value
+        if a.dtype is b.dtype and a.dtype in E.FLOAT:
+            return _wrap(np.divide(a, b))
+    x1, x2 = promote_pair("divide", x1, x2)
+    if x1.dtype not in dtypes.INEXACT:
+        x1, x2 = convert(x1, dtypes.default_float), convert(x2, dtypes.default_float)
+    return E.div_p.bind(x1, x2)
+
+
+def pow(x1, x2, /):
+    """``x1 ** x2`` with Array API promotion.
+
+    >>> fl.pow(fl.tensor([2.0]), 3)
+    Tensor([8.], dtype=float32)
+    """
+    if isinstance(x2, builtins.int) and not isinstance(x2, builtins.bool) and isinstance(x1, Tensor):
+        if x1.dtype in dtypes.INEXACT or x2 >= 0:
+            return integer_pow(x1, x2)
+    return E.pow(x1, x2)
+
+
+def positive(x, /):
+    """``+x``."""
+    x = _to_tensor(x, "positive")
+    if x.dtype == dtypes.bool_:
+        raise DTypeError("positive: unsupported dtype bool; expected a numeric dtype")
+    return x
+
+
+def square(x, /):
+    """``x * x``."""
+    x = _to_tensor(x, "square")
+    if x.dtype == dtypes.bool_:
+        raise DTypeError("square: unsupported dtype bool; expected a numeric dtype")
+    return integer_pow(x, 2)
+
+
+def exp2(x, /):
+    return exp(multiply(_float(x, "exp2"), _LN2))
+
+
+def log2(x, /):
+    x = _float(x, "log2")
+    return divide(log(x), _wrap(np.asarray(_LN2, x.dtype)) if x.dtype not in dtypes.COMPLEX else _LN2)
+
+
+def log10(x, /):
+    x = _float(x, "log10")
+    return divide(log(x), _wrap(np.asarray(_LN10, x.dtype)) if x.dtype not in dtypes.COMPLEX else _LN10)
+
+
+def logaddexp(x1, x2, /):
+    """``log(exp(x1) + exp(x2))`` without overflow."""
+    x1, x2 = promote_pair("logaddexp", x1, x2)
+    x1, x2 = _float(x1, "logaddexp"), _float(x2, "logaddexp")
+    m = maximum(x1, x2)
+    # where both are -inf (or +inf) the difference is nan; the max alone is the answer there
+    finite = isfinite(m)
+    safe_m = E.select(finite, m, _wrap(np.zeros((), m.dtype)))
+    res = add(safe_m, log1p(exp(negative(abs(subtract(x1, x2))))))
+    return E.select(finite, res, m)
+
+
+def hypot(x1, x2, /):
+    """``sqrt(x1**2 + x2**2)`` without undue overflow."""
+    x1, x2 = promote_pair("hypot", x1, x2)
+    x1, x2 = abs(_float(x1, "hypot")), abs(_float(x2, "hypot"))
+    big = maximum(x1, x2)
+    small = minimum(x1, x2)
+    zero = _wrap(np.zeros((), big.dtype))
+    safe = E.select(equal(big, zero), _wrap(np.ones((), big.dtype)), big)
+    r = divide(small, safe)
+    out = multiply(big, sqrt(add(multiply(r, r), 1.0)))
+    return E.select(isinf(big), big, out)
+
+
+def sign(x, /):
+    """The sign of ``x`` (``x / |x|`` for complex, 0 at 0)."""
+    x = _to_tensor(x, "sign")
+    if x.dtype in dtypes.COMPLEX:
+        a = abs(x)
+        safe = E.select(equal(a, _wrap(np.zeros((), a.dtype))), _wrap(np.ones((), a.dtype)), a)
+        return divide(x, convert(safe, x.dtype))
+    return E.sign(x)
+
+
+def _int_identity(fn, name):
+    def f(x, /):
+        x = _to_tensor(x, name)
+        if x.dtype in dtypes.INTEGER or x.dtype == dtypes.bool_:
+            if x.dtype == dtypes.bool_:
+                raise DTypeError(f"{name}: unsupported dtype bool; expected a real numeric dtype")
+            return x
+        return fn(x)
+
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = f"Elementwise ``{name}`` (identity on integers)."
+    return f
+
+
+floor = _int_identity(E.floor, "floor")
+ceil = _int_identity(E.ceil, "ceil")
+trunc = _int_identity(E.trunc, "trunc")
+
+
+def round(x, /):
+    """Round half to even; complex rounds both parts; identity on integers."""
+    x = _to_tensor(x, "round")
+    if x.dtype in dtypes.COMPLEX:
+        return E.complex_from(E.round(real(x)), E.round(imag(x)))
+    if x.dtype in dtypes.INTEGER:
+        return x
+    return E.round(x)
+
+
+def _logical(p, name):
+    def f(x1, x2, /):
+        x1, x2 = _to_tensor(x1, name), _to_tensor(x2, name)
+        if x1.dtype != dtypes.bool_:
+            x1 = not_equal(x1, 0)
+        if x2.dtype != dtypes.bool_:
+            x2 = not_equal(x2, 0)
+        return p.bind(x1, x2)
+
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = f"Elementwise ``{name}`` of boolean tensors."
+    return f
+
+
+logical_and = _logical(E.and_p, "logical_and")
+logical_or = _logical(E.or_p, "logical_or")
+logical_xor = _logical(E.xor_p, "logical_xor")
+
+
+def logical_not(x, /):
+    x = _to_tensor(x, "logical_not")
+    if x.dtype != dtypes.bool_:
+        x = not_equal(x, 0)
+    return E.not_p.bind(x)
+
+
+def where(condition, x1, x2, /):
+    """Elements of ``x1`` where ``condition`` holds, else of ``x2`` (broadcasting, promotion).
+
+    >>> fl.where(fl.tensor([True, False]), 1.0, 0.0)
+    Tensor([1., 0.], dtype=float32)
+    """
+    c = _to_tensor(condition, "where")
+    if c.dtype != dtypes.bool_:
+        raise DTypeError(f"where: the condition must be boolean, got {c.dtype.name}; compare it first (e.g. x > 0)")
+    x1, x2 = promote_pair("where", x1, x2)
+    return E.select(c, x1, x2)
+
+
+def clip(x, /, min=None, max=None):
+    """Clamp ``x`` to ``[min, max]`` (either may be None). The result keeps ``x``'s dtype."""
+    x = _to_tensor(x, "clip")
+    if x.dtype in dtypes.COMPLEX or x.dtype == dtypes.bool_:
+        raise DTypeError(f"clip: unsupported dtype {x.dtype.name}; expected a real numeric dtype")
+    out = x
+    if min is not None:
+        lo = _bound(min, x, "min")
+        out = maximum(out, lo)
+    if max is not None:
+        hi = _bound(max, x, "max")
+        out = minimum(out, hi)
+    return out
+
+
+def _bound(b, x, which):
+    if isinstance(b, Tensor):
+        return convert(b, x.dtype) if b.dtype != x.dtype else b
+    if x.dtype in dtypes.INTEGER:
+        info = np.iinfo(x.dtype)
+        b = builtins.min(builtins.max(b, info.min), info.max) if isinstance(b, builtins.int) else b
+    return _wrap(np.asarray(b, dtype=x.dtype))
+
+
+def reciprocal(x, /):
+    x = _float(x, "reciprocal")
+    return divide(_wrap(np.ones((), x.dtype)), x)
+
+
+def rsqrt(x, /):
+    return reciprocal(sqrt(x))
+
+__all__ = [
+    "abs",
+    "acos",
+    "acosh",
+    "add",
+    "asin",
+    "asinh",
+    "atan",
+    "atan2",
+    "atanh",
+    "bitwise_and",
+    "bitwise_invert",
+    "bitwise_left_shift",
+    "bitwise_or",
+    "bitwise_right_shift",
+    "bitwise_xor",
+    "cbrt",
+    "ceil",
+    "clip",
+    "conj",
+    "copysign",
+    "cos",
+    "cosh",
+    "digamma",
+    "divide",
+    "equal",
+    "erf",
+    "erfinv",
+    "exp",
+    "exp2",
+    "expm1",
+    "floor",
+    "floor_divide",
+    "greater",
+    "greater_equal",
+    "hypot",
+    "imag",
+    "isfinite",
+    "isinf",
+    "isnan",
+    "less",
+    "less_equal",
+    "lgamma",
+    "log",
+    "log10",
+    "log1p",
+    "log2",
+    "logaddexp",
+    "logical_and",
+    "logical_not",
+    "logical_or",
+    "logical_xor",
+    "maximum",
+    "minimum",
+    "multiply",
+    "negative",
+    "nextafter",
+    "not_equal",
+    "polygamma",
+    "positive",
+    "pow",
+    "real",
+    "reciprocal",
+    "remainder",
+    "round",
+    "rsqrt",
+    "sigmoid",
+    "sign",
+    "signbit",
+    "sin",
+    "sinh",
+    "sqrt",
+    "square",
+    "subtract",
+    "tan",
+    "tanh",
+    "trunc",
+    "where",
+]

@@ -1,0 +1,225 @@
+"""matmul, tensordot, vecdot, outer, einsum: contractions lowered onto ``dot_general``."""
+
+from __future__ import annotations
+
+from .. import dtypes
+from ..errors import DTypeError, ShapeError
+from ..primitives import shape as S
+from ..primitives._util import broadcast_shapes, normalize_axis
+from ..primitives.dot import dot_general
+from ..primitives.elementwise import _to_tensor, convert
+from . import elementwise as E
+
+
+def _promote(a, b, op):
+    a, b = _to_tensor(a, op), _to_tensor(b, op)
+    if a.dtype == dtypes.bool_ or b.dtype == dtypes.bool_:
+        raise DTypeError(f"{op}: boolean operands are not supported; cast to a numeric dtype")
+    d = dtypes.result_type(a, b)
+    return (a if a.dtype == d else convert(a, d)), (b if b.dtype == d else convert(b, d))
+
+
+def matmul(x1, x2, /):
+    """Matrix product with NumPy semantics (1-D operands are promoted; leading axes broadcast).
+
+    >>> (fl.ones((2, 3)) @ fl.ones((3, 4))).shape
+    (2, 4)
+    """
+    a, b = _promote(x1, x2, "matmul")
+    if a.ndim == 0 or b.ndim == 0:
+        raise ShapeError("matmul: operands must be at least 1-D; use * for scalars")
+    a1, b1 = a.ndim == 1, b.ndim == 1
+    if a1:
+        a = S.reshape(a, (1,) + tuple(a.shape))
+    if b1:
+        b = S.reshape(b, tuple(b.shape) + (1,))
+    if a.shape[-1] != b.shape[-2]:
+        raise ShapeError(
+            f"matmul: shapes {tuple(x1.shape)} and {tuple(x2.shape)} are not aligned: "
+            f"{a.shape[-1]} (last axis of the first) != {b.shape[-2]} (second-to-last of the second)"
+        )
+    if a.ndim == 2 and b.ndim == 2:
+        out = dot_general(a, b, (((1,), (0,)), ((), ())))
+    else:
+        batch = broadcast_shapes(tuple(a.shape[:-2]), tuple(b.shape[:-2]), op="matmul")
+        nb = len(batch)
+        if b.ndim == 2:
+            # fold the batch of a into its rows: one large GEMM instead of a batched one
+            out = dot_general(a, b, (((a.ndim - 1,), (0,)), ((), ())))
+            out = S.broadcast_to(out, batch + tuple(out.shape[-2:])) if tuple(out.shape[:-2]) != batch else out
+        else:
+            a = S.broadcast_to(a, batch + tuple(a.shape[-2:]))
+            b = S.broadcast_to(b, batch + tuple(b.shape[-2:]))
+            bd = tuple(range(nb))
+            out = dot_general(a, b, (((nb + 1,), (nb,)), (bd, bd)))
+    if a1:
+        out = S.squeeze(out, (out.ndim - 2,))
+    if b1:
+        out = S.squeeze(out, (out.ndim - 1,))
+    return out
+
+
+def tensordot(x1, x2, /, *, axes=2):
+    """Contract ``axes`` (an int: the last/first n axes; or a pair of axis sequences)."""
+    a, b = _promote(x1, x2, "tensordot")
+    if isinstance(axes, int):
+        if axes < 0 or axes > min(a.ndim, b.ndim):
+            raise ValueError(f"tensordot: axes={axes} out of range for ranks {a.ndim} and {b.ndim}")
+        ca = tuple(range(a.ndim - axes, a.ndim))
+        cb = tuple(range(axes))
+    else:
+        ca, cb = axes
+        ca = tuple(normalize_axis(i, a.ndim, "tensordot") for i in ((ca,) if isinstance(ca, int) else ca))
+        cb = tuple(normalize_axis(i, b.ndim, "tensordot") for i in ((cb,) if isinstance(cb, int) else cb))
+    return dot_general(a, b, ((ca, cb), ((), ())))
+
+
+def vecdot(x1, x2, /, *, axis: int = -1):
+    """``sum(conj(x1) * x2, axis)`` with broadcasting."""
+    a, b = _promote(x1, x2, "vecdot")
+    shape = broadcast_shapes(tuple(a.shape), tuple(b.shape), op="vecdot")
+    a, b = S.broadcast_to(a, shape), S.broadcast_to(b, shape)
+    ax = normalize_axis(axis, len(shape), "vecdot")
+    if a.shape[ax] != b.shape[ax]:
+        raise ShapeError("vecdot: contracted axes differ in size")
+    if a.dtype in dtypes.COMPLEX:
+        a = E.conj(a)
+    from .reductions import sum
+
+    return sum(E.multiply(a, b), axis=ax)
+
+
+def outer(x1, x2, /):
+    a, b = _promote(x1, x2, "outer")
+    if a.ndim != 1 or b.ndim != 1:
+        raise ShapeError("outer: operands must be 1-D")
+    return dot_general(S.reshape(a, (-1, 1)), S.reshape(b, (1, -1)), (((1,), (0,)), ((), ())))
+
+
+def inner(x1, x2, /):
+    return tensordot(x1, x2, axes=((-1,), (-1,)))
+
+
+def einsum(subscripts: str, *operands):
+    """Einstein summation over explicit subscripts (``'ij,jk->ik'``); ``...`` broadcasts leading axes.
+
+    >>> fl.einsum("ij,j->i", fl.ones((2, 3)), fl.ones(3))
+    Tensor([3., 3.], dtype=float32)
+    """
+    from .reductions import sum
+
+    ops = [_to_tensor(o, "einsum") for o in operands]
+    d = dtypes.result_type(*ops)
+    ops = [o if o.dtype == d else convert(o, d) for o in ops]
+    sub = subscripts.replace(" ", "")
+    if "->" in sub:
+        lhs, out = sub.split("->")
+    else:
+        lhs, out = sub, None
+    terms = lhs.split(",")
+    if len(terms) != len(ops):
+        raise ValueError(f"einsum: {len(terms)} subscripts for {len(ops)} operands")
+    # expand '...' into fresh upper-case letters
+    ell_rank = 0
+    for t, o in zip(terms, ops):
+        if "..." in t:
+            ell_rank = max(ell_rank, o.ndim - (len(t) - 3))
+    ell = "".join(chr(ord("A") + i) for i in range(ell_rank))
+    new_terms = []
+    for t, o in zip(terms, ops):
+        if "..." in t:
+            k = o.ndim - (len(t) - 3)
+            t = t.replace("...", ell[ell_rank - k :])
+        if len(t) != o.ndim:
+            raise ShapeError(f"einsum: subscript {t!r} has {len(t)} letters for an operand of rank {o.ndim}")
+        new_terms.append(t)
+    if out is None:
+        counts = {}
+        for t in new_terms:
+            for c in t:
+                counts[c] = counts.get(c, 0) + 1
+        out = ell + "".join(sorted(c for c, n in counts.items() if n == 1 and c not in ell))
+    else:
+        out = out.replace("...", ell)
+    # diagonals (repeated letters within one term) and letters summed in a single operand
+    sizes = {}
+    for t, o in zip(new_terms, ops):
+        for c, n in zip(t, o.shape):
+            if c in sizes and sizes[c] != n and 1 not in (sizes[c], n):
+                raise ShapeError(f"einsum: letter {c!r} has sizes {sizes[c]} and {n}")
+            sizes[c] = max(sizes.get(c, 1), n)
+    cur, cur_t = None, None
+    for k, (t, o) in enumerate(zip(new_terms, ops)):
+        o, t = _einsum_diagonals(o, t)
+        if cur is None:
+            cur, cur_t = o, t
+            continue
+        cur, cur_t = _einsum_pair(cur, cur_t, o, t, out + "".join(new_terms[k + 1 :]))
+    # sum letters not in the output, then permute
+    drop = [i for i, c in enumerate(cur_t) if c not in out]
+    if drop:
+        cur = sum(cur, axis=tuple(drop))
+        cur_t = "".join(c for c in cur_t if c in out)
+    missing = [c for c in out if c not in cur_t]
+    if missing:
+        raise ValueError(f"einsum: output letters {missing} do not appear in the inputs")
+    return S.transpose(cur, tuple(cur_t.index(c) for c in out)) if cur_t != out else cur
+
+
+def _einsum_diagonals(o, t):
+    while len(set(t)) != len(t):
+        c = next(c for c in t if t.count(c) > 1)
+        i = t.index(c)
+        j = t.index(c, i + 1)
+        o = diagonal(o, offset=0, axis1=i, axis2=j)
+        t = t[:i] + t[i + 1 : j] + t[j + 1 :] + c
+    return o, t
+
+
+def _einsum_pair(a, ta, b, tb, keep_letters):
+    # a shared letter is contracted now unless the output or a later operand still needs it
+    shared = [c for c in ta if c in tb]
+    keep = set(keep_letters)
+    batch = [c for c in shared if c in keep]
+    contract = [c for c in shared if c not in keep]
+    # broadcast size-1 axes of shared letters
+    for c in shared:
+        na, nb = a.shape[ta.index(c)], b.shape[tb.index(c)]
+        if na != nb:
+            if na == 1:
+                shape = list(a.shape)
+                shape[ta.index(c)] = nb
+                a = S.broadcast_to(a, tuple(shape))
+            else:
+                shape = list(b.shape)
+                shape[tb.index(c)] = na
+                b = S.broadcast_to(b, tuple(shape))
+    dn = (
+        (tuple(ta.index(c) for c in contract), tuple(tb.index(c) for c in contract)),
+        (tuple(ta.index(c) for c in batch), tuple(tb.index(c) for c in batch)),
+    )
+    res = dot_general(a, b, dn)
+    ta_free = [c for c in ta if c not in shared]
+    tb_free = [c for c in tb if c not in shared]
+    return res, "".join(batch + ta_free + tb_free)
+
+
+def diagonal(x, /, *, offset: int = 0, axis1: int = -2, axis2: int = -1):
+    """The diagonal of the (axis1, axis2) planes, as a new last axis."""
+    import numpy as np
+
+    from ..core import _wrap
+    from ..primitives.indexing import gather
+
+    x = _to_tensor(x, "diagonal")
+    a1, a2 = normalize_axis(axis1, x.ndim, "diagonal"), normalize_axis(axis2, x.ndim, "diagonal")
+    if a1 == a2:
+        raise ValueError("diagonal: axis1 and axis2 must differ")
+    n1, n2 = x.shape[a1], x.shape[a2]
+    start1, start2 = (0, offset) if offset >= 0 else (-offset, 0)
+    k = max(0, min(n1 - start1, n2 - start2))
+    rest = [i for i in range(x.ndim) if i not in (a1, a2)]
+    xt = S.transpose(x, (a1, a2) + tuple(rest))
+    idx = _wrap(np.stack([np.arange(start1, start1 + k), np.arange(start2, start2 + k)], -1).astype(np.int64))
+    g = gather(xt, idx, (0, 1))  # (k, *rest)
+    return S.transpose(g, tuple(range(1, g.ndim)) + (0,))

@@ -1,0 +1,148 @@
+"""Neural-network staples as compositions: softmax, log_softmax, relu, gelu, softplus, silu, one_hot, ...
+
+Each is written so its derivative is stable for large inputs (|x| = 1e4 in float32 gives no inf or nan).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import dtypes
+from ..core import _wrap
+from ..errors import DTypeError
+from ..primitives import shape as S
+from ..primitives.elementwise import _to_tensor, convert, select, stop_gradient
+from . import elementwise as E
+from .reductions import _axes, logsumexp
+
+
+def _f(x, op):
+    return E._float(x, op)
+
+
+def softmax(x, /, axis=-1):
+    """``exp(x) / sum(exp(x))`` along ``axis``, computed from the shifted logits.
+
+    >>> fl.softmax(fl.tensor([0.0, 0.0]))
+    Tensor([0.5, 0.5], dtype=float32)
+    """
+    x = _f(x, "softmax")
+    axes = _axes(x, axis, "softmax")
+    from ..primitives.reduce import reduce_max, reduce_sum
+
+    m = reduce_max(x, axes)
+    m = stop_gradient(select(E.isfinite(m), m, _wrap(np.zeros((), m.dtype))))
+    shape = tuple(1 if i in axes else d for i, d in enumerate(x.shape))
+    e = E.exp(E.subtract(x, S.reshape(m, shape)))
+    return E.divide(e, S.reshape(reduce_sum(e, axes), shape))
+
+
+def log_softmax(x, /, axis=-1):
+    """``x - logsumexp(x)`` along ``axis``."""
+    x = _f(x, "log_softmax")
+    return E.subtract(x, logsumexp(x, axis=axis, keepdims=True))
+
+
+def relu(x, /):
+    """``max(x, 0)``; the derivative at 0 is 0."""
+    x = _to_tensor(x, "relu")
+    return select(E.greater(x, _wrap(np.zeros((), x.dtype))), x, _wrap(np.zeros((), x.dtype)))
+
+
+def relu6(x, /):
+    return E.clip(relu(x), None, 6.0)
+
+
+def leaky_relu(x, /, negative_slope: float = 0.01):
+    x = _f(x, "leaky_relu")
+    return select(E.greater_equal(x, _wrap(np.zeros((), x.dtype))), x, E.multiply(x, negative_slope))
+
+
+def elu(x, /, alpha: float = 1.0):
+    x = _f(x, "elu")
+    zero = _wrap(np.zeros((), x.dtype))
+    neg = E.multiply(E.expm1(E.minimum(x, zero)), alpha)
+    return select(E.greater(x, zero), x, neg)
+
+
+def softplus(x, /, beta: float = 1.0, threshold: float | None = None):
+    """``log(1 + exp(beta x)) / beta`` without overflow: ``max(z, 0) + log1p(exp(-|z|))``."""
+    x = _f(x, "softplus")
+    z = E.multiply(x, beta) if beta != 1.0 else x
+    zero = _wrap(np.zeros((), x.dtype))
+    out = E.add(E.maximum(z, zero), E.log1p(E.exp(E.negative(E.abs(z)))))
+    return E.divide(out, beta) if beta != 1.0 else out
+
+
+def log_sigmoid(x, /):
+    """``log(sigmoid(x)) = -softplus(-x)``."""
+    return E.negative(softplus(E.negative(_f(x, "log_sigmoid"))))
+
+
+def silu(x, /):
+    """``x * sigmoid(x)`` (swish)."""
+    x = _f(x, "silu")
+    return E.multiply(x, E.sigmoid(x))
+
+
+swish = silu
+
+
+def gelu(x, /, approximate: bool | str = False):
+    """Gaussian error linear unit; ``approximate=True`` (or ``'tanh'``) uses the tanh form."""
+    x = _f(x, "gelu")
+    if approximate in (True, "tanh"):
+        c = math.sqrt(2.0 / math.pi)
+        inner = E.multiply(E.add(x, E.multiply(E.multiply(E.multiply(x, x), x), 0.044715)), c)
+        return E.multiply(E.multiply(x, 0.5), E.add(E.tanh(inner), 1.0))
+    if approximate not in (False, "none"):
+        raise ValueError(f"gelu: approximate must be False/'none' or True/'tanh', got {approximate!r}")
+    return E.multiply(E.multiply(x, 0.5), E.add(E.erf(E.multiply(x, 1.0 / math.sqrt(2.0))), 1.0))
+
+
+def one_hot(x, num_classes: int, *, dtype=None, axis: int = -1):
+    """One-hot encode integer labels: ``out[..., c] = (x == c)``.
+
+    >>> fl.one_hot(fl.tensor([0, 2]), 3)
+    Tensor([[1., 0., 0.],
+           [0., 0., 1.]], dtype=float32)
+    """
+    x = _to_tensor(x, "one_hot")
+    if x.dtype not in dtypes.INTEGER:
+        raise DTypeError(f"one_hot: labels must be integers, got {x.dtype.name}")
+    d = dtypes.canonicalize(dtype or dtypes.default_float)
+    nd = x.ndim + 1
+    ax = axis % nd
+    shape = list(x.shape)
+    shape.insert(ax, num_classes)
+    classes = S.iota(x.dtype, tuple(shape), ax)
+    xb = S.broadcast_in_dim(x, tuple(shape), tuple(i for i in range(nd) if i != ax))
+    return convert(E.equal(xb, classes), d)
+
+
+def normalize(x, /, axis=-1, eps: float = 1e-12):
+    """``x / max(||x||, eps)`` along ``axis``."""
+    x = _f(x, "normalize")
+    from .reductions import sum
+
+    n = E.sqrt(sum(E.multiply(x, x), axis=axis, keepdims=True))
+    return E.divide(x, E.maximum(n, _wrap(np.asarray(eps, x.dtype))))
+
+
+__all__ = [
+    "softmax",
+    "log_softmax",
+    "relu",
+    "relu6",
+    "leaky_relu",
+    "elu",
+    "softplus",
+    "log_sigmoid",
+    "silu",
+    "swish",
+    "gelu",
+    "one_hot",
+    "normalize",
+]

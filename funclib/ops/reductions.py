@@ -1,0 +1,283 @@
+"""Array API statistical, searching and utility reductions, plus the cumulative family and logsumexp."""
+
+from __future__ import annotations
+
+import builtins
+
+import numpy as np
+
+from .. import dtypes
+from ..core import Tensor, _wrap
+from ..errors import DTypeError, ShapeError
+from ..primitives import reduce as R
+from ..primitives import shape as S
+from ..primitives._util import normalize_axis
+from ..primitives.elementwise import _to_tensor, convert
+from . import elementwise as E
+
+
+def _axes(x, axis, op) -> tuple[int, ...]:
+    if axis is None:
+        return tuple(range(x.ndim))
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    out = tuple(sorted(normalize_axis(a, x.ndim, op) for a in axes))
+    if len(set(out)) != len(out):
+        raise ValueError(f"{op}: repeated axis in {axis}")
+    return out
+
+
+def _keep(y, x, axes, keepdims):
+    if not keepdims:
+        return y
+    return S.reshape(y, tuple(1 if i in axes else d for i, d in enumerate(x.shape)))
+
+
+def _sum_dtype(d, dtype):
+    if dtype is not None:
+        return dtypes.canonicalize(dtype)
+    if d == dtypes.bool_ or d in dtypes.SIGNED:
+        return dtypes.default_int
+    if d in dtypes.UNSIGNED:
+        return dtypes.uint64
+    return d
+
+
+def sum(x, /, *, axis=None, dtype=None, keepdims: bool = False) -> Tensor:
+    """Sum over ``axis`` (all axes by default). Integer sums accumulate in int64 (uint64 for unsigned).
+
+    >>> fl.sum(fl.ones((2, 3)), axis=0)
+    Tensor([2., 2., 2.], dtype=float32)
+    """
+    x = _to_tensor(x, "sum")
+    axes = _axes(x, axis, "sum")
+    d = _sum_dtype(x.dtype, dtype)
+    xc = x if x.dtype == d else convert(x, d)
+    return _keep(R.reduce_sum(xc, axes), x, axes, keepdims)
+
+
+def prod(x, /, *, axis=None, dtype=None, keepdims: bool = False) -> Tensor:
+    """Product over ``axis``."""
+    x = _to_tensor(x, "prod")
+    axes = _axes(x, axis, "prod")
+    d = _sum_dtype(x.dtype, dtype)
+    xc = x if x.dtype == d else convert(x, d)
+    return _keep(R.reduce_prod(xc, axes) if axes else xc, x, axes, keepdims)
+
+
+def _real_check(x, op):
+    if x.dtype in dtypes.COMPLEX or x.dtype == dtypes.bool_:
+        raise DTypeError(f"{op}: unsupported dtype {x.dtype.name}; expected a real numeric dtype")
+
+
+def max(x, /, *, axis=None, keepdims: bool = False) -> Tensor:
+    """Maximum over ``axis`` (NaN propagates; ties share the gradient equally)."""
+    x = _to_tensor(x, "max")
+    _real_check(x, "max")
+    axes = _axes(x, axis, "max")
+    return _keep(R.reduce_max(x, axes) if axes else x, x, axes, keepdims)
+
+
+def min(x, /, *, axis=None, keepdims: bool = False) -> Tensor:
+    """Minimum over ``axis`` (NaN propagates; ties share the gradient equally)."""
+    x = _to_tensor(x, "min")
+    _real_check(x, "min")
+    axes = _axes(x, axis, "min")
+    return _keep(R.reduce_min(x, axes) if axes else x, x, axes, keepdims)
+
+
+def _count(x, axes):
+    n = 1
+    for a in axes:
+        n *= x.shape[a]
+    return n
+
+
+def mean(x, /, *, axis=None, keepdims: bool = False) -> Tensor:
+    """Arithmetic mean over ``axis``.
+
+    >>> fl.mean(fl.tensor([1.0, 2.0, 3.0]))
+    Tensor(2., dtype=float32)
+    """
+    x = _to_tensor(x, "mean")
+    if x.dtype not in dtypes.INEXACT:
+        raise DTypeError(f"mean: expected a floating-point dtype, got {x.dtype.name}; cast with .astype(fl.float32)")
+    axes = _axes(x, axis, "mean")
+    n = _count(x, axes)
+    s = R.reduce_sum(x, axes)
+    return _keep(E.divide(s, _wrap(np.asarray(n, x.dtype))) if n else E.divide(s, _wrap(np.asarray(0, x.dtype))),
+                 x, axes, keepdims)
+
+
+def var(x, /, *, axis=None, correction=0.0, keepdims: bool = False) -> Tensor:
+    """Variance with ``correction`` degrees of freedom removed (0: population, 1: sample)."""
+    x = _to_tensor(x, "var")
+    if x.dtype not in dtypes.INEXACT:
+        raise DTypeError(f"var: expected a floating-point dtype, got {x.dtype.name}")
+    axes = _axes(x, axis, "var")
+    m = mean(x, axis=axes, keepdims=True)
+    dev = E.subtract(x, m)
+    sq = E.real(E.multiply(dev, E.conj(dev))) if x.dtype in dtypes.COMPLEX else E.multiply(dev, dev)
+    n = _count(x, axes) - correction
+    s = R.reduce_sum(sq, axes)
+    out = E.divide(s, _wrap(np.asarray(builtins.max(n, 0), sq.dtype)))
+    return _keep(out, x, axes, keepdims)
+
+
+def std(x, /, *, axis=None, correction=0.0, keepdims: bool = False) -> Tensor:
+    """Standard deviation (see ``var``)."""
+    return E.sqrt(var(x, axis=axis, correction=correction, keepdims=keepdims))
+
+
+def all(x, /, *, axis=None, keepdims: bool = False) -> Tensor:
+    x = _to_tensor(x, "all")
+    b = x if x.dtype == dtypes.bool_ else E.not_equal(x, 0)
+    axes = _axes(x, axis, "all")
+    return _keep(R.reduce_and(b, axes) if axes else b, x, axes, keepdims)
+
+
+def any(x, /, *, axis=None, keepdims: bool = False) -> Tensor:
+    x = _to_tensor(x, "any")
+    b = x if x.dtype == dtypes.bool_ else E.not_equal(x, 0)
+    axes = _axes(x, axis, "any")
+    return _keep(R.reduce_or(b, axes) if axes else b, x, axes, keepdims)
+
+
+def _arg(prim_fn, x, axis, keepdims, op):
+    x = _to_tensor(x, op)
+    _real_check(x, op)
+    if axis is None:
+        flat = S.reshape(x, (-1,))
+        if flat.shape[0] == 0:
+            raise ShapeError(f"{op}: attempt to get {op} of an empty tensor")
+        out = prim_fn(flat, 0)
+        return S.reshape(out, (1,) * x.ndim) if keepdims else out
+    ax = normalize_axis(axis, x.ndim, op)
+    out = prim_fn(x, ax)
+    return S.expand_dims(out, [ax]) if keepdims else out
+
+
+def argmax(x, /, *, axis: int | None = None, keepdims: bool = False) -> Tensor:
+    """Index of the maximum (the first one on ties; NaN counts as the maximum)."""
+    return _arg(R.argmax, x, axis, keepdims, "argmax")
+
+
+def argmin(x, /, *, axis: int | None = None, keepdims: bool = False) -> Tensor:
+    """Index of the minimum (the first one on ties; NaN counts as the minimum)."""
+    return _arg(R.argmin, x, axis, keepdims, "argmin")
+
+
+def cumulative_sum(x, /, *, axis: int | None = None, dtype=None, include_initial: bool = False) -> Tensor:
+    """Cumulative sum along ``axis`` (required unless ``x`` is 1-D)."""
+    x = _to_tensor(x, "cumulative_sum")
+    if axis is None:
+        if x.ndim != 1:
+            raise ValueError("cumulative_sum: axis is required for tensors with more than one dimension")
+        axis = 0
+    ax = normalize_axis(axis, x.ndim, "cumulative_sum")
+    d = _sum_dtype(x.dtype, dtype)
+    xc = x if x.dtype == d else convert(x, d)
+    out = R.cumsum(xc, ax)
+    if include_initial:
+        cfg = [(0, 0, 0)] * x.ndim
+        cfg[ax] = (1, 0, 0)
+        out = S.pad(out, _wrap(np.zeros((), d)), cfg)
+    return out
+
+
+def cumsum(x, axis: int = 0, *, reverse: bool = False) -> Tensor:
+    x = _to_tensor(x, "cumsum")
+    return R.cumsum(x, normalize_axis(axis, x.ndim, "cumsum"), reverse)
+
+
+def _assoc_scan(fn, x, axis):
+    """Inclusive scan of an associative ``fn`` along ``axis`` by recursive doubling (log2(n) steps).
+
+    Built from slices, pads and ``fn``, so it differentiates exactly wherever ``fn`` does.
+    """
+    n = x.shape[axis]
+    shift = 1
+    while shift < n:
+        lo, hi = [0] * x.ndim, list(x.shape)
+        hi[axis] = n - shift
+        head = S.slice_(x, lo, hi)
+        lo2 = [0] * x.ndim
+        lo2[axis] = shift
+        tail = S.slice_(x, lo2, list(x.shape))
+        combined = fn(head, tail)
+        keep_hi = list(x.shape)
+        keep_hi[axis] = shift
+        x = S.concatenate([S.slice_(x, [0] * x.ndim, keep_hi), combined], axis)
+        shift *= 2
+    return x
+
+
+def cumprod(x, axis: int = 0) -> Tensor:
+    """Cumulative product (exact derivatives, also at zeros)."""
+    x = _to_tensor(x, "cumprod")
+    return _assoc_scan(E.multiply, x, normalize_axis(axis, x.ndim, "cumprod"))
+
+
+def cummax(x, axis: int = 0) -> Tensor:
+    x = _to_tensor(x, "cummax")
+    return _assoc_scan(E.maximum, x, normalize_axis(axis, x.ndim, "cummax"))
+
+
+def cummin(x, axis: int = 0) -> Tensor:
+    x = _to_tensor(x, "cummin")
+    return _assoc_scan(E.minimum, x, normalize_axis(axis, x.ndim, "cummin"))
+
+
+def logcumsumexp(x, axis: int = 0) -> Tensor:
+    x = _to_tensor(x, "logcumsumexp")
+    return _assoc_scan(E.logaddexp, x, normalize_axis(axis, x.ndim, "logcumsumexp"))
+
+
+def logsumexp(x, /, *, axis=None, keepdims: bool = False) -> Tensor:
+    """``log(sum(exp(x)))`` computed stably (the max is subtracted first; its gradient is softmax).
+
+    >>> fl.logsumexp(fl.tensor([0.0, 0.0]))
+    Tensor(0.6931472, dtype=float32)
+    """
+    x = E._float(x, "logsumexp")
+    axes = _axes(x, axis, "logsumexp")
+    m = R.reduce_max(x, axes) if axes else x
+    from ..primitives.elementwise import select
+
+    m = select(E.isfinite(m), m, _wrap(np.zeros((), m.dtype)))
+    m = _stop_gradient(m)
+    mk = S.reshape(m, tuple(1 if i in axes else d for i, d in enumerate(x.shape)))
+    s = R.reduce_sum(E.exp(E.subtract(x, mk)), axes)
+    return _keep(E.add(E.log(s), m), x, axes, keepdims)
+
+
+def _stop_gradient(x):
+    from .misc import stop_gradient
+
+    return stop_gradient(x)
+
+
+def count_nonzero(x, /, *, axis=None, keepdims: bool = False) -> Tensor:
+    x = _to_tensor(x, "count_nonzero")
+    return sum(E.not_equal(x, 0), axis=axis, keepdims=keepdims)
+
+__all__ = [
+    "all",
+    "any",
+    "argmax",
+    "argmin",
+    "count_nonzero",
+    "cummax",
+    "cummin",
+    "cumprod",
+    "cumsum",
+    "cumulative_sum",
+    "logcumsumexp",
+    "logsumexp",
+    "max",
+    "mean",
+    "min",
+    "prod",
+    "std",
+    "sum",
+    "var",
+]

@@ -1,0 +1,858 @@
+"""Elementwise primitives: the ``unary`` and ``binary`` families, ``select``, ``convert``, ``integer_pow``.
+
+Binary primitives broadcast implicitly (NumPy rules) and take operands of one dtype: promotion happens in the
+public wrappers. Cotangents of a broadcast operand are summed back ("unbroadcast", as in HIPS autograd).
+Each public wrapper has an eager fast path: with no transform active and Tensor operands it calls NumPy directly.
+"""
+
+from __future__ import annotations
+
+import builtins
+
+import numpy as np
+
+from .. import dtypes
+from ..core import Primitive, ShapedArray, Tensor, Zero, _state, _wrap, aval_of, is_undefined
+from ..errors import DTypeError
+from ..kernels import special
+from ._util import broadcast_shapes, instantiate, unbroadcast
+
+FLOAT = frozenset(dtypes.FLOATING)
+REAL_FLOAT = frozenset(dtypes.REAL_FLOATING)
+NUMERIC = frozenset(dtypes.NUMERIC)
+REAL_NUMERIC = frozenset(dtypes.INTEGER + dtypes.REAL_FLOATING)
+INTEGER = frozenset(dtypes.INTEGER)
+INT_BOOL = frozenset(dtypes.INTEGER + dtypes.BOOL)
+BOOL = frozenset(dtypes.BOOL)
+ALL = frozenset(dtypes.ALL)
+COMPLEX = frozenset(dtypes.COMPLEX)
+
+_SCALARS = (builtins.int, builtins.float, builtins.complex)
+
+
+def _check(name, dtype, ok):
+    if dtype not in ok:
+        kinds = "floating-point" if ok <= FLOAT else "numeric" if ok <= NUMERIC else "integer or boolean"
+        raise DTypeError(f"{name}: unsupported dtype {dtype.name}; expected a {kinds} dtype (got {dtype.name})")
+
+
+def _to_tensor(x, op):
+    if isinstance(x, Tensor):
+        return x
+    from ..ops.creation import asarray
+
+    try:
+        return asarray(x)
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"{op}: expected a Tensor or a Python scalar, got {type(x).__name__}: {e}") from None
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# unary family
+
+
+def _elementwise_vmap(prim):
+    def rule(args, dims, **params):
+        return prim.bind(*args, **params), dims[0]
+
+    return rule
+
+
+def unary(
+    name: str,
+    np_fn,
+    *,
+    ok=FLOAT,
+    jvp=None,
+    out_dtype=None,
+    promote_int=True,
+    linear=False,
+    kernel: str | None = None,
+    doc: str = "",
+):
+    """Define an elementwise unary primitive and its public wrapper. ``jvp(x, y, t)`` gives the output tangent.
+
+    Returns ``(primitive, wrapper)``.
+    """
+    p = Primitive(name, linear=linear)
+    p.family = "unary"
+    p.kernel = kernel or name
+    p.ok_dtypes = ok
+
+    @p.def_impl
+    def _impl(x):
+        return np_fn(x)
+
+    @p.def_abstract_eval
+    def _abstract(x):
+        _check(name, x.dtype, ok)
+        return ShapedArray(x.shape, out_dtype(x.dtype) if out_dtype else x.dtype)
+
+    p.def_vmap(_elementwise_vmap(p))
+
+    if jvp is not None:
+
+        @p.def_jvp
+        def _jvp(primals, tangents):
+            (x,), (t,) = primals, tangents
+            y = p.bind(x)
+            if type(t) is Zero or y.dtype not in FLOAT:
+                return y, Zero(aval_of(y))
+            return y, jvp(x, y, t)
+    elif out_dtype is not None or ok <= INT_BOOL:
+        p.no_rule["jvp"] = "its output is integer or boolean, so its tangent is always zero"
+
+        @p.def_jvp
+        def _zero_jvp(primals, tangents):
+            y = p.bind(*primals)
+            return y, Zero(aval_of(y))
+
+    else:
+        p.no_rule["jvp"] = "piecewise constant: the derivative is zero almost everywhere"
+
+        @p.def_jvp
+        def _pc_jvp(primals, tangents):
+            y = p.bind(*primals)
+            return y, Zero(aval_of(y))
+
+    if not linear:
+        p.no_rule.setdefault("transpose", "not linear")
+
+    def wrapper(x, /):
+        if _state.trace is None and type(x) is Tensor:
+            v = x._value
+            if v.dtype in ok:
+                return _wrap(np_fn(v))
+        return _unary_slow(p, x, ok, promote_int)
+
+    wrapper.__name__ = wrapper.__qualname__ = name
+    wrapper.__doc__ = doc or f"Elementwise ``{name}``.\n\n>>> fl.{name}(fl.tensor([0.5]))"
+    return p, wrapper
+
+
+def _unary_slow(p, x, ok, promote_int):
+    x = _to_tensor(x, p.name)
+    d = x.dtype
+    if d not in ok:
+        if promote_int and ok <= FLOAT and (d in INTEGER or d == dtypes.bool_):
+            x = convert(x, dtypes.default_float)
+        else:
+            _check(p.name, d, ok)
+    return p.bind(x)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# binary family
+
+
+def _binary_vmap(prim):
+    def rule(args, dims, **params):
+        x, y = args
+        dx, dy = dims
+        xs = x.shape if dx is None else x.shape[:dx] + x.shape[dx + 1 :]
+        ys = y.shape if dy is None else y.shape[:dy] + y.shape[dy + 1 :]
+        rank = max(len(xs), len(ys))
+        x = _batch_align(x, dx, rank)
+        y = _batch_align(y, dy, rank)
+        return prim.bind(x, y, **params), 0
+
+    return rule
+
+
+def _batch_align(x, d, rank):
+    """Move the batch axis to 0 and pad the logical rank to ``rank`` so NumPy broadcasting lines up."""
+    from ._util import moveaxis
+    from .shape import reshape
+
+    if d is None:
+        return x
+    x = moveaxis(x, d, 0)
+    pad = rank - (x.ndim - 1)
+    if pad > 0:
+        x = reshape(x, (x.shape[0],) + (1,) * pad + x.shape[1:])
+    return x
+
+
+def binary(
+    name: str,
+    np_fn,
+    *,
+    ok=NUMERIC,
+    jvp=None,
+    out_bool=False,
+    linear_in=None,
+    kernel: str | None = None,
+    doc: str = "",
+):
+    """Define an elementwise binary primitive with implicit broadcasting and its public wrapper.
+
+    ``jvp`` is a pair ``(dx, dy)`` of functions ``(x, y, out, t) -> tangent contribution`` (``None`` for an
+    argument with zero derivative). Returns ``(primitive, wrapper)``.
+    """
+    p = Primitive(name, linear=linear_in is not None)
+    p.family = "binary"
+    p.kernel = kernel or name
+    p.ok_dtypes = ok
+
+    @p.def_impl
+    def _impl(x, y):
+        return np_fn(x, y)
+
+    @p.def_abstract_eval
+    def _abstract(x, y):
+        if x.dtype != y.dtype:
+            raise DTypeError(
+                f"{name}: operands must have one dtype, got {x.dtype.name} and {y.dtype.name}; "
+                f"use fl.{name} (which promotes) or .astype"
+            )
+        _check(name, x.dtype, ok)
+        shape = broadcast_shapes(x.shape, y.shape, op=name)
+        return ShapedArray(shape, dtypes.bool_ if out_bool else x.dtype)
+
+    p.def_vmap(_binary_vmap(p))
+
+    if jvp is not None:
+        dfx, dfy = jvp
+
+        @p.def_jvp
+        def _jvp(primals, tangents):
+            x, y = primals
+            tx, ty = tangents
+            out = p.bind(x, y)
+            if out.dtype not in FLOAT:
+                return out, Zero(aval_of(out))
+            acc = None
+            if type(tx) is not Zero and dfx is not None:
+                acc = _bcast_to(dfx(x, y, out, tx), out)
+            if type(ty) is not Zero and dfy is not None:
+                c = _bcast_to(dfy(x, y, out, ty), out)
+                acc = c if acc is None else acc + c
+            return out, Zero(aval_of(out)) if acc is None else acc
+    else:
+        p.no_rule["jvp"] = (
+            "its output is boolean or integer, so its tangent is always zero"
+            if out_bool or ok <= INT_BOOL
+            else "piecewise constant: the derivative is zero almost everywhere"
+        )
+
+        @p.def_jvp
+        def _zero_jvp(primals, tangents):
+            out = p.bind(*primals)
+            return out, Zero(aval_of(out))
+
+    if linear_in is None:
+        p.no_rule["transpose"] = "not linear"
+
+    def wrapper(x, y, /):
+        if _state.trace is None and type(x) is Tensor:
+            a = x._value
+            ty = type(y)
+            if ty is Tensor:
+                b = y._value
+                if a.dtype is b.dtype and a.dtype in ok:
+                    return _wrap(np_fn(a, b))
+            elif (ty is builtins.float and a.dtype in FLOAT) or (ty is builtins.int and a.dtype in NUMERIC):
+                if a.dtype in ok and (ty is builtins.float or a.dtype in FLOAT or _fits(y, a.dtype)):
+                    return _wrap(np_fn(a, y))
+        return _binary_slow(p, x, y)
+
+    wrapper.__name__ = wrapper.__qualname__ = name
+    wrapper.__doc__ = doc or f"Elementwise ``{name}`` with broadcasting and Array API type promotion."
+    return p, wrapper
+
+
+def _fits(v: int, d: np.dtype) -> bool:
+    info = np.iinfo(d)
+    return info.min <= v <= info.max
+
+
+def _bcast_to(t, out):
+    if t.shape != out.shape:
+        from .shape import broadcast_to
+
+        return broadcast_to(t, out.shape)
+    return t
+
+
+def promote_pair(op: str, x, y):
+    """Apply Array API promotion (weak Python scalars) to a pair of operands; returns two Tensors/Tracers."""
+    sx, sy = type(x) in _SCALARS or type(x) is builtins.bool, type(y) in _SCALARS or type(y) is builtins.bool
+    if sx and sy:
+        x = _to_tensor(x, op)
+        sx = False
+    if not sx:
+        x = _to_tensor(x, op)
+    if not sy:
+        y = _to_tensor(y, op)
+    if sx:
+        d = dtypes.weak_promote(y.dtype, x)
+        return _scalar_as(x, d, op), (y if y.dtype == d else convert(y, d))
+    if sy:
+        d = dtypes.weak_promote(x.dtype, y)
+        return (x if x.dtype == d else convert(x, d)), _scalar_as(y, d, op)
+    if x.dtype != y.dtype:
+        d = dtypes.promote_types(x.dtype, y.dtype)
+        if x.dtype != d:
+            x = convert(x, d)
+        if y.dtype != d:
+            y = convert(y, d)
+    return x, y
+
+
+def _scalar_as(v, d: np.dtype, op: str):
+    if d in INTEGER and not isinstance(v, builtins.bool) and isinstance(v, builtins.int) and not _fits(v, d):
+        info = np.iinfo(d)
+        raise OverflowError(
+            f"{op}: Python integer {v} is out of range for {d.name} [{info.min}, {info.max}]; "
+            f"cast the tensor to a wider dtype first"
+        )
+    if d not in FLOAT and isinstance(v, builtins.float):
+        raise DTypeError(f"{op}: cannot combine a Python float with a {d.name} tensor; cast the tensor first")
+    return _wrap(np.asarray(v, dtype=d))
+
+
+def _binary_slow(p, x, y):
+    x, y = promote_pair(p.name, x, y)
+    _check(p.name, x.dtype, p.ok_dtypes)
+    return p.bind(x, y)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# convert (astype) and select
+
+
+convert_p = Primitive("convert_element_type", linear=True)
+convert_p.family = "unary"
+convert_p.kernel = "convert"
+
+
+@convert_p.def_impl
+def _convert_impl(x, *, new_dtype):
+    return np.asarray(x).astype(new_dtype)
+
+
+@convert_p.def_abstract_eval
+def _convert_abstract(x, *, new_dtype):
+    return ShapedArray(x.shape, new_dtype)
+
+
+@convert_p.def_jvp
+def _convert_jvp(primals, tangents, *, new_dtype):
+    (x,), (t,) = primals, tangents
+    y = convert_p.bind(x, new_dtype=new_dtype)
+    if type(t) is Zero or new_dtype not in FLOAT or x.dtype not in FLOAT:
+        return y, Zero(aval_of(y))
+    return y, convert(t, new_dtype)
+
+
+@convert_p.def_transpose
+def _convert_transpose(ct, x, *, new_dtype):
+    old = x.aval.dtype
+    if old in COMPLEX or new_dtype not in COMPLEX:
+        return [convert(ct, old)]
+    return [convert(real(ct), old)]  # real -> complex embedding transposes to taking the real part
+
+
+@convert_p.def_vmap
+def _convert_vmap(args, dims, *, new_dtype):
+    return convert_p.bind(args[0], new_dtype=new_dtype), dims[0]
+
+
+def convert(x, dtype):
+    """Cast to ``dtype`` (the primitive behind ``astype``)."""
+    dtype = dtypes.canonicalize(dtype)
+    if _state.trace is None and type(x) is Tensor:
+        if x._value.dtype == dtype:
+            return x
+        return _wrap(x._value.astype(dtype))
+    x = _to_tensor(x, "astype")
+    if x.dtype == dtype:
+        return x
+    return convert_p.bind(x, new_dtype=dtype)
+
+
+select_p = Primitive("select", linear=True)
+select_p.family = "select"
+select_p.kernel = "select"
+
+
+@select_p.def_impl
+def _select_impl(pred, x, y):
+    return np.where(pred, x, y)
+
+
+@select_p.def_abstract_eval
+def _select_abstract(pred, x, y):
+    if pred.dtype != dtypes.bool_:
+        raise DTypeError(f"select: the condition must be boolean, got {pred.dtype.name}; compare it first (x > 0)")
+    if x.dtype != y.dtype:
+        raise DTypeError(f"select: branches must have one dtype, got {x.dtype.name} and {y.dtype.name}")
+    return ShapedArray(broadcast_shapes(pred.shape, x.shape, y.shape, op="where"), x.dtype)
+
+
+@select_p.def_jvp
+def _select_jvp(primals, tangents):
+    pred, x, y = primals
+    _, tx, ty = tangents
+    out = select_p.bind(pred, x, y)
+    if (type(tx) is Zero and type(ty) is Zero) or out.dtype not in FLOAT:
+        return out, Zero(aval_of(out))
+    tx = instantiate(tx) if type(tx) is Zero else tx
+    ty = instantiate(ty) if type(ty) is Zero else ty
+    return out, _bcast_to(select_p.bind(pred, tx, ty), out)
+
+
+@select_p.def_transpose
+def _select_transpose(ct, pred, x, y):
+    if is_undefined(pred):
+        raise TypeError("select: the condition is not differentiable")
+    z = _wrap(np.zeros((), ct.dtype))
+    cx = unbroadcast(select_p.bind(pred, ct, z), x.aval) if is_undefined(x) else None
+    cy = unbroadcast(select_p.bind(pred, z, ct), y.aval) if is_undefined(y) else None
+    return [None, cx, cy]
+
+
+@select_p.def_vmap
+def _select_vmap(args, dims):
+    shapes = [a.shape if d is None else a.shape[:d] + a.shape[d + 1 :] for a, d in zip(args, dims)]
+    rank = max(len(s) for s in shapes)
+    return select_p.bind(*[_batch_align(a, d, rank) for a, d in zip(args, dims)]), 0
+
+
+def select(pred, x, y):
+    """``where(pred, x, y)`` on operands of one dtype (no promotion)."""
+    return select_p.bind(pred, x, y)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The unary primitives. jvp(x, y, t): x the input, y the output, t the input tangent.
+
+
+def _real_like(d):
+    return dtypes.real_dtype(d)
+
+
+neg_p, negative = unary("neg", np.negative, ok=NUMERIC, jvp=lambda x, y, t: negative(t), linear=True)
+neg_p.def_transpose(lambda ct, x: [negative(ct)])
+sign_p, sign = unary("sign", np.sign, ok=NUMERIC)
+floor_p, floor = unary("floor", np.floor, ok=REAL_FLOAT)
+ceil_p, ceil = unary("ceil", np.ceil, ok=REAL_FLOAT)
+round_p, round = unary("round", np.round, ok=REAL_FLOAT)
+trunc_p, trunc = unary("trunc", np.trunc, ok=REAL_FLOAT)
+is_finite_p, isfinite = unary("is_finite", np.isfinite, ok=FLOAT, out_dtype=lambda d: dtypes.bool_)
+isnan_p, isnan = unary("isnan", np.isnan, ok=FLOAT, out_dtype=lambda d: dtypes.bool_)
+isinf_p, isinf = unary("isinf", np.isinf, ok=FLOAT, out_dtype=lambda d: dtypes.bool_)
+not_p, bitwise_invert = unary("not", np.invert, ok=INT_BOOL, promote_int=False)
+
+exp_p, exp = unary("exp", np.exp, jvp=lambda x, y, t: t * y)
+log_p, log = unary("log", np.log, jvp=lambda x, y, t: t / x)
+log1p_p, log1p = unary("log1p", np.log1p, jvp=lambda x, y, t: t / (x + 1.0))
+expm1_p, expm1 = unary("expm1", np.expm1, jvp=lambda x, y, t: t * (y + 1.0))
+sin_p, sin = unary("sin", np.sin, jvp=lambda x, y, t: t * cos(x))
+cos_p, cos = unary("cos", np.cos, jvp=lambda x, y, t: negative(t * sin(x)))
+tan_p, tan = unary("tan", np.tan, jvp=lambda x, y, t: t * (y * y + 1.0))
+asin_p, asin = unary("asin", np.arcsin, jvp=lambda x, y, t: t / sqrt(1.0 - x * x))
+acos_p, acos = unary("acos", np.arccos, jvp=lambda x, y, t: negative(t / sqrt(1.0 - x * x)))
+atan_p, atan = unary("atan", np.arctan, jvp=lambda x, y, t: t / (x * x + 1.0))
+sinh_p, sinh = unary("sinh", np.sinh, jvp=lambda x, y, t: t * cosh(x))
+cosh_p, cosh = unary("cosh", np.cosh, jvp=lambda x, y, t: t * sinh(x))
+tanh_p, tanh = unary("tanh", np.tanh, jvp=lambda x, y, t: t * (1.0 - y * y))
+asinh_p, asinh = unary("asinh", np.arcsinh, jvp=lambda x, y, t: t / sqrt(x * x + 1.0))
+acosh_p, acosh = unary("acosh", np.arccosh, jvp=lambda x, y, t: t / (sqrt(x - 1.0) * sqrt(x + 1.0)))
+atanh_p, atanh = unary("atanh", np.arctanh, jvp=lambda x, y, t: t / (1.0 - x * x))
+# d sqrt(x) = t / (2 sqrt(x)): +inf at 0, kept (the zero-cotangent rule in safe_mul stops inf * 0 = nan)
+sqrt_p, sqrt = unary("sqrt", np.sqrt, jvp=lambda x, y, t: t * reciprocal(y + y))
+cbrt_p, cbrt = unary("cbrt", np.cbrt, ok=REAL_FLOAT, jvp=lambda x, y, t: t * reciprocal(3.0 * y * y))
+
+
+def _abs_jvp(x, y, t):
+    if x.dtype in COMPLEX:
+        # d|z| = Re(conj(z) t) / |z|, with 0 at z = 0
+        safe = select(y == 0, _wrap(np.ones((), y.dtype)), y)
+        return real(conj(x) * t) / safe
+    # subgradient convention: sign(0) = 0, so d|x| at 0 is 0
+    return t * sign(x)
+
+
+abs_p, abs = unary("abs", np.abs, ok=NUMERIC, jvp=_abs_jvp, out_dtype=_real_like, promote_int=False)
+
+
+def _logistic_np(x):
+    # stable in both tails: exp never sees a large positive argument
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype, copy=False)
+
+
+logistic_p, sigmoid = unary("logistic", _logistic_np, ok=REAL_FLOAT, jvp=lambda x, y, t: t * (y * (1.0 - y)))
+erf_p, erf = unary(
+    "erf", special.erf, ok=REAL_FLOAT, jvp=lambda x, y, t: t * (1.1283791670955126 * exp(negative(x * x)))
+)
+erf_inv_p, erfinv = unary(
+    "erf_inv", special.erfinv, ok=REAL_FLOAT, jvp=lambda x, y, t: t * (0.886226925452758 * exp(y * y))
+)
+lgamma_p, lgamma = unary("lgamma", special.lgamma, ok=REAL_FLOAT, jvp=lambda x, y, t: t * digamma(x))
+
+# polygamma(n, x) = d^n/dx^n digamma(x); n is static, so every order of derivative of lgamma is a primitive call
+polygamma_p = Primitive("polygamma")
+polygamma_p.family = "unary"
+polygamma_p.kernel = "polygamma"
+polygamma_p.no_rule["transpose"] = "not linear"
+
+
+@polygamma_p.def_impl
+def _polygamma_impl(x, *, n):
+    return special.polygamma(n, x)
+
+
+@polygamma_p.def_abstract_eval
+def _polygamma_abstract(x, *, n):
+    _check("polygamma", x.dtype, REAL_FLOAT)
+    return ShapedArray(x.shape, x.dtype)
+
+
+@polygamma_p.def_jvp
+def _polygamma_jvp(primals, tangents, *, n):
+    (x,), (t,) = primals, tangents
+    y = polygamma_p.bind(x, n=n)
+    if type(t) is Zero:
+        return y, Zero(aval_of(y))
+    return y, t * polygamma_p.bind(x, n=n + 1)
+
+
+@polygamma_p.def_vmap
+def _polygamma_vmap(args, dims, *, n):
+    return polygamma_p.bind(args[0], n=n), dims[0]
+
+
+def polygamma(n: int, x):
+    """The n-th derivative of the digamma function (``n`` a static non-negative int).
+
+    >>> fl.polygamma(1, fl.tensor([1.0]))  # pi**2 / 6
+    """
+    if not isinstance(n, int) or n < 0:
+        raise ValueError(f"polygamma: n must be a non-negative Python int, got {n!r}")
+    x = _to_tensor(x, "polygamma")
+    if x.dtype not in REAL_FLOAT:
+        x = convert(x, dtypes.default_float)
+    return polygamma_p.bind(x, n=n)
+
+
+def digamma(x):
+    """The digamma function, d/dx lgamma(x)."""
+    return polygamma(0, x)
+
+
+real_p, real = unary("real", np.real, ok=COMPLEX, jvp=lambda x, y, t: real(t), out_dtype=_real_like, linear=True)
+imag_p, imag = unary("imag", np.imag, ok=COMPLEX, jvp=lambda x, y, t: imag(t), out_dtype=_real_like, linear=True)
+conj_p, conj = unary("conj", np.conj, ok=COMPLEX, jvp=lambda x, y, t: conj(t), linear=True)
+real_p.def_transpose(lambda ct, x: [complex_from(ct, _wrap(np.zeros((), ct.dtype)))])
+imag_p.def_transpose(lambda ct, x: [complex_from(_wrap(np.zeros((), ct.dtype)), negative(ct))])
+conj_p.def_transpose(lambda ct, x: [conj(ct)])
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The binary primitives. (dx, dy): contributions of the x and y tangents.
+
+
+def _safe_mul_np(x, y):
+    out = np.multiply(x, y)
+    if out.dtype.kind in "fc":
+        # an exactly-zero factor annihilates inf/nan in the other: zero cotangents stay zero (DESIGN §5)
+        out = np.where((np.asarray(x) == 0) | (np.asarray(y) == 0), np.zeros((), out.dtype), out)
+    return out
+
+
+add_p, add = binary(
+    "add", np.add, jvp=(lambda x, y, o, t: t, lambda x, y, o, t: t), linear_in="both"
+)
+sub_p, subtract = binary(
+    "sub", np.subtract, jvp=(lambda x, y, o, t: t, lambda x, y, o, t: negative(t)), linear_in="both"
+)
+mul_p, multiply = binary(
+    "mul", np.multiply, jvp=(lambda x, y, o, t: t * y, lambda x, y, o, t: x * t), linear_in="either"
+)
+div_p, divide = binary(
+    "div",
+    np.divide,
+    ok=FLOAT,
+    jvp=(lambda x, y, o, t: t / y, lambda x, y, o, t: negative(t * o / y)),
+    linear_in="first",
+)
+safe_mul_p, safe_mul = binary(
+    "safe_mul",
+    _safe_mul_np,
+    ok=FLOAT,
+    jvp=(lambda x, y, o, t: safe_mul(t, y), lambda x, y, o, t: safe_mul(x, t)),
+    linear_in="either",
+    doc="``x * y`` where a zero in either factor gives exactly 0 (even against inf or nan).",
+)
+
+
+def _pow_dx(x, y, o, t):
+    # y * x**(y-1), with the y == 0 case exactly 0 (so d/dx x**0 = 0 even at x = 0)
+    ym1 = select(y == 0, _wrap(np.ones((), y.dtype)), y - 1.0)
+    return safe_mul(t, y * pow(x, ym1))
+
+
+def _pow_dy(x, y, o, t):
+    # log(x) * x**y, defined as 0 where x == 0 (the limit from the right for y > 0)
+    safe_x = select(x == 0, _wrap(np.ones((), x.dtype)), x)
+    return t * select(x == 0, _wrap(np.zeros((), o.dtype)), o * log(safe_x))
+
+
+pow_p, pow = binary("pow", np.power, ok=NUMERIC, jvp=(_pow_dx, _pow_dy))
+
+
+def _max_dx(x, y, o, t):
+    # ties split the derivative evenly: d max(x, x) = (tx + ty) / 2
+    return t * select(x > y, _one(o), select(x == y, _half(o), _zero(o)))
+
+
+def _max_dy(x, y, o, t):
+    return t * select(y > x, _one(o), select(x == y, _half(o), _zero(o)))
+
+
+def _min_dx(x, y, o, t):
+    return t * select(x < y, _one(o), select(x == y, _half(o), _zero(o)))
+
+
+def _min_dy(x, y, o, t):
+    return t * select(y < x, _one(o), select(x == y, _half(o), _zero(o)))
+
+
+def _one(o):
+    return _wrap(np.ones((), o.dtype))
+
+
+def _half(o):
+    return _wrap(np.full((), 0.5, o.dtype))
+
+
+def _zero(o):
+    return _wrap(np.zeros((), o.dtype))
+
+
+max_p, maximum = binary("max", np.maximum, ok=REAL_NUMERIC, jvp=(_max_dx, _max_dy))
+min_p, minimum = binary("min", np.minimum, ok=REAL_NUMERIC, jvp=(_min_dx, _min_dy))
+atan2_p, atan2 = binary(
+    "atan2",
+    np.arctan2,
+    ok=REAL_FLOAT,
+    jvp=(lambda x, y, o, t: t * y / (x * x + y * y), lambda x, y, o, t: negative(t * x / (x * x + y * y))),
+)
+rem_p, remainder = binary(
+    "rem",
+    np.remainder,
+    ok=REAL_NUMERIC,
+    jvp=(lambda x, y, o, t: t, lambda x, y, o, t: negative(t * floor_divide(x, y))),
+)
+floor_divide_p, floor_divide = binary("floor_divide", np.floor_divide, ok=REAL_NUMERIC)
+nextafter_p, nextafter = binary("nextafter", np.nextafter, ok=REAL_FLOAT)
+copysign_p, copysign = binary(
+    "copysign",
+    np.copysign,
+    ok=REAL_FLOAT,
+    jvp=(lambda x, y, o, t: t * sign(x) * select(_signbit(y), _neg_one(o), _one(o)), None),
+)
+
+
+def _neg_one(o):
+    return _wrap(np.full((), -1, o.dtype))
+
+
+def _signbit(y):
+    return signbit(y)
+
+
+signbit_p, signbit = unary("signbit", np.signbit, ok=REAL_FLOAT, out_dtype=lambda d: dtypes.bool_)
+
+eq_p, equal = binary("eq", np.equal, ok=ALL, out_bool=True)
+ne_p, not_equal = binary("ne", np.not_equal, ok=ALL, out_bool=True)
+lt_p, less = binary("lt", np.less, ok=REAL_NUMERIC, out_bool=True)
+le_p, less_equal = binary("le", np.less_equal, ok=REAL_NUMERIC, out_bool=True)
+gt_p, greater = binary("gt", np.greater, ok=REAL_NUMERIC, out_bool=True)
+ge_p, greater_equal = binary("ge", np.greater_equal, ok=REAL_NUMERIC, out_bool=True)
+and_p, bitwise_and = binary("and", np.bitwise_and, ok=INT_BOOL)
+or_p, bitwise_or = binary("or", np.bitwise_or, ok=INT_BOOL)
+xor_p, bitwise_xor = binary("xor", np.bitwise_xor, ok=INT_BOOL)
+
+
+def _shift_left_np(x, y):
+    bits = x.dtype.itemsize * 8
+    out = np.left_shift(x, np.clip(y, 0, bits - 1).astype(x.dtype))
+    return np.where(y >= bits, np.zeros((), x.dtype), out)
+
+
+def _shift_right_np(x, y):
+    bits = x.dtype.itemsize * 8
+    return np.right_shift(x, np.clip(y, 0, bits - 1).astype(x.dtype))
+
+
+shift_left_p, bitwise_left_shift = binary("shift_left", _shift_left_np, ok=INTEGER)
+shift_right_p, bitwise_right_shift = binary("shift_right", _shift_right_np, ok=INTEGER)
+
+
+def _complex_np(x, y):
+    return np.asarray(x + 1j * y).astype(dtypes.complex_dtype(x.dtype))
+
+
+complex_p = Primitive("complex", linear=True)
+complex_p.family = "binary"
+complex_p.kernel = "complex"
+complex_p.def_impl(_complex_np)
+
+
+@complex_p.def_abstract_eval
+def _complex_abstract(x, y):
+    if x.dtype != y.dtype or x.dtype not in (dtypes.float32, dtypes.float64):
+        raise DTypeError(f"complex: needs two float32 or two float64 operands, got {x.dtype.name}, {y.dtype.name}")
+    return ShapedArray(broadcast_shapes(x.shape, y.shape, op="complex"), dtypes.complex_dtype(x.dtype))
+
+
+@complex_p.def_jvp
+def _complex_jvp(primals, tangents):
+    out = complex_p.bind(*primals)
+    tx, ty = (instantiate(t) for t in tangents)
+    if type(tangents[0]) is Zero and type(tangents[1]) is Zero:
+        return out, Zero(aval_of(out))
+    return out, _bcast_to(complex_p.bind(tx, ty), out)
+
+
+@complex_p.def_transpose
+def _complex_transpose(ct, x, y):
+    return [
+        unbroadcast(real(ct), x.aval) if is_undefined(x) else None,
+        unbroadcast(imag(ct), y.aval) if is_undefined(y) else None,
+    ]
+
+
+complex_p.def_vmap(_binary_vmap(complex_p))
+
+
+def complex_from(x, y):
+    """``x + 1j * y`` from two real tensors."""
+    return complex_p.bind(x, y)
+
+
+def reciprocal(x):
+    return 1.0 / x if not isinstance(x, Tensor) else divide(_wrap(np.ones((), x.dtype)), x)
+
+
+# --- transposes of the linear binaries ---------------------------------------------------------------------------
+
+
+@add_p.def_transpose
+def _add_transpose(ct, x, y):
+    return [
+        unbroadcast(ct, x.aval) if is_undefined(x) else None,
+        unbroadcast(ct, y.aval) if is_undefined(y) else None,
+    ]
+
+
+@sub_p.def_transpose
+def _sub_transpose(ct, x, y):
+    return [
+        unbroadcast(ct, x.aval) if is_undefined(x) else None,
+        unbroadcast(negative(ct), y.aval) if is_undefined(y) else None,
+    ]
+
+
+def _mul_transpose_for(mulfn):
+    def rule(ct, x, y):
+        if is_undefined(x) and is_undefined(y):
+            raise TypeError(f"{mulfn.__name__}: both operands are linear; the product is not linear")
+        if is_undefined(x):
+            return [unbroadcast(safe_mul(ct, y), x.aval), None]
+        return [None, unbroadcast(safe_mul(x, ct), y.aval)]
+
+    return rule
+
+
+mul_p.def_transpose(_mul_transpose_for(multiply))
+safe_mul_p.def_transpose(_mul_transpose_for(safe_mul))
+
+
+@div_p.def_transpose
+def _div_transpose(ct, x, y):
+    if is_undefined(y):
+        raise TypeError("div is linear in its numerator only")
+    return [unbroadcast(safe_mul(ct, reciprocal(y)), x.aval), None]
+
+
+# --- integer_pow: x**n for a static integer n, with the exact derivative n x**(n-1) (finite at 0) ------------------
+
+integer_pow_p = Primitive("integer_pow")
+integer_pow_p.family = "unary"
+integer_pow_p.kernel = "integer_pow"
+integer_pow_p.no_rule["transpose"] = "not linear"
+
+
+@integer_pow_p.def_impl
+def _ipow_impl(x, *, y):
+    if y == 2:
+        return np.multiply(x, x)
+    if y < 0:
+        return np.power(x, np.asarray(float(y), x.dtype)) if x.dtype.kind in "fc" else np.power(x, y)
+    return np.power(x, np.asarray(y, x.dtype))
+
+
+@integer_pow_p.def_abstract_eval
+def _ipow_abstract(x, *, y):
+    _check("integer_pow", x.dtype, NUMERIC)
+    if y < 0 and x.dtype not in FLOAT:
+        raise ValueError(f"integer_pow: negative exponent {y} on an integer tensor; cast to float first")
+    return ShapedArray(x.shape, x.dtype)
+
+
+@integer_pow_p.def_jvp
+def _ipow_jvp(primals, tangents, *, y):
+    (x,), (t,) = primals, tangents
+    out = integer_pow_p.bind(x, y=y)
+    if type(t) is Zero or out.dtype not in FLOAT:
+        return out, Zero(aval_of(out))
+    if y == 0:
+        return out, Zero(aval_of(out))
+    d = _wrap(np.asarray(y, x.dtype)) if y == 1 else float(y) * integer_pow(x, y - 1)
+    return out, t * d
+
+
+@integer_pow_p.def_vmap
+def _ipow_vmap(args, dims, *, y):
+    return integer_pow_p.bind(args[0], y=y), dims[0]
+
+
+def integer_pow(x, y: int):
+    """``x ** y`` for a static Python int ``y``."""
+    if _state.trace is None and type(x) is Tensor:
+        return _wrap(_ipow_impl(x._value, y=y))
+    return integer_pow_p.bind(x, y=y)
+
+
+# --- stop_gradient: identity whose derivative is zero ----------------------------------------------------------------
+
+stop_gradient_p = Primitive("stop_gradient")
+stop_gradient_p.family = "unary"
+stop_gradient_p.kernel = "copy"
+stop_gradient_p.def_impl(lambda x: x)
+stop_gradient_p.def_abstract_eval(lambda x: ShapedArray(x.shape, x.dtype))
+stop_gradient_p.no_rule["transpose"] = "its tangent is always zero, so no cotangent flows through it"
+
+
+@stop_gradient_p.def_jvp
+def _stop_gradient_jvp(primals, tangents):
+    out = stop_gradient_p.bind(primals[0])
+    return out, Zero(aval_of(out))
+
+
+stop_gradient_p.def_vmap(lambda args, dims: (stop_gradient_p.bind(args[0]), dims[0]))
+
+
+def stop_gradient(x):
+    """The identity, with a zero derivative: gradients do not flow through it.
+
+    >>> fl.grad(lambda x: x * fl.stop_gradient(x))(fl.tensor(3.0))
+    Tensor(3., dtype=float32)
+    """
+    if _state.trace is None:
+        return x
+    return stop_gradient_p.bind(x)

@@ -1,0 +1,278 @@
+"""Random-number primitives: the Threefry-2x32 block function and fused samplers driven by a key.
+
+Keyed primitives take a uint32 key of shape ``(..., 2)``: the leading axes are independent lanes, each producing
+the numbers it would produce alone. That makes every vmap rule "move the key's batch axis to the front", and a
+lane's numbers never depend on the batch size. Samplers are primitives (not compositions of ``threefry2x32``)
+for their kernels: one fused pass from key to floats, with no uint32 temporaries.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dtypes
+from ..core import Primitive, ShapedArray, Zero, aval_of
+from ..errors import DTypeError, ShapeError
+from ..kernels import threefry as _tf
+from ._util import bdim_to_front, broadcast_shapes
+
+_U32 = dtypes.uint32
+
+# ---------------------------------------------------------------------------------------------------------------
+# threefry2x32: the raw block function, elementwise with broadcasting
+
+threefry2x32_p = Primitive("threefry2x32", multiple_results=True)
+threefry2x32_p.family = "random"
+threefry2x32_p.no_rule["transpose"] = "not linear"
+
+
+@threefry2x32_p.def_impl
+def _threefry_impl(k0, k1, x0, x1):
+    arrs = np.broadcast_arrays(*(np.asarray(a, _U32) for a in (k0, k1, x0, x1)))
+    shape = arrs[0].shape
+    flat = [np.ascontiguousarray(a).reshape(-1) for a in arrs]
+    out0 = np.empty(flat[0].size, _U32)
+    out1 = np.empty(flat[0].size, _U32)
+    _tf.threefry2x32(*flat, out0, out1)
+    return [out0.reshape(shape), out1.reshape(shape)]
+
+
+@threefry2x32_p.def_abstract_eval
+def _threefry_abstract(k0, k1, x0, x1):
+    for name, a in zip(("k0", "k1", "x0", "x1"), (k0, k1, x0, x1)):
+        if a.dtype != _U32:
+            raise DTypeError(f"threefry2x32: {name} must be uint32, got {a.dtype.name}; cast with .astype(fl.uint32)")
+    shape = broadcast_shapes(k0.shape, k1.shape, x0.shape, x1.shape, op="threefry2x32")
+    return [ShapedArray(shape, _U32), ShapedArray(shape, _U32)]
+
+
+@threefry2x32_p.def_jvp
+def _threefry_jvp(primals, tangents):
+    outs = threefry2x32_p.bind(*primals)
+    return outs, [Zero(aval_of(o)) for o in outs]
+
+
+@threefry2x32_p.def_vmap
+def _threefry_vmap(args, dims):
+    from .elementwise import _batch_align
+
+    shapes = [a.shape if d is None else a.shape[:d] + a.shape[d + 1 :] for a, d in zip(args, dims)]
+    rank = max(len(s) for s in shapes)
+    outs = threefry2x32_p.bind(*[_batch_align(a, d, rank) for a, d in zip(args, dims)])
+    return outs, [0, 0]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Samplers from a key alone: random_bits, random_uniform, random_normal
+
+
+def _check_key(name, key):
+    if key.dtype != _U32 or not key.shape or key.shape[-1] != 2:
+        raise DTypeError(
+            f"{name}: a key must be a uint32 tensor of shape (2,) (or (..., 2) for independent lanes), got "
+            f"{key.str_short()}; make one with fl.random.key(seed)"
+        )
+
+
+def _lanes(key):
+    return np.ascontiguousarray(key, dtype=_U32).reshape(-1, 2)
+
+
+def _run(kernel, key, shape, dtype):
+    keys = _lanes(key)
+    n = int(np.prod(shape, dtype=np.int64))
+    out = np.empty((keys.shape[0], n), dtype)
+    if out.size:
+        kernel(keys, out)
+    return out.reshape(np.shape(key)[:-1] + tuple(shape))
+
+
+def _keyed(name, kernels, doc):
+    """A primitive ``(key; shape, dtype) -> dtype[key.shape[:-1] + shape]`` run by ``kernels[dtype]``."""
+    p = Primitive(name)
+    p.family = "random"
+    p.no_rule["transpose"] = "not linear"
+    p.doc = doc
+
+    @p.def_impl
+    def _impl(key, *, shape, dtype):
+        return _run(kernels[dtype], key, shape, dtype)
+
+    @p.def_abstract_eval
+    def _abstract(key, *, shape, dtype):
+        _check_key(name, key)
+        if dtype not in kernels:
+            raise DTypeError(f"{name}: dtype must be one of {', '.join(d.name for d in kernels)}, got {dtype}")
+        return ShapedArray(key.shape[:-1] + tuple(shape), dtype)
+
+    @p.def_jvp
+    def _jvp(primals, tangents, *, shape, dtype):
+        out = p.bind(*primals, shape=shape, dtype=dtype)
+        return out, Zero(aval_of(out))
+
+    @p.def_vmap
+    def _vmap(args, dims, *, shape, dtype):
+        return p.bind(bdim_to_front(args[0], dims[0]), shape=shape, dtype=dtype), 0
+
+    return p
+
+
+random_bits_p = _keyed(
+    "random_bits",
+    {dtypes.uint32: _tf.bits32, dtypes.uint64: _tf.bits64},
+    "Raw uint32 or uint64 words; element i of a lane depends only on the key and i.",
+)
+random_uniform_p = _keyed(
+    "random_uniform",
+    {dtypes.float32: _tf.uniform32, dtypes.float64: _tf.uniform64},
+    "Uniform floats in [0, 1) on the grid of 2**-24 (float32) or 2**-53 (float64).",
+)
+random_normal_p = _keyed(
+    "random_normal",
+    {dtypes.float32: _tf.normal32, dtypes.float64: _tf.normal64},
+    "Standard normal floats (Box-Muller over the key's stream).",
+)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Samplers with a parameter per element: random_gamma (shape alpha), random_poisson (rate lam).
+# Inputs: key (*lanes, 2) and the parameter (*lanes, *sample_shape), already broadcast by the caller.
+
+
+def _check_param(name, key, x, ok):
+    _check_key(name, key)
+    lanes = key.shape[:-1]
+    if x.shape[: len(lanes)] != lanes:
+        raise ShapeError(
+            f"{name}: the parameter's leading axes {x.shape[: len(lanes)]} must equal the key's lane axes {lanes}"
+        )
+    if x.dtype not in ok:
+        raise DTypeError(f"{name}: the parameter must be float32 or float64, got {x.dtype.name}")
+
+
+def _param_vmap(p):
+    def rule(args, dims, **params):
+        from .shape import broadcast_to
+
+        (key, x), (dk, dx) = args, dims
+        size = key.shape[dk] if dk is not None else x.shape[dx]
+        key = bdim_to_front(key, dk)
+        x = bdim_to_front(x, dx)
+        if dk is None:
+            key = broadcast_to(key, (size,) + key.shape)
+        if dx is None:
+            x = broadcast_to(x, (size,) + x.shape)
+        return p.bind(key, x, **params), 0
+
+    return rule
+
+
+def _run_param(kernel, key, x, dtype):
+    keys = _lanes(key)
+    lanes = keys.shape[0]
+    x = np.ascontiguousarray(x).reshape(lanes, x.size // lanes if lanes else 0)
+    if x.shape[1] >= 2**32:
+        raise ValueError("random samplers with per-element parameters support at most 2**32 elements per key")
+    out = np.empty(x.shape, dtype)
+    if out.size:
+        kernel(keys, x, out)
+    return out
+
+
+_FLOATS = frozenset((dtypes.float32, dtypes.float64))
+
+random_gamma_p = Primitive("random_gamma")
+random_gamma_p.family = "random"
+random_gamma_p.no_rule["transpose"] = "not linear"
+
+
+@random_gamma_p.def_impl
+def _gamma_impl(key, alpha):
+    alpha = np.asarray(alpha)
+    out = _run_param(_tf.gamma, key, alpha, alpha.dtype)
+    # a sample below the smallest normal number rounds to it, so log(sample) and sample ratios stay finite
+    np.maximum(out, np.finfo(alpha.dtype).tiny, out=out)
+    return out.reshape(alpha.shape)
+
+
+@random_gamma_p.def_abstract_eval
+def _gamma_abstract(key, alpha):
+    _check_param("random_gamma", key, alpha, _FLOATS)
+    return ShapedArray(alpha.shape, alpha.dtype)
+
+
+@random_gamma_p.def_jvp
+def _gamma_jvp(primals, tangents):
+    key, alpha = primals
+    z = random_gamma_p.bind(key, alpha)
+    t = tangents[1]
+    if type(t) is Zero:
+        return z, Zero(aval_of(z))
+    return z, t * random_gamma_grad_p.bind(alpha, z)
+
+
+random_gamma_p.def_vmap(_param_vmap(random_gamma_p))
+
+# d sample / d alpha of a Gamma(alpha, 1) sample, by implicit differentiation of its CDF
+random_gamma_grad_p = Primitive("random_gamma_grad")
+random_gamma_grad_p.family = "random"
+random_gamma_grad_p.no_rule["transpose"] = "not linear"
+random_gamma_grad_p.no_rule["jvp"] = (
+    "second derivatives of gamma samples with respect to alpha are not implemented (they need d2P/dalpha2 of the "
+    "incomplete gamma function)"
+)
+
+
+@random_gamma_grad_p.def_impl
+def _gamma_grad_impl(alpha, z):
+    a, x = np.broadcast_arrays(np.asarray(alpha), np.asarray(z))
+    out = np.empty(a.size, np.float64)
+    if out.size:
+        _tf.gamma_grad(np.ascontiguousarray(a).reshape(-1), np.ascontiguousarray(x).reshape(-1), out)
+    return out.reshape(a.shape).astype(np.result_type(alpha, z), copy=False)
+
+
+@random_gamma_grad_p.def_abstract_eval
+def _gamma_grad_abstract(alpha, z):
+    if alpha.dtype != z.dtype or alpha.dtype not in _FLOATS:
+        raise DTypeError(
+            f"random_gamma_grad: alpha and the sample must share a float32/float64 dtype, got {alpha.dtype.name} "
+            f"and {z.dtype.name}"
+        )
+    return ShapedArray(broadcast_shapes(alpha.shape, z.shape, op="random_gamma_grad"), alpha.dtype)
+
+
+@random_gamma_grad_p.def_vmap
+def _gamma_grad_vmap(args, dims):
+    from .elementwise import _binary_vmap
+
+    return _binary_vmap(random_gamma_grad_p)(args, dims)
+
+
+random_poisson_p = Primitive("random_poisson")
+random_poisson_p.family = "random"
+random_poisson_p.no_rule["transpose"] = "not linear"
+
+
+@random_poisson_p.def_impl
+def _poisson_impl(key, lam, *, dtype):
+    lam = np.asarray(lam)
+    out = _run_param(_tf.poisson, key, lam, np.int64)
+    return out.reshape(lam.shape).astype(dtype, copy=False)
+
+
+@random_poisson_p.def_abstract_eval
+def _poisson_abstract(key, lam, *, dtype):
+    _check_param("random_poisson", key, lam, _FLOATS)
+    if dtype not in dtypes.INTEGER:
+        raise DTypeError(f"random_poisson: dtype must be an integer dtype, got {dtype}")
+    return ShapedArray(lam.shape, dtype)
+
+
+@random_poisson_p.def_jvp
+def _poisson_jvp(primals, tangents, *, dtype):
+    out = random_poisson_p.bind(*primals, dtype=dtype)
+    return out, Zero(aval_of(out))
+
+
+random_poisson_p.def_vmap(_param_vmap(random_poisson_p))

@@ -1,0 +1,274 @@
+"""Reductions (sum, max, min, prod, and, or), argmax/argmin, and cumsum.
+
+Only ``cumsum`` of the cumulative family is a primitive (it is linear, with its own kernel); cumprod, cummax,
+cummin and logcumsumexp are associative scans over primitives in ``funclib.ops``, so their derivatives are exact
+(also at zeros and ties) with no rules of their own.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dtypes
+from ..core import Primitive, ShapedArray, Tensor, Zero, _state, _wrap, aval_of
+from ..errors import DTypeError, ShapeError
+from ._util import bdim_to_front
+
+
+def _check_axes(op, x, axes):
+    if len(set(axes)) != len(axes) or any(not 0 <= a < x.ndim for a in axes):
+        raise ShapeError(f"{op}: axes {axes} invalid for an operand of rank {x.ndim} (shape {x.shape})")
+
+
+def _drop(shape, axes):
+    return tuple(d for i, d in enumerate(shape) if i not in axes)
+
+
+def _reduce_vmap(p):
+    def rule(args, dims, *, axes, **params):
+        x = bdim_to_front(args[0], dims[0])
+        return p.bind(x, axes=tuple(a + 1 for a in axes), **params), 0
+
+    return rule
+
+
+def reduction(name, np_fn, ok, *, needs_identity=False):
+    """Define a reduction primitive over static ``axes``; ``np_fn(x, axes)`` keeps the dtype."""
+    p = Primitive(name)
+    p.family = "reduction"
+    p.kernel = name
+
+    @p.def_impl
+    def _impl(x, *, axes):
+        return np.asarray(np_fn(np.asarray(x), axes))
+
+    @p.def_abstract_eval
+    def _abstract(x, *, axes):
+        if x.dtype not in ok:
+            raise DTypeError(f"{name}: unsupported dtype {x.dtype.name}")
+        _check_axes(name, x, axes)
+        if needs_identity and any(x.shape[a] == 0 for a in axes):
+            raise ShapeError(f"{name}: a zero-size axis in shape {x.shape} has no identity; pass a non-empty array")
+        return ShapedArray(_drop(x.shape, axes), x.dtype)
+
+    p.def_vmap(_reduce_vmap(p))
+    return p
+
+
+FLOAT = frozenset(dtypes.FLOATING)
+NUMERIC = frozenset(dtypes.NUMERIC)
+REAL = frozenset(dtypes.INTEGER + dtypes.REAL_FLOATING)
+
+reduce_sum_p = reduction("reduce_sum", lambda x, a: np.sum(x, axis=a, dtype=x.dtype), NUMERIC)
+reduce_sum_p.linear = True
+reduce_max_p = reduction("reduce_max", lambda x, a: np.max(x, axis=a), REAL | {dtypes.bool_}, needs_identity=True)
+reduce_min_p = reduction("reduce_min", lambda x, a: np.min(x, axis=a), REAL | {dtypes.bool_}, needs_identity=True)
+reduce_prod_p = reduction("reduce_prod", lambda x, a: np.prod(x, axis=a, dtype=x.dtype), NUMERIC)
+reduce_and_p = reduction("reduce_and", lambda x, a: np.all(x, axis=a), frozenset(dtypes.BOOL))
+reduce_or_p = reduction("reduce_or", lambda x, a: np.any(x, axis=a), frozenset(dtypes.BOOL))
+for _p in (reduce_max_p, reduce_min_p, reduce_prod_p, reduce_and_p, reduce_or_p):
+    _p.no_rule["transpose"] = "not linear"
+
+
+def reduce_sum(x, axes):
+    """Sum over ``axes`` (a tuple of non-negative ints), keeping the dtype."""
+    axes = tuple(sorted(int(a) for a in axes))
+    if not axes:
+        return x
+    if _state.trace is None and type(x) is Tensor:
+        v = x._value
+        if v.dtype in NUMERIC:
+            return _wrap(np.asarray(np.sum(v, axis=axes, dtype=v.dtype)))
+    return reduce_sum_p.bind(x, axes=axes)
+
+
+def reduce_max(x, axes):
+    return reduce_max_p.bind(x, axes=tuple(sorted(int(a) for a in axes)))
+
+
+def reduce_min(x, axes):
+    return reduce_min_p.bind(x, axes=tuple(sorted(int(a) for a in axes)))
+
+
+def reduce_prod(x, axes):
+    return reduce_prod_p.bind(x, axes=tuple(sorted(int(a) for a in axes)))
+
+
+def reduce_and(x, axes):
+    return reduce_and_p.bind(x, axes=tuple(sorted(int(a) for a in axes)))
+
+
+def reduce_or(x, axes):
+    return reduce_or_p.bind(x, axes=tuple(sorted(int(a) for a in axes)))
+
+
+def _keepdims_bcast(y, shape, axes):
+    from .shape import broadcast_in_dim
+
+    kept = tuple(i for i in range(len(shape)) if i not in axes)
+    return broadcast_in_dim(y, shape, kept)
+
+
+@reduce_sum_p.def_jvp
+def _sum_jvp(primals, tangents, *, axes):
+    out = reduce_sum_p.bind(primals[0], axes=axes)
+    t = tangents[0]
+    if type(t) is Zero:
+        return out, Zero(aval_of(out))
+    return out, reduce_sum_p.bind(t, axes=axes)
+
+
+@reduce_sum_p.def_transpose
+def _sum_transpose(ct, x, *, axes):
+    return [_keepdims_bcast(ct, x.aval.shape, axes)]
+
+
+def _minmax_jvp(p):
+    def rule(primals, tangents, *, axes):
+        from .elementwise import convert, divide, equal
+
+        (x,), (t,) = primals, tangents
+        out = p.bind(x, axes=axes)
+        if type(t) is Zero or out.dtype not in FLOAT:
+            return out, Zero(aval_of(out))
+        # the tangent of the extremum is the mean tangent over the tied positions
+        mask = convert(equal(x, _keepdims_bcast(out, x.shape, axes)), x.dtype)
+        num = reduce_sum_p.bind(t * mask, axes=axes)
+        return out, divide(num, reduce_sum_p.bind(mask, axes=axes))
+
+    return rule
+
+
+reduce_max_p.def_jvp(_minmax_jvp(reduce_max_p))
+reduce_min_p.def_jvp(_minmax_jvp(reduce_min_p))
+
+
+@reduce_prod_p.def_jvp
+def _prod_jvp(primals, tangents, *, axes):
+    from .elementwise import convert, divide, equal, select
+
+    (x,), (t,) = primals, tangents
+    out = reduce_prod_p.bind(x, axes=axes)
+    if type(t) is Zero or out.dtype not in FLOAT:
+        return out, Zero(aval_of(out))
+    # d prod / d x_i, exact at zeros: prod/x_i with no zero; the product of the others at the single zero; else 0
+    zero = _wrap(np.zeros((), x.dtype))
+    one = _wrap(np.ones((), x.dtype))
+    is_zero = equal(x, zero)
+    nz = _keepdims_bcast(reduce_sum_p.bind(convert(is_zero, x.dtype), axes=axes), x.shape, axes)
+    x_safe = select(is_zero, one, x)
+    p_nonzero = _keepdims_bcast(reduce_prod_p.bind(x_safe, axes=axes), x.shape, axes)
+    g = select(
+        equal(nz, zero),
+        divide(p_nonzero, x_safe),
+        select(is_zero & equal(nz, one), p_nonzero, _wrap(np.zeros((), x.dtype))),
+    )
+    return out, reduce_sum_p.bind(t * g, axes=axes)
+
+
+def _bool_jvp(p):
+    def rule(primals, tangents, *, axes):
+        out = p.bind(primals[0], axes=axes)
+        return out, Zero(aval_of(out))
+
+    return rule
+
+
+reduce_and_p.def_jvp(_bool_jvp(reduce_and_p))
+reduce_or_p.def_jvp(_bool_jvp(reduce_or_p))
+reduce_and_p.no_rule["jvp"] = reduce_or_p.no_rule["jvp"] = "boolean output"
+
+
+# --- argmax / argmin ----------------------------------------------------------------------------------------------
+
+
+def _arg_prim(name, np_fn):
+    p = Primitive(name)
+    p.family = "reduction"
+    p.kernel = name
+    p.no_rule["jvp"] = "integer output"
+    p.no_rule["transpose"] = "not linear"
+
+    @p.def_impl
+    def _impl(x, *, axis, index_dtype):
+        return np.asarray(np_fn(x, axis=axis)).astype(index_dtype)
+
+    @p.def_abstract_eval
+    def _abstract(x, *, axis, index_dtype):
+        if x.dtype not in REAL:
+            raise DTypeError(f"{name}: unsupported dtype {x.dtype.name}; expected a real numeric dtype")
+        if not 0 <= axis < x.ndim:
+            raise ShapeError(f"{name}: axis {axis} out of range for shape {x.shape}")
+        if x.shape[axis] == 0:
+            raise ShapeError(f"{name}: axis {axis} of shape {x.shape} is empty")
+        return ShapedArray(_drop(x.shape, (axis,)), index_dtype)
+
+    @p.def_jvp
+    def _jvp(primals, tangents, **params):
+        out = p.bind(primals[0], **params)
+        return out, Zero(aval_of(out))
+
+    @p.def_vmap
+    def _vmap(args, dims, *, axis, index_dtype):
+        x = bdim_to_front(args[0], dims[0])
+        return p.bind(x, axis=axis + 1, index_dtype=index_dtype), 0
+
+    return p
+
+
+argmax_p = _arg_prim("argmax", np.argmax)
+argmin_p = _arg_prim("argmin", np.argmin)
+
+
+def argmax(x, axis: int, index_dtype=dtypes.int64):
+    return argmax_p.bind(x, axis=int(axis), index_dtype=dtypes.canonicalize(index_dtype))
+
+
+def argmin(x, axis: int, index_dtype=dtypes.int64):
+    return argmin_p.bind(x, axis=int(axis), index_dtype=dtypes.canonicalize(index_dtype))
+
+
+# --- cumsum -----------------------------------------------------------------------------------------------------------
+
+cumsum_p = Primitive("cumsum", linear=True)
+cumsum_p.family = "cumulative"
+cumsum_p.kernel = "cumsum"
+
+
+@cumsum_p.def_impl
+def _cumsum_impl(x, *, axis, reverse):
+    x = np.asarray(x)
+    if reverse:
+        return np.flip(np.cumsum(np.flip(x, axis), axis=axis, dtype=x.dtype), axis)
+    return np.cumsum(x, axis=axis, dtype=x.dtype)
+
+
+@cumsum_p.def_abstract_eval
+def _cumsum_abstract(x, *, axis, reverse):
+    if x.dtype not in NUMERIC:
+        raise DTypeError(f"cumsum: unsupported dtype {x.dtype.name}")
+    if not 0 <= axis < x.ndim:
+        raise ShapeError(f"cumsum: axis {axis} out of range for shape {x.shape}")
+    return ShapedArray(x.shape, x.dtype)
+
+
+@cumsum_p.def_jvp
+def _cumsum_jvp(primals, tangents, *, axis, reverse):
+    out = cumsum_p.bind(primals[0], axis=axis, reverse=reverse)
+    t = tangents[0]
+    if type(t) is Zero:
+        return out, Zero(aval_of(out))
+    return out, cumsum_p.bind(t, axis=axis, reverse=reverse)
+
+
+cumsum_p.def_transpose(lambda ct, x, *, axis, reverse: [cumsum_p.bind(ct, axis=axis, reverse=not reverse)])
+
+
+@cumsum_p.def_vmap
+def _cumsum_vmap(args, dims, *, axis, reverse):
+    x = bdim_to_front(args[0], dims[0])
+    return cumsum_p.bind(x, axis=axis + 1, reverse=reverse), 0
+
+
+def cumsum(x, axis: int, reverse: bool = False):
+    return cumsum_p.bind(x, axis=int(axis), reverse=bool(reverse))

@@ -1,0 +1,692 @@
+"""Shape primitives: broadcast_in_dim, reshape, transpose, rev, concatenate, pad, slice, dynamic_slice,
+dynamic_update_slice, iota. All but iota are linear."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dtypes
+from ..core import Primitive, ShapedArray, Tensor, Zero, _state, _wrap, aval_of, is_undefined
+from ..errors import ShapeError
+from ._util import bdim_to_front, instantiate, moveaxis
+
+
+def _linear_jvp(p):
+    """jvp of a primitive linear in all its array inputs: apply it to the tangents."""
+
+    def rule(primals, tangents, **params):
+        out = p.bind(*primals, **params)
+        if all(type(t) is Zero for t in tangents):
+            return out, Zero(aval_of(out))
+        return out, p.bind(*[instantiate(t) for t in tangents], **params)
+
+    return rule
+
+
+def _shape_tuple(shape, op):
+    try:
+        out = tuple(int(d) for d in shape)
+    except TypeError:
+        raise ShapeError(f"{op}: shape must be a tuple of ints, got {shape!r}") from None
+    if any(d < 0 for d in out):
+        raise ShapeError(f"{op}: negative dimension in shape {out}")
+    return out
+
+
+# --- broadcast_in_dim ---------------------------------------------------------------------------------------------
+
+broadcast_in_dim_p = Primitive("broadcast_in_dim", linear=True)
+broadcast_in_dim_p.family = "shape"
+
+
+def _bid_impl(x, *, shape, broadcast_dimensions):
+    x = np.asarray(x)
+    expanded = [1] * len(shape)
+    for src, dst in enumerate(broadcast_dimensions):
+        expanded[dst] = x.shape[src]
+    return np.broadcast_to(x.reshape(expanded), shape)
+
+
+broadcast_in_dim_p.def_impl(_bid_impl)
+
+
+@broadcast_in_dim_p.def_abstract_eval
+def _bid_abstract(x, *, shape, broadcast_dimensions):
+    if len(broadcast_dimensions) != x.ndim:
+        raise ShapeError(
+            f"broadcast_in_dim: operand of rank {x.ndim} needs {x.ndim} broadcast_dimensions, "
+            f"got {broadcast_dimensions}"
+        )
+    for src, dst in enumerate(broadcast_dimensions):
+        if not 0 <= dst < len(shape) or x.shape[src] not in (1, shape[dst]):
+            raise ShapeError(f"broadcast_in_dim: cannot broadcast operand shape {x.shape} to {shape}")
+    return ShapedArray(shape, x.dtype)
+
+
+broadcast_in_dim_p.def_jvp(_linear_jvp(broadcast_in_dim_p))
+
+
+@broadcast_in_dim_p.def_transpose
+def _bid_transpose(ct, x, *, shape, broadcast_dimensions):
+    from .reduce import reduce_sum
+
+    xs = x.aval.shape
+    new = tuple(d for d in range(len(shape)) if d not in broadcast_dimensions)
+    stretched = tuple(dst for src, dst in enumerate(broadcast_dimensions) if xs[src] == 1 and shape[dst] != 1)
+    out = reduce_sum(ct, tuple(sorted(new + stretched))) if new or stretched else ct
+    return [reshape(out, xs) if out.shape != xs else out]
+
+
+@broadcast_in_dim_p.def_vmap
+def _bid_vmap(args, dims, *, shape, broadcast_dimensions):
+    (x,), (d,) = args, dims
+    x = bdim_to_front(x, d)
+    out = broadcast_in_dim_p.bind(
+        x, shape=(x.shape[0],) + tuple(shape), broadcast_dimensions=(0,) + tuple(b + 1 for b in broadcast_dimensions)
+    )
+    return out, 0
+
+
+def broadcast_in_dim(x, shape, broadcast_dimensions):
+    """Broadcast ``x`` to ``shape``; operand axis i maps to output axis ``broadcast_dimensions[i]``."""
+    shape = _shape_tuple(shape, "broadcast_in_dim")
+    bd = tuple(int(b) for b in broadcast_dimensions)
+    if _state.trace is None and type(x) is Tensor:
+        _bid_abstract(aval_of(x), shape=shape, broadcast_dimensions=bd)
+        return _wrap(_bid_impl(x._value, shape=shape, broadcast_dimensions=bd))
+    return broadcast_in_dim_p.bind(x, shape=shape, broadcast_dimensions=bd)
+
+
+def broadcast_to(x, shape):
+    """NumPy-style broadcast of ``x`` to ``shape`` (trailing axes aligned)."""
+    shape = _shape_tuple(shape, "broadcast_to")
+    xs = x.shape
+    if xs == shape:
+        return x
+    lead = len(shape) - len(xs)
+    if lead < 0 or any(a not in (1, b) for a, b in zip(xs, shape[lead:])):
+        raise ShapeError(f"broadcast_to: cannot broadcast shape {xs} to {shape}")
+    return broadcast_in_dim(x, shape, tuple(range(lead, len(shape))))
+
+
+# --- reshape --------------------------------------------------------------------------------------------------------
+
+reshape_p = Primitive("reshape", linear=True)
+reshape_p.family = "shape"
+reshape_p.def_impl(lambda x, *, new_sizes: np.reshape(x, new_sizes))
+
+
+@reshape_p.def_abstract_eval
+def _reshape_abstract(x, *, new_sizes):
+    if int(np.prod(new_sizes, dtype=np.int64)) != x.size:
+        raise ShapeError(f"reshape: cannot reshape {x.shape} ({x.size} elements) into {new_sizes}")
+    return ShapedArray(new_sizes, x.dtype)
+
+
+reshape_p.def_jvp(_linear_jvp(reshape_p))
+reshape_p.def_transpose(lambda ct, x, *, new_sizes: [reshape(ct, x.aval.shape)])
+
+
+@reshape_p.def_vmap
+def _reshape_vmap(args, dims, *, new_sizes):
+    x = bdim_to_front(args[0], dims[0])
+    return reshape_p.bind(x, new_sizes=(x.shape[0],) + tuple(new_sizes)), 0
+
+
+def _resolve_shape(shape, size, op="reshape"):
+    shape = tuple(int(d) for d in shape)
+    if shape.count(-1) > 1:
+        raise ShapeError(f"{op}: only one dimension can be -1, got {shape}")
+    if -1 in shape:
+        known = int(np.prod([d for d in shape if d != -1], dtype=np.int64))
+        if known == 0 or size % known:
+            raise ShapeError(f"{op}: cannot reshape {size} elements into {shape}")
+        shape = tuple(size // known if d == -1 else d for d in shape)
+    return _shape_tuple(shape, op)
+
+
+def reshape(x, new_sizes):
+    """Reshape (C order). One entry of ``new_sizes`` may be -1."""
+    if _state.trace is None and type(x) is Tensor:
+        v = x._value
+        ns = _resolve_shape(new_sizes, v.size)
+        if v.shape == ns:
+            return x
+        _reshape_abstract(aval_of(x), new_sizes=ns)
+        return _wrap(v.reshape(ns))
+    ns = _resolve_shape(new_sizes, int(np.prod(x.shape, dtype=np.int64)))
+    if tuple(x.shape) == ns:
+        return x
+    return reshape_p.bind(x, new_sizes=ns)
+
+
+# --- transpose ------------------------------------------------------------------------------------------------------
+
+transpose_p = Primitive("transpose", linear=True)
+transpose_p.family = "shape"
+transpose_p.def_impl(lambda x, *, permutation: np.transpose(x, permutation))
+
+
+@transpose_p.def_abstract_eval
+def _transpose_abstract(x, *, permutation):
+    if sorted(permutation) != list(range(x.ndim)):
+        raise ShapeError(f"transpose: {permutation} is not a permutation of the {x.ndim} axes of {x.shape}")
+    return ShapedArray(tuple(x.shape[p] for p in permutation), x.dtype)
+
+
+transpose_p.def_jvp(_linear_jvp(transpose_p))
+transpose_p.def_transpose(lambda ct, x, *, permutation: [transpose(ct, tuple(np.argsort(permutation)))])
+
+
+@transpose_p.def_vmap
+def _transpose_vmap(args, dims, *, permutation):
+    x = bdim_to_front(args[0], dims[0])
+    return transpose_p.bind(x, permutation=(0,) + tuple(p + 1 for p in permutation)), 0
+
+
+def transpose(x, permutation):
+    """Permute axes: output axis i is input axis ``permutation[i]``."""
+    perm = tuple(int(p) for p in permutation)
+    if perm == tuple(range(len(perm))) and len(perm) == x.ndim:
+        return x
+    if _state.trace is None and type(x) is Tensor:
+        _transpose_abstract(aval_of(x), permutation=perm)
+        return _wrap(np.transpose(x._value, perm))
+    return transpose_p.bind(x, permutation=perm)
+
+
+# --- rev --------------------------------------------------------------------------------------------------------------
+
+rev_p = Primitive("rev", linear=True)
+rev_p.family = "shape"
+rev_p.def_impl(lambda x, *, dimensions: np.flip(x, dimensions) if dimensions else x)
+
+
+@rev_p.def_abstract_eval
+def _rev_abstract(x, *, dimensions):
+    if any(not 0 <= d < x.ndim for d in dimensions):
+        raise ShapeError(f"rev: axes {dimensions} out of range for rank {x.ndim}")
+    return ShapedArray(x.shape, x.dtype)
+
+
+rev_p.def_jvp(_linear_jvp(rev_p))
+rev_p.def_transpose(lambda ct, x, *, dimensions: [rev_p.bind(ct, dimensions=dimensions)])
+
+
+@rev_p.def_vmap
+def _rev_vmap(args, dims, *, dimensions):
+    x = bdim_to_front(args[0], dims[0])
+    return rev_p.bind(x, dimensions=tuple(d + 1 for d in dimensions)), 0
+
+
+def rev(x, dimensions):
+    return rev_p.bind(x, dimensions=tuple(int(d) for d in dimensions))
+
+
+# --- concatenate --------------------------------------------------------------------------------------------------
+
+concatenate_p = Primitive("concatenate", linear=True)
+concatenate_p.family = "shape"
+concatenate_p.def_impl(lambda *xs, dimension: np.concatenate(xs, axis=dimension))
+
+
+@concatenate_p.def_abstract_eval
+def _concat_abstract(*xs, dimension):
+    if not xs:
+        raise ValueError("concatenate: needs at least one array")
+    first = xs[0]
+    for x in xs:
+        if x.dtype != first.dtype:
+            raise ShapeError(f"concatenate: dtypes differ ({first.dtype.name} vs {x.dtype.name}); promote first")
+        if x.ndim != first.ndim or any(
+            a != b for i, (a, b) in enumerate(zip(x.shape, first.shape)) if i != dimension
+        ):
+            raise ShapeError(
+                f"concatenate: shapes {[s.shape for s in xs]} differ outside axis {dimension}"
+            )
+    if not 0 <= dimension < first.ndim:
+        raise ShapeError(f"concatenate: axis {dimension} out of range for rank {first.ndim}")
+    shape = list(first.shape)
+    shape[dimension] = sum(x.shape[dimension] for x in xs)
+    return ShapedArray(tuple(shape), first.dtype)
+
+
+concatenate_p.def_jvp(_linear_jvp(concatenate_p))
+
+
+@concatenate_p.def_transpose
+def _concat_transpose(ct, *xs, dimension):
+    outs, start = [], 0
+    for x in xs:
+        size = x.aval.shape[dimension]
+        if is_undefined(x):
+            lo = [0] * ct.ndim
+            hi = list(ct.shape)
+            lo[dimension], hi[dimension] = start, start + size
+            outs.append(slice_(ct, tuple(lo), tuple(hi)))
+        else:
+            outs.append(None)
+        start += size
+    return outs
+
+
+@concatenate_p.def_vmap
+def _concat_vmap(args, dims, *, dimension):
+    size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
+    moved = [
+        bdim_to_front(a, d) if d is not None else broadcast_in_dim(a, (size,) + a.shape, tuple(range(1, a.ndim + 1)))
+        for a, d in zip(args, dims)
+    ]
+    return concatenate_p.bind(*moved, dimension=dimension + 1), 0
+
+
+def concatenate(xs, dimension: int):
+    xs = list(xs)
+    if len(xs) == 1:
+        return xs[0]
+    return concatenate_p.bind(*xs, dimension=int(dimension))
+
+
+# --- pad ------------------------------------------------------------------------------------------------------------
+
+pad_p = Primitive("pad", linear=True)
+pad_p.family = "shape"
+
+
+def _pad_impl(x, padding_value, *, padding_config):
+    x = np.asarray(x)
+    # interior padding first, then edge padding (negative edges crop)
+    inner = tuple(d + max(d - 1, 0) * interior for d, (_, _, interior) in zip(x.shape, padding_config))
+    full_shape = tuple(lo + n + hi for n, (lo, hi, _) in zip(inner, padding_config))
+    tmp_shape = tuple(max(lo, 0) + n + max(hi, 0) for n, (lo, hi, _) in zip(inner, padding_config))
+    out = np.full(tmp_shape, padding_value, dtype=x.dtype)
+    idx = tuple(
+        slice(max(lo, 0), max(lo, 0) + n, interior + 1)
+        for n, (lo, hi, interior) in zip(inner, padding_config)
+    )
+    out[idx] = x
+    crop = tuple(slice(-min(lo, 0), -min(lo, 0) + s) for s, (lo, _, _) in zip(full_shape, padding_config))
+    return out[crop]
+
+
+pad_p.def_impl(_pad_impl)
+
+
+@pad_p.def_abstract_eval
+def _pad_abstract(x, padding_value, *, padding_config):
+    if len(padding_config) != x.ndim:
+        raise ShapeError(f"pad: padding_config has {len(padding_config)} entries for rank {x.ndim}")
+    if padding_value.shape != () or padding_value.dtype != x.dtype:
+        raise ShapeError("pad: padding_value must be a scalar of the operand's dtype")
+    shape = []
+    for n, (lo, hi, interior) in zip(x.shape, padding_config):
+        if interior < 0:
+            raise ShapeError("pad: interior padding must be non-negative")
+        s = lo + hi + n + max(n - 1, 0) * interior
+        if s < 0:
+            raise ShapeError(f"pad: negative padding crops more than the axis has ({padding_config})")
+        shape.append(s)
+    return ShapedArray(tuple(shape), x.dtype)
+
+
+pad_p.def_jvp(_linear_jvp(pad_p))
+
+
+@pad_p.def_transpose
+def _pad_transpose(ct, x, padding_value, *, padding_config):
+    from .reduce import reduce_sum
+
+    out = [None, None]
+    if is_undefined(x):
+        unpad = pad_p.bind(
+            ct,
+            _wrap(np.zeros((), ct.dtype)),
+            padding_config=tuple((-lo, -hi, 0) for lo, hi, _ in padding_config),
+        )
+        ct_x = slice_(unpad, (0,) * ct.ndim, unpad.shape, tuple(i + 1 for _, _, i in padding_config))
+        out[0] = ct_x
+    if is_undefined(padding_value):
+        total = reduce_sum(ct, tuple(range(ct.ndim)))
+        if is_undefined(x):
+            total = total - reduce_sum(out[0], tuple(range(out[0].ndim)))
+        else:
+            inner = pad_p.bind(
+                full(aval_of(x).shape, 1, ct.dtype), _wrap(np.zeros((), ct.dtype)), padding_config=padding_config
+            )
+            total = reduce_sum(ct * (1 - inner), tuple(range(ct.ndim)))
+        out[1] = total
+    return out
+
+
+@pad_p.def_vmap
+def _pad_vmap(args, dims, *, padding_config):
+    (x, v), (dx, dv) = args, dims
+    if dv is None:
+        x = bdim_to_front(x, dx)
+        return pad_p.bind(x, v, padding_config=((0, 0, 0),) + tuple(padding_config)), 0
+    # batched padding value: pad with zeros, then fill the padded cells from a mask
+    from .elementwise import select
+
+    size = v.shape[dv]
+    x = bdim_to_front(x, dx) if dx is not None else broadcast_in_dim(x, (size,) + x.shape, tuple(range(1, x.ndim + 1)))
+    v = bdim_to_front(v, dv)
+    cfg = ((0, 0, 0),) + tuple(padding_config)
+    zero = _wrap(np.zeros((), x.dtype))
+    padded = pad_p.bind(x, zero, padding_config=cfg)
+    mask = pad_p.bind(
+        broadcast_in_dim(_wrap(np.ones((), np.bool_)), x.shape, ()),
+        _wrap(np.zeros((), np.bool_)),
+        padding_config=cfg,
+    )
+    vb = broadcast_in_dim(v, padded.shape, (0,))
+    return select(mask, padded, vb), 0
+
+
+def pad(x, padding_value, padding_config):
+    """Pad with ``padding_config`` = ((lo, hi, interior), ...) per axis; negative lo/hi crop."""
+    cfg = tuple((int(lo), int(hi), int(i)) for lo, hi, i in padding_config)
+    return pad_p.bind(x, padding_value, padding_config=cfg)
+
+
+# --- slice ----------------------------------------------------------------------------------------------------------
+
+slice_p = Primitive("slice", linear=True)
+slice_p.family = "shape"
+
+
+def _slice_impl(x, *, start_indices, limit_indices, strides):
+    return np.asarray(x)[tuple(slice(s, l, st) for s, l, st in zip(start_indices, limit_indices, strides))]
+
+
+slice_p.def_impl(_slice_impl)
+
+
+@slice_p.def_abstract_eval
+def _slice_abstract(x, *, start_indices, limit_indices, strides):
+    if not len(start_indices) == len(limit_indices) == len(strides) == x.ndim:
+        raise ShapeError(f"slice: need {x.ndim} start/limit/stride entries")
+    shape = []
+    for n, s, l, st in zip(x.shape, start_indices, limit_indices, strides):
+        if not 0 <= s <= l <= n or st < 1:
+            raise ShapeError(f"slice: bounds {start_indices}:{limit_indices}:{strides} invalid for shape {x.shape}")
+        shape.append((l - s + st - 1) // st)
+    return ShapedArray(tuple(shape), x.dtype)
+
+
+slice_p.def_jvp(_linear_jvp(slice_p))
+
+
+@slice_p.def_transpose
+def _slice_transpose(ct, x, *, start_indices, limit_indices, strides):
+    shape = x.aval.shape
+    cfg = []
+    for n, s, l, st, c in zip(shape, start_indices, limit_indices, strides, ct.shape):
+        used = s + (c - 1) * st + 1 if c else s
+        cfg.append((s, n - used, st - 1) if c else (0, n, 0))
+    if any(c == 0 for c in ct.shape):
+        from ._util import zeros
+
+        return [zeros(x.aval)]
+    return [pad(ct, _wrap(np.zeros((), ct.dtype)), cfg)]
+
+
+@slice_p.def_vmap
+def _slice_vmap(args, dims, *, start_indices, limit_indices, strides):
+    x = bdim_to_front(args[0], dims[0])
+    return (
+        slice_p.bind(
+            x,
+            start_indices=(0,) + tuple(start_indices),
+            limit_indices=(x.shape[0],) + tuple(limit_indices),
+            strides=(1,) + tuple(strides),
+        ),
+        0,
+    )
+
+
+def slice_(x, start_indices, limit_indices, strides=None):
+    """Static slice ``x[start:limit:stride]`` along every axis."""
+    start = tuple(int(s) for s in start_indices)
+    limit = tuple(int(s) for s in limit_indices)
+    strides = tuple(int(s) for s in strides) if strides is not None else (1,) * len(start)
+    if start == (0,) * x.ndim and limit == tuple(x.shape) and strides == (1,) * x.ndim:
+        return x
+    return slice_p.bind(x, start_indices=start, limit_indices=limit, strides=strides)
+
+
+# --- dynamic_slice / dynamic_update_slice ---------------------------------------------------------------------------
+
+dynamic_slice_p = Primitive("dynamic_slice")
+dynamic_slice_p.family = "shape"
+dynamic_slice_p.no_rule["transpose"] = "linear only in the operand; its transpose is dynamic_update_slice"
+
+
+def _clamped_starts(shape, starts, sizes):
+    return tuple(int(min(max(int(s), 0), n - z)) for n, s, z in zip(shape, starts, sizes))
+
+
+def _ds_impl(x, *starts, slice_sizes):
+    x = np.asarray(x)
+    st = _clamped_starts(x.shape, starts, slice_sizes)
+    return x[tuple(slice(s, s + z) for s, z in zip(st, slice_sizes))]
+
+
+dynamic_slice_p.def_impl(_ds_impl)
+
+
+@dynamic_slice_p.def_abstract_eval
+def _ds_abstract(x, *starts, slice_sizes):
+    if len(starts) != x.ndim or len(slice_sizes) != x.ndim:
+        raise ShapeError(f"dynamic_slice: need {x.ndim} start indices and slice sizes")
+    for s in starts:
+        if s.shape != () or s.dtype not in dtypes.INTEGER:
+            raise ShapeError("dynamic_slice: start indices must be integer scalars")
+    if any(not 0 <= z <= n for z, n in zip(slice_sizes, x.shape)):
+        raise ShapeError(f"dynamic_slice: slice sizes {slice_sizes} exceed operand shape {x.shape}")
+    return ShapedArray(tuple(slice_sizes), x.dtype)
+
+
+@dynamic_slice_p.def_jvp
+def _ds_jvp(primals, tangents, *, slice_sizes):
+    x, *starts = primals
+    out = dynamic_slice_p.bind(x, *starts, slice_sizes=slice_sizes)
+    if type(tangents[0]) is Zero:
+        return out, Zero(aval_of(out))
+    return out, dynamic_slice_p.bind(tangents[0], *starts, slice_sizes=slice_sizes)
+
+
+dynamic_slice_p.linear = True  # linear in the operand (starts are non-linear index operands)
+
+
+@dynamic_slice_p.def_transpose
+def _ds_transpose(ct, x, *starts, slice_sizes):
+    from ._util import zeros
+
+    return [dynamic_update_slice(zeros(x.aval), ct, starts)] + [None] * len(starts)
+
+
+@dynamic_slice_p.def_vmap
+def _ds_vmap(args, dims, *, slice_sizes):
+    x, *starts = args
+    dx, *dstarts = dims
+    if all(d is None for d in dstarts):
+        x = bdim_to_front(x, dx)
+        zero = _wrap(np.zeros((), starts[0].dtype if starts else np.int64))
+        return dynamic_slice_p.bind(x, zero, *starts, slice_sizes=(x.shape[0],) + tuple(slice_sizes)), 0
+    # batched start indices: a gather of the window for every lane
+    from .indexing import gather
+
+    size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
+    x = bdim_to_front(x, dx) if dx is not None else broadcast_in_dim(x, (size,) + x.shape, tuple(range(1, x.ndim + 1)))
+    idx = _window_indices(x.shape[1:], starts, dstarts, slice_sizes, size)
+    return gather(x, idx, tuple(range(x.ndim))), 0
+
+
+def _window_indices(shape, starts, dstarts, sizes, batch):
+    """Index tuples (batch, *window, ndim+1) addressing each lane's clamped window; used by batched dynamic ops."""
+    from .elementwise import add, maximum, minimum
+
+    nd = len(shape)
+    out_shape = (batch,) + tuple(sizes)
+    cols = [iota(np.int64, out_shape + (1,), 0)]
+    for i, (s, d, n, z) in enumerate(zip(starts, dstarts, shape, sizes)):
+        s = convert_int(s)
+        s = bdim_to_front(s, d) if d is not None else broadcast_in_dim(s, (batch,), ())
+        s = minimum(maximum(s, _wrap(np.zeros((), np.int64))), _wrap(np.asarray(n - z, np.int64)))
+        base = broadcast_in_dim(s, out_shape + (1,), (0,))
+        cols.append(add(base, iota(np.int64, out_shape + (1,), i + 1)))
+    del nd
+    return concatenate(cols, len(out_shape))
+
+
+def convert_int(s):
+    from .elementwise import convert
+
+    return convert(s, np.int64) if s.dtype != np.int64 else s
+
+
+def dynamic_slice(x, starts, slice_sizes):
+    """``x[s0:s0+z0, ...]`` with traced starts; starts are clamped so the window stays in bounds (as in XLA)."""
+    from ..ops.creation import asarray
+
+    starts = [asarray(s) if not isinstance(s, Tensor) else s for s in starts]
+    return dynamic_slice_p.bind(x, *starts, slice_sizes=tuple(int(z) for z in slice_sizes))
+
+
+dynamic_update_slice_p = Primitive("dynamic_update_slice", linear=True)
+dynamic_update_slice_p.family = "shape"
+
+
+def _dus_impl(x, update, *starts):
+    out = np.array(x, copy=True)
+    st = _clamped_starts(out.shape, starts, update.shape)
+    out[tuple(slice(s, s + z) for s, z in zip(st, update.shape))] = update
+    return out
+
+
+dynamic_update_slice_p.def_impl(_dus_impl)
+
+
+@dynamic_update_slice_p.def_abstract_eval
+def _dus_abstract(x, update, *starts):
+    if update.dtype != x.dtype or update.ndim != x.ndim or any(u > n for u, n in zip(update.shape, x.shape)):
+        raise ShapeError(
+            f"dynamic_update_slice: update {update.str_short()} does not fit into operand {x.str_short()}"
+        )
+    if len(starts) != x.ndim:
+        raise ShapeError(f"dynamic_update_slice: need {x.ndim} start indices")
+    return ShapedArray(x.shape, x.dtype)
+
+
+@dynamic_update_slice_p.def_jvp
+def _dus_jvp(primals, tangents):
+    x, u, *starts = primals
+    tx, tu = tangents[0], tangents[1]
+    out = dynamic_update_slice_p.bind(x, u, *starts)
+    if type(tx) is Zero and type(tu) is Zero:
+        return out, Zero(aval_of(out))
+    return out, dynamic_update_slice_p.bind(instantiate(tx), instantiate(tu), *starts)
+
+
+@dynamic_update_slice_p.def_transpose
+def _dus_transpose(ct, x, u, *starts):
+    from ._util import zeros
+
+    out = [None, None] + [None] * len(starts)
+    if is_undefined(x):
+        out[0] = dynamic_update_slice_p.bind(ct, zeros(u.aval), *starts)
+    if is_undefined(u):
+        out[1] = dynamic_slice_p.bind(ct, *starts, slice_sizes=u.aval.shape)
+    return out
+
+
+@dynamic_update_slice_p.def_vmap
+def _dus_vmap(args, dims):
+    x, u, *starts = args
+    dx, du, *dstarts = dims
+    size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
+
+    def front(a, d):
+        return bdim_to_front(a, d) if d is not None else broadcast_in_dim(a, (size,) + a.shape, tuple(range(1, a.ndim + 1)))
+
+    if all(d is None for d in dstarts):
+        zero = _wrap(np.zeros((), starts[0].dtype if starts else np.int64))
+        return dynamic_update_slice_p.bind(front(x, dx), front(u, du), zero, *starts), 0
+    from .indexing import scatter
+
+    x, u = front(x, dx), front(u, du)
+    idx = _window_indices(x.shape[1:], starts, dstarts, u.shape[1:], size)
+    return scatter(x, idx, u, tuple(range(x.ndim))), 0
+
+
+def dynamic_update_slice(x, update, starts):
+    """Write ``update`` into ``x`` at traced ``starts`` (clamped so it fits)."""
+    from ..ops.creation import asarray
+
+    starts = [asarray(s) if not isinstance(s, Tensor) else s for s in starts]
+    return dynamic_update_slice_p.bind(x, update, *starts)
+
+
+# --- iota -----------------------------------------------------------------------------------------------------------
+
+iota_p = Primitive("iota")
+iota_p.family = "creation"
+iota_p.no_rule["transpose"] = "has no inputs"
+
+
+def _iota_impl(*, dtype, shape, dimension):
+    r = np.arange(shape[dimension], dtype=dtype)
+    return np.broadcast_to(r.reshape([-1 if i == dimension else 1 for i in range(len(shape))]), shape)
+
+
+iota_p.def_impl(_iota_impl)
+iota_p.def_abstract_eval(lambda *, dtype, shape, dimension: ShapedArray(shape, dtype))
+
+
+@iota_p.def_jvp
+def _iota_jvp(primals, tangents, **params):
+    out = iota_p.bind(**params)
+    return out, Zero(aval_of(out))
+
+
+iota_p.def_vmap(lambda args, dims, **params: (iota_p.bind(**params), None))
+
+
+def iota(dtype, shape, dimension: int = 0):
+    """Integers 0..n-1 along ``dimension``, broadcast to ``shape``."""
+    shape = _shape_tuple(shape if isinstance(shape, (tuple, list)) else (shape,), "iota")
+    return iota_p.bind(dtype=dtypes.canonicalize(dtype), shape=shape, dimension=int(dimension))
+
+
+def full(shape, fill_value, dtype):
+    """A tensor of ``shape`` filled with the scalar ``fill_value``."""
+    shape = _shape_tuple(shape, "full")
+    dtype = dtypes.canonicalize(dtype)
+    if _state.trace is None and not isinstance(fill_value, Tensor):
+        return _wrap(np.full(shape, fill_value, dtype=dtype))
+    if isinstance(fill_value, Tensor):
+        from .elementwise import convert
+
+        v = convert(fill_value, dtype)
+    else:
+        v = _wrap(np.asarray(fill_value, dtype=dtype))
+    return broadcast_in_dim(v, shape, ())
+
+
+def squeeze(x, dimensions):
+    dims = tuple(d % x.ndim for d in dimensions) if x.ndim else ()
+    for d in dims:
+        if x.shape[d] != 1:
+            raise ShapeError(f"squeeze: axis {d} of shape {x.shape} has size {x.shape[d]}, not 1")
+    return reshape(x, tuple(n for i, n in enumerate(x.shape) if i not in dims))
+
+
+def expand_dims(x, dimensions):
+    shape = list(x.shape)
+    nd = x.ndim + len(dimensions)
+    for d in sorted(d % nd for d in dimensions):
+        shape.insert(d, 1)
+    return reshape(x, tuple(shape))
+
+
+__all__ = ["moveaxis"]

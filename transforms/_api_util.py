@@ -1,0 +1,47 @@
+"""Argument handling shared by the transforms: leaf conversion and input checks with clear errors."""
+
+from __future__ import annotations
+
+from funclib import dtypes
+from funclib import tree as tree_util
+from funclib.core import Tensor
+from funclib.errors import DTypeError
+
+
+def as_tensor_leaf(x, op: str):
+    """A pytree leaf as a Tensor (Python scalars and NumPy arrays are converted); anything else is an error."""
+    if isinstance(x, Tensor):
+        return x
+    from funclib.ops.creation import asarray
+
+    try:
+        return asarray(x)
+    except (TypeError, ValueError):
+        raise TypeError(
+            f"{op}: expected tensors (or Python scalars / NumPy arrays) as pytree leaves, got {type(x).__name__}: "
+            f"{x!r:.80}. Mark non-array arguments static, or close over them."
+        ) from None
+
+
+def check_float_input(x, op: str, where: str, allow_complex: bool = True):
+    if x.dtype in dtypes.INEXACT:
+        return
+    raise DTypeError(
+        f"{op}: {where} has dtype {x.dtype.name}; only floating-point (or complex) inputs can be differentiated. "
+        f"Cast it with .astype(fl.float32), or leave it out of argnums."
+    )
+
+
+def flatten_args(args):
+    leaves, treedef = tree_util.flatten(args)
+    return leaves, treedef
+
+
+def broadcast_prefix(prefix, full):
+    """One entry of ``prefix`` per leaf of ``full``, where ``prefix`` is a pytree prefix (None counts as a leaf)."""
+    import optree
+
+    try:
+        return optree.broadcast_prefix(prefix, full, none_is_leaf=True, namespace="funclib")
+    except (ValueError, TypeError) as e:
+        raise ValueError(str(e)) from None

@@ -1,0 +1,548 @@
+"""Forward and reverse mode: ``jvp``, ``linearize``, ``vjp``, ``grad``, ``value_and_grad``, ``linear_transpose``.
+
+Reverse mode is linearize + partial evaluation + transpose: a ``JVPTrace`` runs over a partial evaluator
+(``JaxprTrace(forward_known=True)``), so the primal computation runs now (eagerly, or in the enclosing trace) and
+only the tangent computation, which is linear, is recorded. Transposing that jaxpr gives the VJP. Forward and
+reverse mode share one set of rules, and every order of derivative composes.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from funclib import dtypes
+from funclib import tree as tree_util
+from funclib.core import (
+    ShapedArray,
+    Tensor,
+    Trace,
+    Tracer,
+    UndefinedPrimal,
+    Zero,
+    _state,
+    _wrap,
+    aval_of,
+)
+from funclib.errors import DTypeError, FunclibError
+from funclib.jaxpr import Jaxpr, JaxprTrace, JaxprTracer, Literal, Var
+from funclib.primitives._util import instantiate, zeros
+from funclib.primitives.elementwise import add
+
+from ._api_util import as_tensor_leaf, check_float_input, flatten_args
+
+
+class JVPTracer(Tracer):
+    __slots__ = ("primal", "tangent")
+
+    @property
+    def aval(self) -> ShapedArray:
+        return aval_of(self.primal)
+
+
+class JVPTrace(Trace):
+    name = "jvp"
+
+    def __init__(self, parent, name: str = "jvp"):
+        self.parent = parent
+        self.name = name
+
+    def concretize(self, tracer, what):
+        return tracer.primal
+
+    def new(self, primal, tangent) -> JVPTracer:
+        t = JVPTracer.__new__(JVPTracer)
+        t._trace = self
+        t.primal = primal
+        t.tangent = tangent
+        return t
+
+    def process(self, prim, args, params):
+        primals = []
+        tangents = []
+        nonzero = False
+        for a in args:
+            if type(a) is JVPTracer and a._trace is self:
+                primals.append(a.primal)
+                t = a.tangent
+                tangents.append(t)
+                if type(t) is not Zero:
+                    nonzero = True
+            else:
+                primals.append(a)
+                tangents.append(None)
+        if not nonzero:
+            return self.bind_parent(prim, primals, params)
+        tangents = [Zero(aval_of(p)) if t is None else t for p, t in zip(primals, tangents)]
+        rule = prim.jvp or prim.rule("jvp")
+        prev = _state.trace
+        _state.trace = self.parent
+        try:
+            out, tout = rule(primals, tangents, **params)
+        finally:
+            _state.trace = prev
+        if prim.multiple_results:
+            return [o if type(t) is Zero else self.new(o, t) for o, t in zip(out, tout)]
+        return out if type(tout) is Zero else self.new(out, tout)
+
+
+def _zero_tangent_aval(aval: ShapedArray) -> ShapedArray:
+    return ShapedArray(aval.shape, aval.dtype)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# jvp
+
+
+def jvp(fun: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = False):
+    """Forward-mode derivative: ``(fun(*primals), J @ tangents)``.
+
+    Args:
+      fun: a function of pytrees of tensors.
+      primals, tangents: tuples of pytrees with matching structure, shapes and dtypes.
+      has_aux: ``fun`` returns ``(out, aux)``; aux is returned as a third value.
+
+    >>> fl.jvp(fl.sin, (fl.tensor(0.0),), (fl.tensor(1.0),))
+    (Tensor(0., dtype=float32), Tensor(1., dtype=float32))
+    """
+    if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
+        raise TypeError("jvp: primals and tangents must be tuples (one entry per positional argument of fun)")
+    if len(primals) != len(tangents):
+        raise ValueError(f"jvp: got {len(primals)} primals but {len(tangents)} tangents")
+    p_leaves, p_tree = tree_util.flatten(tuple(primals))
+    t_leaves, t_tree = tree_util.flatten(tuple(tangents))
+    if p_tree != t_tree:
+        raise ValueError(f"jvp: primal and tangent structures differ:\n  primals:  {p_tree}\n  tangents: {t_tree}")
+    p_leaves = [as_tensor_leaf(p, "jvp") for p in p_leaves]
+    t_leaves = [as_tensor_leaf(t, "jvp") for t in t_leaves]
+    for i, (p, t) in enumerate(zip(p_leaves, t_leaves)):
+        if tuple(p.shape) != tuple(t.shape):
+            raise ValueError(f"jvp: tangent {i} has shape {tuple(t.shape)} but its primal has shape {tuple(p.shape)}")
+        if p.dtype in dtypes.INEXACT and t.dtype != p.dtype:
+            raise DTypeError(f"jvp: tangent {i} has dtype {t.dtype.name} but its primal has {p.dtype.name}")
+    trace = JVPTrace(_state.trace)
+    ins = [
+        trace.new(p, t) if p.dtype in dtypes.INEXACT else p
+        for p, t in zip(p_leaves, t_leaves)
+    ]
+    args = tree_util.unflatten(p_tree, ins)
+    prev = _state.trace
+    _state.trace = trace
+    try:
+        result = fun(*args)
+    finally:
+        _state.trace = prev
+    out, aux = _split_aux(result, has_aux, "jvp")
+    o_leaves, o_tree = tree_util.flatten(out)
+    po, to = [], []
+    for o in o_leaves:
+        p, t = _unpack(trace, o)
+        po.append(p)
+        to.append(t)
+    res = (tree_util.unflatten(o_tree, po), tree_util.unflatten(o_tree, to))
+    return res + (aux,) if has_aux else res
+
+
+def _unpack(trace, o):
+    if type(o) is JVPTracer and o._trace is trace:
+        return o.primal, _tangent_out(o.tangent, o.primal)
+    o = as_tensor_leaf(o, "jvp output")
+    return o, _tangent_out(Zero(aval_of(o)), o)
+
+
+def _tangent_out(t, primal):
+    if type(t) is Zero:
+        a = aval_of(primal)
+        # integer/bool outputs get a zero tangent of the same shape and dtype (documented stand-in for float0)
+        return zeros(ShapedArray(a.shape, a.dtype))
+    return t
+
+
+def _split_aux(result, has_aux, name):
+    if not has_aux:
+        return result, None
+    if not (isinstance(result, (tuple, list)) and len(result) == 2):
+        raise TypeError(f"{name}(has_aux=True): the function must return a pair (output, aux)")
+    return result[0], result[1]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# linearize and transpose
+
+
+class _Linearized:
+    """The result of tracing the tangent map: a linear jaxpr over the tangent inputs."""
+
+    __slots__ = ("jaxpr", "consts", "in_avals", "out_avals")
+
+    def __init__(self, jaxpr, consts, in_avals, out_avals):
+        self.jaxpr = jaxpr
+        self.consts = consts
+        self.in_avals = in_avals
+        self.out_avals = out_avals
+
+
+def linearize_flat(fun_flat: Callable, primals: list, diff_mask: list[bool], name: str = "linearize"):
+    """Run ``fun_flat(*primals) -> (list_out, aux)`` with tangents recorded for the inputs in ``diff_mask``.
+
+    Returns ``(out_primals, linearized, aux)``.
+    """
+    parent = _state.trace
+    pe = JaxprTrace(parent, forward_known=True, name=name)
+    jt = JVPTrace(pe, name=name)
+    tan_ins = []
+    ins = []
+    for p, d in zip(primals, diff_mask):
+        if d:
+            a = aval_of(p)
+            t = pe.new_arg(ShapedArray(a.shape, a.dtype))
+            tan_ins.append(t)
+            ins.append(jt.new(p, t))
+        else:
+            ins.append(p)
+    prev = _state.trace
+    _state.trace = jt
+    try:
+        outs, aux = fun_flat(*ins)
+    finally:
+        _state.trace = prev
+    out_primals, out_tangents = [], []
+    _state.trace = pe
+    try:
+        for o in outs:
+            if type(o) is JVPTracer and o._trace is jt:
+                out_primals.append(o.primal)
+                out_tangents.append(instantiate(o.tangent))
+            else:
+                out_primals.append(o)
+                out_tangents.append(zeros(_zero_tangent_aval(aval_of(o))))
+    finally:
+        _state.trace = prev
+    jaxpr, consts = pe.to_jaxpr(tan_ins, out_tangents)
+    lin = _Linearized(jaxpr, consts, [t.aval for t in tan_ins], [aval_of(o) for o in out_primals])
+    return out_primals, lin, aux
+
+
+def backward_pass(jaxpr: Jaxpr, consts: list, cts_out: list) -> list:
+    """Transpose a jaxpr that is linear in its invars: cotangents of the outputs -> cotangents of the inputs."""
+    env: dict[Var, Any] = dict(zip(jaxpr.constvars, consts))
+    linear = set(jaxpr.invars)
+    lin_eqns = []
+    for eqn in jaxpr.eqns:
+        if any(type(v) is Var and v in linear for v in eqn.inputs):
+            lin_eqns.append(eqn)
+            linear.update(eqn.outputs)
+        else:  # non-linear bookkeeping (e.g. a mask built from constants): evaluate it forward
+            vals = [v.val if type(v) is Literal else env[v] for v in eqn.inputs]
+            out = eqn.prim.bind(*vals, **eqn.params)
+            for v, o in zip(eqn.outputs, out if eqn.prim.multiple_results else [out]):
+                env[v] = o
+    ct_env: dict[Var, Any] = {}
+
+    def accum(v, ct):
+        if type(v) is not Var or v not in linear or ct is None or type(ct) is Zero:
+            return
+        prev = ct_env.get(v)
+        ct_env[v] = ct if prev is None else add(prev, ct)
+
+    for v, ct in zip(jaxpr.outvars, cts_out):
+        accum(v, ct)
+    for eqn in reversed(lin_eqns):
+        if eqn.prim.multiple_results:
+            cts = [ct_env.pop(v, None) for v in eqn.outputs]
+            if all(c is None for c in cts):
+                continue
+            ct = [zeros(v.aval) if c is None else c for v, c in zip(eqn.outputs, cts)]
+        else:
+            ct = ct_env.pop(eqn.outputs[0], None)
+            if ct is None:
+                continue
+        args = [
+            UndefinedPrimal(v.aval) if type(v) is Var and v in linear else (v.val if type(v) is Literal else env[v])
+            for v in eqn.inputs
+        ]
+        rule = eqn.prim.transpose or eqn.prim.rule("transpose")
+        in_cts = rule(ct, *args, **eqn.params)
+        for v, c in zip(eqn.inputs, in_cts):
+            accum(v, c)
+    return [ct_env.get(v) for v in jaxpr.invars]
+
+
+def _transpose_linearized(lin: _Linearized, cts: list) -> list:
+    out = backward_pass(lin.jaxpr, lin.consts, cts)
+    return [zeros(a) if c is None else c for c, a in zip(out, lin.in_avals)]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# public reverse-mode API
+
+
+def linearize(fun: Callable, *primals):
+    """``(fun(*primals), f_jvp)`` where ``f_jvp(*tangents)`` evaluates the linear map without re-running ``fun``.
+
+    >>> y, f_jvp = fl.linearize(fl.sin, fl.tensor(0.0))
+    >>> f_jvp(fl.tensor(2.0))
+    Tensor(2., dtype=float32)
+    """
+    leaves, in_tree = tree_util.flatten(tuple(primals))
+    leaves = [as_tensor_leaf(x, "linearize") for x in leaves]
+    mask = [x.dtype in dtypes.INEXACT for x in leaves]
+    store = {}
+
+    def flat(*xs):
+        out = fun(*tree_util.unflatten(in_tree, list(xs)))
+        o, t = tree_util.flatten(out)
+        store["tree"] = t
+        return o, None
+
+    outs, lin, _ = linearize_flat(flat, leaves, mask)
+    out_tree = store["tree"]
+
+    def f_jvp(*tangents):
+        t_leaves, t_tree = tree_util.flatten(tuple(tangents))
+        if t_tree != in_tree:
+            raise ValueError(f"linearize: tangent structure {t_tree} does not match the primals' {in_tree}")
+        ts = [as_tensor_leaf(t, "linearize") for t, m in zip(t_leaves, mask) if m]
+        from funclib.jaxpr import eval_jaxpr
+
+        return tree_util.unflatten(out_tree, eval_jaxpr(lin.jaxpr, lin.consts, *ts))
+
+    return tree_util.unflatten(out_tree, outs), f_jvp
+
+
+def vjp(fun: Callable, *primals, has_aux: bool = False):
+    """``(fun(*primals), vjp_fn)``; ``vjp_fn(cotangent)`` returns a tuple of cotangents, one per primal.
+
+    ``vjp_fn`` can be called many times. Integer inputs get zero cotangents of their own dtype.
+
+    >>> y, f_vjp = fl.vjp(fl.sin, fl.tensor(0.0))
+    >>> f_vjp(fl.tensor(1.0))
+    (Tensor(1., dtype=float32),)
+    """
+    leaves, in_tree = tree_util.flatten(tuple(primals))
+    leaves = [as_tensor_leaf(x, "vjp") for x in leaves]
+    mask = [x.dtype in dtypes.INEXACT for x in leaves]
+    store = {}
+
+    def flat(*xs):
+        res = fun(*tree_util.unflatten(in_tree, list(xs)))
+        out, aux = _split_aux(res, has_aux, "vjp")
+        o, t = tree_util.flatten(out)
+        store["tree"] = t
+        return o, aux
+
+    outs, lin, aux = linearize_flat(flat, leaves, mask, name="vjp")
+    out_tree = store["tree"]
+
+    def vjp_fn(ct):
+        c_leaves, c_tree = tree_util.flatten(ct)
+        if c_tree != out_tree:
+            raise ValueError(f"vjp: cotangent structure {c_tree} does not match the output's {out_tree}")
+        cts = []
+        for i, (c, a) in enumerate(zip(c_leaves, lin.out_avals)):
+            c = as_tensor_leaf(c, "vjp")
+            if tuple(c.shape) != a.shape:
+                raise ValueError(f"vjp: cotangent {i} has shape {tuple(c.shape)}, the output has shape {a.shape}")
+            cts.append(c)
+        in_cts = _transpose_linearized(lin, cts)
+        it = iter(in_cts)
+        full = [next(it) if m else zeros(aval_of(x)) for x, m in zip(leaves, mask)]
+        return tree_util.unflatten(in_tree, full)
+
+    res = (tree_util.unflatten(out_tree, outs), vjp_fn)
+    return res + (aux,) if has_aux else res
+
+
+def value_and_grad(
+    fun: Callable,
+    argnums: int | Sequence[int] = 0,
+    has_aux: bool = False,
+    holomorphic: bool = False,
+    argnames: str | Sequence[str] | None = None,
+) -> Callable:
+    """A function returning ``(fun(*args), gradient)``. See ``grad`` for the arguments.
+
+    >>> fl.value_and_grad(lambda x: (x ** 2).sum())(fl.tensor([1.0, 2.0]))
+    (Tensor(5., dtype=float32), Tensor([2., 4.], dtype=float32))
+    """
+    sig_names = _param_names(fun)
+    single = isinstance(argnums, int) and argnames is None
+
+    def vg(*args, **kwargs):
+        nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+        names = (argnames,) if isinstance(argnames, str) else tuple(argnames or ())
+        if argnames is not None and argnums == 0 and not isinstance(argnums, tuple):
+            nums = ()
+        for n in nums:
+            if not -len(args) <= n < len(args):
+                raise ValueError(
+                    f"grad: argnums={argnums} but the function was called with {len(args)} positional arguments"
+                )
+        nums = tuple(n % len(args) for n in nums)
+        for nm in names:
+            if nm not in kwargs:
+                raise ValueError(
+                    f"grad: argnames includes {nm!r} but it was not passed as a keyword argument "
+                    f"(got keywords {sorted(kwargs)})"
+                )
+        diff = [args[i] for i in nums] + [kwargs[k] for k in names]
+        d_leaves, d_tree = tree_util.flatten(diff)
+        d_leaves = [as_tensor_leaf(x, "grad") for x in d_leaves]
+        for i, x in enumerate(d_leaves):
+            check_float_input(x, "grad", _describe_leaf(i, d_tree, nums, names, sig_names), holomorphic)
+
+        def flat(*xs):
+            vals = tree_util.unflatten(d_tree, list(xs))
+            a = list(args)
+            kw = dict(kwargs)
+            for j, n in enumerate(nums):
+                a[n] = vals[j]
+            for j, k in enumerate(names):
+                kw[k] = vals[len(nums) + j]
+            res = fun(*a, **kw)
+            out, aux = _split_aux(res, has_aux, "grad")
+            return [out], aux
+
+        outs, lin, aux = linearize_flat(flat, d_leaves, [True] * len(d_leaves), name="grad")
+        out = outs[0]
+        if not isinstance(out, Tensor):
+            try:
+                out = as_tensor_leaf(out, "grad")
+            except TypeError:
+                raise TypeError(
+                    f"grad requires the function to return a scalar tensor, got {type(out).__name__}; "
+                    "use fl.vjp or fl.jacrev for other outputs"
+                ) from None
+        if out.shape != ():
+            raise TypeError(
+                f"grad requires a scalar output, got shape {tuple(out.shape)}; reduce it (e.g. .sum()) or use "
+                "fl.vjp / fl.jacrev"
+            )
+        if out.dtype in dtypes.COMPLEX and not holomorphic:
+            raise DTypeError(
+                f"grad requires a real-valued output, got {out.dtype.name}; pass holomorphic=True for holomorphic "
+                "functions"
+            )
+        if out.dtype not in dtypes.INEXACT:
+            raise DTypeError(f"grad requires a floating-point output, got {out.dtype.name}")
+        ct = _wrap(np.ones((), out.dtype))
+        grads = tree_util.unflatten(d_tree, _transpose_linearized(lin, [ct]))
+        if argnames is None:
+            g = grads[0] if single else tuple(grads[: len(nums)])
+        elif not nums:
+            g = dict(zip(names, grads)) if not isinstance(argnames, str) else grads[0]
+        else:
+            g = (tuple(grads[: len(nums)]), dict(zip(names, grads[len(nums) :])))
+        return ((out, aux), g) if has_aux else (out, g)
+
+    _copy_meta(vg, fun, "value_and_grad")
+    return vg
+
+
+def grad(
+    fun: Callable,
+    argnums: int | Sequence[int] = 0,
+    has_aux: bool = False,
+    holomorphic: bool = False,
+    argnames: str | Sequence[str] | None = None,
+) -> Callable:
+    """The gradient of a scalar function.
+
+    Args:
+      fun: returns a real scalar (or ``(scalar, aux)`` with ``has_aux``).
+      argnums: positional argument(s) to differentiate (int or tuple). Default 0.
+      has_aux: ``fun`` returns ``(out, aux)``; the gradient function returns ``(grad, aux)``.
+      holomorphic: allow complex outputs of holomorphic functions.
+      argnames: keyword argument name(s) to differentiate; with argnames only, ``argnums`` is ignored
+        unless given as a tuple. Gradients of keyword arguments come back as a dict (or alone for a str).
+
+    Real-valued functions of complex inputs follow JAX's convention: the result is the conjugate of the
+    steepest-ascent direction (``grad(f)(z).conj()`` points uphill).
+
+    >>> fl.grad(lambda x: fl.sin(x))(fl.tensor(0.0))
+    Tensor(1., dtype=float32)
+    """
+    vg = value_and_grad(fun, argnums, has_aux, holomorphic, argnames)
+
+    def g(*args, **kwargs):
+        res, gr = vg(*args, **kwargs)
+        return (gr, res[1]) if has_aux else gr
+
+    _copy_meta(g, fun, "grad")
+    return g
+
+
+def _param_names(fun):
+    try:
+        return list(inspect.signature(fun).parameters)
+    except (TypeError, ValueError):
+        return []
+
+
+def _describe_leaf(i, tree, nums, names, sig_names):
+    return f"differentiated input {i}"
+
+
+def _copy_meta(wrapper, fun, what):
+    name = getattr(fun, "__name__", type(fun).__name__)
+    wrapper.__name__ = f"{what}({name})"
+    wrapper.__qualname__ = wrapper.__name__
+    wrapper.__doc__ = getattr(fun, "__doc__", None)
+    wrapper.__wrapped__ = fun
+
+
+def linear_transpose(fun: Callable, *primals) -> Callable:
+    """The transpose of a linear function, traced at the shapes/dtypes of ``primals``.
+
+    >>> t = fl.linear_transpose(lambda x: 2.0 * x, fl.tensor([1.0, 1.0]))
+    >>> t(fl.tensor([1.0, 3.0]))
+    (Tensor([2., 6.], dtype=float32),)
+    """
+    from funclib.jaxpr import trace_to_jaxpr
+
+    leaves, in_tree = tree_util.flatten(tuple(primals))
+    leaves = [as_tensor_leaf(x, "linear_transpose") for x in leaves]
+    store = {}
+
+    def flat(*xs):
+        out = fun(*tree_util.unflatten(in_tree, list(xs)))
+        o, t = tree_util.flatten(out)
+        store["tree"] = t
+        return o
+
+    jaxpr, consts, outs = trace_to_jaxpr(flat, [aval_of(x) for x in leaves], name="linear_transpose")
+    out_tree = store["tree"]
+    out_avals = [aval_of(o) for o in outs]
+
+    def transposed(ct):
+        c_leaves, c_tree = tree_util.flatten(ct)
+        if c_tree != out_tree:
+            raise ValueError(f"linear_transpose: cotangent structure {c_tree} != output structure {out_tree}")
+        res = backward_pass(jaxpr, consts, [as_tensor_leaf(c, "linear_transpose") for c in c_leaves])
+        res = [zeros(aval_of(x)) if r is None else r for r, x in zip(res, leaves)]
+        return tree_util.unflatten(in_tree, res)
+
+    del out_avals
+    return transposed
+
+
+class GradientError(FunclibError, TypeError):
+    """A gradient was requested where none is defined."""
+
+
+__all__ = [
+    "jvp",
+    "linearize",
+    "vjp",
+    "grad",
+    "value_and_grad",
+    "linear_transpose",
+    "JVPTrace",
+    "JVPTracer",
+    "flatten_args",
+    "JaxprTracer",
+    "UndefinedPrimal",
+]
