@@ -46,6 +46,8 @@ from .ops.misc import stop_gradient  # noqa: F401
 from .ops.nn import *  # noqa: F401, F403
 from .ops.reductions import *  # noqa: F401, F403
 from .ops.reductions import all, any, max, min, sum  # noqa: F401, A004
+from .primitives.collectives import all_gather, axis_index, pmax, pmean, pmin, psum  # noqa: F401
+from .primitives.elementwise import stop_gradient  # noqa: F401, F811
 from .primitives.shape import dynamic_slice, dynamic_update_slice  # noqa: F401
 
 __version__ = "0.1.0"
@@ -58,4 +60,3 @@ pi = _math.pi
 newaxis = None
 
 from .transforms import *  # noqa: E402, F401, F403
-from .transforms import ShapeDtypeStruct, eval_shape, make_jaxpr  # noqa: E402, F401

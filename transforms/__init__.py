@@ -1,5 +1,29 @@
-"""Function transforms: autodiff, vmap, jacobians, tracing."""
+"""Function transforms: autodiff, vmap, jacobians, custom rules, tracing."""
 
-from .autodiff import grad, jvp, linear_transpose, linearize, value_and_grad, vjp  # noqa: F401
-from .batching import vmap  # noqa: F401
-from .tracing import ShapeDtypeStruct, eval_shape, make_jaxpr  # noqa: F401
+from .autodiff import grad, jvp, linear_transpose, linearize, value_and_grad, vjp
+from .batching import vmap
+from .custom import checkpoint, custom_jvp, custom_vjp, remat
+from .jacobians import hessian, hvp, jacfwd, jacobian, jacrev
+from .tracing import ShapeDtypeStruct, eval_shape, make_jaxpr
+
+__all__ = [
+    "grad",
+    "jvp",
+    "linear_transpose",
+    "linearize",
+    "value_and_grad",
+    "vjp",
+    "vmap",
+    "checkpoint",
+    "custom_jvp",
+    "custom_vjp",
+    "remat",
+    "hessian",
+    "hvp",
+    "jacfwd",
+    "jacobian",
+    "jacrev",
+    "ShapeDtypeStruct",
+    "eval_shape",
+    "make_jaxpr",
+]

@@ -49,6 +49,8 @@ class BatchTrace(Trace):
         )
 
     def process(self, prim, args, params):
+        if getattr(prim, "collective", False):
+            return self._collective(prim, args, params)
         vals = []
         dims = []
         batched = False
@@ -71,6 +73,25 @@ class BatchTrace(Trace):
             _state.trace = prev
         if prim.multiple_results:
             return [o if d is None else self.new(o, d) for o, d in zip(out, out_dim)]
+        return out if out_dim is None else self.new(out, out_dim)
+
+
+    def _collective(self, prim, args, params):
+        vals = [a.val if type(a) is BatchTracer and a._trace is self else a for a in args]
+        dims = [a.bdim if type(a) is BatchTracer and a._trace is self else None for a in args]
+        if params.get("axis_name") != self.axis_name:
+            # another axis: apply it lane-wise by passing the batched values through to the enclosing traces
+            out = self.bind_parent(prim, vals, params)
+            d = next((d for d in dims if d is not None), None)
+            if d is None:
+                return out
+            return self.new(out, d) if not prim.multiple_results else [self.new(o, d) for o in out]
+        prev = _state.trace
+        _state.trace = self.parent
+        try:
+            out, out_dim = prim.rule("vmap")(vals, dims, axis_size=self.axis_size, **params)
+        finally:
+            _state.trace = prev
         return out if out_dim is None else self.new(out, out_dim)
 
 

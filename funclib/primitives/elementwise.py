@@ -445,24 +445,24 @@ isinf_p, isinf = unary("isinf", np.isinf, ok=FLOAT, out_dtype=lambda d: dtypes.b
 not_p, bitwise_invert = unary("not", np.invert, ok=INT_BOOL, promote_int=False)
 
 exp_p, exp = unary("exp", np.exp, jvp=lambda x, y, t: t * y)
-log_p, log = unary("log", np.log, jvp=lambda x, y, t: t / x)
-log1p_p, log1p = unary("log1p", np.log1p, jvp=lambda x, y, t: t / (x + 1.0))
+log_p, log = unary("log", np.log, jvp=lambda x, y, t: safe_div(t, x))
+log1p_p, log1p = unary("log1p", np.log1p, jvp=lambda x, y, t: safe_div(t, x + 1.0))
 expm1_p, expm1 = unary("expm1", np.expm1, jvp=lambda x, y, t: t * (y + 1.0))
 sin_p, sin = unary("sin", np.sin, jvp=lambda x, y, t: t * cos(x))
 cos_p, cos = unary("cos", np.cos, jvp=lambda x, y, t: negative(t * sin(x)))
 tan_p, tan = unary("tan", np.tan, jvp=lambda x, y, t: t * (y * y + 1.0))
-asin_p, asin = unary("asin", np.arcsin, jvp=lambda x, y, t: t / sqrt(1.0 - x * x))
-acos_p, acos = unary("acos", np.arccos, jvp=lambda x, y, t: negative(t / sqrt(1.0 - x * x)))
+asin_p, asin = unary("asin", np.arcsin, jvp=lambda x, y, t: safe_div(t, sqrt(1.0 - x * x)))
+acos_p, acos = unary("acos", np.arccos, jvp=lambda x, y, t: negative(safe_div(t, sqrt(1.0 - x * x))))
 atan_p, atan = unary("atan", np.arctan, jvp=lambda x, y, t: t / (x * x + 1.0))
 sinh_p, sinh = unary("sinh", np.sinh, jvp=lambda x, y, t: t * cosh(x))
 cosh_p, cosh = unary("cosh", np.cosh, jvp=lambda x, y, t: t * sinh(x))
 tanh_p, tanh = unary("tanh", np.tanh, jvp=lambda x, y, t: t * (1.0 - y * y))
 asinh_p, asinh = unary("asinh", np.arcsinh, jvp=lambda x, y, t: t / sqrt(x * x + 1.0))
-acosh_p, acosh = unary("acosh", np.arccosh, jvp=lambda x, y, t: t / (sqrt(x - 1.0) * sqrt(x + 1.0)))
-atanh_p, atanh = unary("atanh", np.arctanh, jvp=lambda x, y, t: t / (1.0 - x * x))
-# d sqrt(x) = t / (2 sqrt(x)): +inf at 0, kept (the zero-cotangent rule in safe_mul stops inf * 0 = nan)
-sqrt_p, sqrt = unary("sqrt", np.sqrt, jvp=lambda x, y, t: t * reciprocal(y + y))
-cbrt_p, cbrt = unary("cbrt", np.cbrt, ok=REAL_FLOAT, jvp=lambda x, y, t: t * reciprocal(3.0 * y * y))
+acosh_p, acosh = unary("acosh", np.arccosh, jvp=lambda x, y, t: safe_div(t, sqrt(x - 1.0) * sqrt(x + 1.0)))
+atanh_p, atanh = unary("atanh", np.arctanh, jvp=lambda x, y, t: safe_div(t, 1.0 - x * x))
+# d sqrt(x) = t / (2 sqrt(x)) is infinite at 0; safe_div keeps a zero tangent or cotangent exactly zero there
+sqrt_p, sqrt = unary("sqrt", np.sqrt, jvp=lambda x, y, t: safe_div(t, y + y))
+cbrt_p, cbrt = unary("cbrt", np.cbrt, ok=REAL_FLOAT, jvp=lambda x, y, t: safe_div(t, 3.0 * y * y))
 
 
 def _abs_jvp(x, y, t):
@@ -555,10 +555,23 @@ conj_p.def_transpose(lambda ct, x: [conj(ct)])
 
 
 def _safe_mul_np(x, y):
-    out = np.multiply(x, y)
+    with np.errstate(invalid="ignore", over="ignore"):
+        out = np.multiply(x, y)
     if out.dtype.kind in "fc":
-        # an exactly-zero factor annihilates inf/nan in the other: zero cotangents stay zero (DESIGN §5)
-        out = np.where((np.asarray(x) == 0) | (np.asarray(y) == 0), np.zeros((), out.dtype), out)
+        bad = ~np.isfinite(out)
+        if bad.any():
+            # an exactly-zero factor annihilates inf/nan in the other: zero cotangents stay zero (DESIGN §5)
+            out = np.where(bad & ((np.asarray(x) == 0) | (np.asarray(y) == 0)), np.zeros((), out.dtype), out)
+    return out
+
+
+def _safe_div_np(x, y):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        out = np.divide(x, y)
+    if out.dtype.kind in "fc":
+        bad = ~np.isfinite(out)
+        if bad.any():
+            out = np.where(bad & (np.asarray(x) == 0), np.zeros((), out.dtype), out)
     return out
 
 
@@ -575,7 +588,7 @@ div_p, divide = binary(
     "div",
     np.divide,
     ok=FLOAT,
-    jvp=(lambda x, y, o, t: t / y, lambda x, y, o, t: negative(t * o / y)),
+    jvp=(lambda x, y, o, t: safe_div(t, y), lambda x, y, o, t: negative(safe_div(safe_mul(t, o), y))),
     linear_in="first",
 )
 safe_mul_p, safe_mul = binary(
@@ -585,6 +598,15 @@ safe_mul_p, safe_mul = binary(
     jvp=(lambda x, y, o, t: safe_mul(t, y), lambda x, y, o, t: safe_mul(x, t)),
     linear_in="either",
     doc="``x * y`` where a zero in either factor gives exactly 0 (even against inf or nan).",
+)
+# x / y with 0 / anything = 0: tangent maps divide by coefficients that are 0 at singular points (log, sqrt at 0)
+safe_div_p, safe_div = binary(
+    "safe_div",
+    _safe_div_np,
+    ok=FLOAT,
+    jvp=(lambda x, y, o, t: safe_div(t, y), lambda x, y, o, t: negative(safe_div(safe_mul(t, o), y))),
+    linear_in="first",
+    doc="``x / y`` where a zero numerator gives exactly 0 (even against a zero or non-finite denominator).",
 )
 
 
@@ -772,11 +794,17 @@ mul_p.def_transpose(_mul_transpose_for(multiply))
 safe_mul_p.def_transpose(_mul_transpose_for(safe_mul))
 
 
-@div_p.def_transpose
-def _div_transpose(ct, x, y):
-    if is_undefined(y):
-        raise TypeError("div is linear in its numerator only")
-    return [unbroadcast(safe_mul(ct, reciprocal(y)), x.aval), None]
+def _div_transpose_for(name):
+    def rule(ct, x, y):
+        if is_undefined(y):
+            raise TypeError(f"{name} is linear in its numerator only")
+        return [unbroadcast(safe_div(ct, y), x.aval), None]
+
+    return rule
+
+
+div_p.def_transpose(_div_transpose_for("div"))
+safe_div_p.def_transpose(_div_transpose_for("safe_div"))
 
 
 # --- integer_pow: x**n for a static integer n, with the exact derivative n x**(n-1) (finite at 0) ------------------

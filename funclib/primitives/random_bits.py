@@ -1,9 +1,9 @@
 """Random-number primitives: the Threefry-2x32 block function and fused samplers driven by a key.
 
-Keyed primitives take a uint32 key of shape ``(..., 2)``: the leading axes are independent lanes, each producing
-the numbers it would produce alone. That makes every vmap rule "move the key's batch axis to the front", and a
-lane's numbers never depend on the batch size. Samplers are primitives (not compositions of ``threefry2x32``)
-for their kernels: one fused pass from key to floats, with no uint32 temporaries.
+Keyed primitives take a uint32 key of shape ``(..., 2)``: the leading axes are independent lanes, each
+producing the numbers it would produce alone. That makes every vmap rule "move the key's batch axis to the
+front", and a lane's numbers never depend on the batch size. Samplers are primitives (not compositions of
+``threefry2x32``) for their kernels: one fused pass from key to floats, with no uint32 temporaries.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from ._util import bdim_to_front, broadcast_shapes
 
 _U32 = dtypes.uint32
 
-# ---------------------------------------------------------------------------------------------------------------
+# ----------------------------------------------------------------------------------------------------
 # threefry2x32: the raw block function, elementwise with broadcasting
 
 threefry2x32_p = Primitive("threefry2x32", multiple_results=True)
@@ -28,9 +28,9 @@ threefry2x32_p.no_rule["transpose"] = "not linear"
 
 @threefry2x32_p.def_impl
 def _threefry_impl(k0, k1, x0, x1):
-    arrs = np.broadcast_arrays(*(np.asarray(a, _U32) for a in (k0, k1, x0, x1)))
-    shape = arrs[0].shape
-    flat = [np.ascontiguousarray(a).reshape(-1) for a in arrs]
+    args = [np.asarray(a, _U32) for a in (k0, k1, x0, x1)]
+    shape = np.broadcast_shapes(*(a.shape for a in args))
+    flat = [np.array(np.broadcast_to(a, shape)).reshape(-1) for a in args]
     out0 = np.empty(flat[0].size, _U32)
     out1 = np.empty(flat[0].size, _U32)
     _tf.threefry2x32(*flat, out0, out1)
@@ -41,7 +41,9 @@ def _threefry_impl(k0, k1, x0, x1):
 def _threefry_abstract(k0, k1, x0, x1):
     for name, a in zip(("k0", "k1", "x0", "x1"), (k0, k1, x0, x1)):
         if a.dtype != _U32:
-            raise DTypeError(f"threefry2x32: {name} must be uint32, got {a.dtype.name}; cast with .astype(fl.uint32)")
+            raise DTypeError(
+                f"threefry2x32: {name} must be uint32, got {a.dtype.name}; cast with .astype(fl.uint32)"
+            )
     shape = broadcast_shapes(k0.shape, k1.shape, x0.shape, x1.shape, op="threefry2x32")
     return [ShapedArray(shape, _U32), ShapedArray(shape, _U32)]
 
@@ -62,7 +64,7 @@ def _threefry_vmap(args, dims):
     return outs, [0, 0]
 
 
-# ---------------------------------------------------------------------------------------------------------------
+# ----------------------------------------------------------------------------------------------------
 # Samplers from a key alone: random_bits, random_uniform, random_normal
 
 
@@ -88,31 +90,38 @@ def _run(kernel, key, shape, dtype):
 
 
 def _keyed(name, kernels, doc):
-    """A primitive ``(key; shape, dtype) -> dtype[key.shape[:-1] + shape]`` run by ``kernels[dtype]``."""
+    """A primitive ``(key; shape, dtype, **flags) -> dtype[key.shape[:-1] + shape]``.
+
+    ``kernels`` maps ``dtype`` (or ``(dtype, *flag values)`` when the primitive has flags) to its kernel.
+    """
     p = Primitive(name)
     p.family = "random"
     p.no_rule["transpose"] = "not linear"
     p.doc = doc
 
+    def pick(dtype, flags):
+        return kernels.get((dtype, *flags.values()) if flags else dtype)
+
     @p.def_impl
-    def _impl(key, *, shape, dtype):
-        return _run(kernels[dtype], key, shape, dtype)
+    def _impl(key, *, shape, dtype, **flags):
+        return _run(pick(dtype, flags), key, shape, dtype)
 
     @p.def_abstract_eval
-    def _abstract(key, *, shape, dtype):
+    def _abstract(key, *, shape, dtype, **flags):
         _check_key(name, key)
-        if dtype not in kernels:
-            raise DTypeError(f"{name}: dtype must be one of {', '.join(d.name for d in kernels)}, got {dtype}")
+        if pick(dtype, flags) is None:
+            ok = sorted({(k[0] if isinstance(k, tuple) else k).name for k in kernels})
+            raise DTypeError(f"{name}: dtype must be one of {', '.join(ok)}, got {dtype}")
         return ShapedArray(key.shape[:-1] + tuple(shape), dtype)
 
     @p.def_jvp
-    def _jvp(primals, tangents, *, shape, dtype):
-        out = p.bind(*primals, shape=shape, dtype=dtype)
+    def _jvp(primals, tangents, **params):
+        out = p.bind(*primals, **params)
         return out, Zero(aval_of(out))
 
     @p.def_vmap
-    def _vmap(args, dims, *, shape, dtype):
-        return p.bind(bdim_to_front(args[0], dims[0]), shape=shape, dtype=dtype), 0
+    def _vmap(args, dims, **params):
+        return p.bind(bdim_to_front(args[0], dims[0]), **params), 0
 
     return p
 
@@ -124,8 +133,13 @@ random_bits_p = _keyed(
 )
 random_uniform_p = _keyed(
     "random_uniform",
-    {dtypes.float32: _tf.uniform32, dtypes.float64: _tf.uniform64},
-    "Uniform floats in [0, 1) on the grid of 2**-24 (float32) or 2**-53 (float64).",
+    {
+        (dtypes.float32, False): _tf.uniform32,
+        (dtypes.float64, False): _tf.uniform64,
+        (dtypes.float32, True): _tf.uniform32_open,
+        (dtypes.float64, True): _tf.uniform64_open,
+    },
+    "Uniform floats in [0, 1) on the grid of 2**-24 (float32) or 2**-53 (float64); in (0, 1) with open=True.",
 )
 random_normal_p = _keyed(
     "random_normal",
@@ -134,7 +148,7 @@ random_normal_p = _keyed(
 )
 
 
-# ---------------------------------------------------------------------------------------------------------------
+# ----------------------------------------------------------------------------------------------------
 # Samplers with a parameter per element: random_gamma (shape alpha), random_poisson (rate lam).
 # Inputs: key (*lanes, 2) and the parameter (*lanes, *sample_shape), already broadcast by the caller.
 
@@ -144,7 +158,8 @@ def _check_param(name, key, x, ok):
     lanes = key.shape[:-1]
     if x.shape[: len(lanes)] != lanes:
         raise ShapeError(
-            f"{name}: the parameter's leading axes {x.shape[: len(lanes)]} must equal the key's lane axes {lanes}"
+            f"{name}: the parameter's leading axes {x.shape[: len(lanes)]} must equal the key's lane axes "
+            f"{lanes}"
         )
     if x.dtype not in ok:
         raise DTypeError(f"{name}: the parameter must be float32 or float64, got {x.dtype.name}")
@@ -218,8 +233,8 @@ random_gamma_grad_p = Primitive("random_gamma_grad")
 random_gamma_grad_p.family = "random"
 random_gamma_grad_p.no_rule["transpose"] = "not linear"
 random_gamma_grad_p.no_rule["jvp"] = (
-    "second derivatives of gamma samples with respect to alpha are not implemented (they need d2P/dalpha2 of the "
-    "incomplete gamma function)"
+    "second derivatives of gamma samples with respect to alpha are not implemented (they need d2P/dalpha2 of "
+    "the incomplete gamma function)"
 )
 
 
@@ -236,8 +251,8 @@ def _gamma_grad_impl(alpha, z):
 def _gamma_grad_abstract(alpha, z):
     if alpha.dtype != z.dtype or alpha.dtype not in _FLOATS:
         raise DTypeError(
-            f"random_gamma_grad: alpha and the sample must share a float32/float64 dtype, got {alpha.dtype.name} "
-            f"and {z.dtype.name}"
+            "random_gamma_grad: alpha and the sample must share a float32/float64 dtype, got "
+            f"{alpha.dtype.name} and {z.dtype.name}"
         )
     return ShapedArray(broadcast_shapes(alpha.shape, z.shape, op="random_gamma_grad"), alpha.dtype)
 
