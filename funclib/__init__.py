@@ -35,10 +35,12 @@ from .dtypes import (  # noqa: F401
 from .dtypes import bool_ as bool  # noqa: F401, A001
 from .jaxpr import ClosedJaxpr, Jaxpr, eval_jaxpr, typecheck  # noqa: F401
 from .ops import methods as _methods  # noqa: F401
+from .ops import fft, linalg  # noqa: F401
 from .ops.creation import *  # noqa: F401, F403
 from .ops.elementwise import *  # noqa: F401, F403
 from .ops.elementwise import pow, round  # noqa: F401, A004
 from .ops.indexing import take, take_along_axis  # noqa: F401
+from .ops.info import __array_namespace_info__  # noqa: F401
 from .ops.linalg_basic import diagonal, einsum, inner, matmul, outer, tensordot, vecdot  # noqa: F401
 from .ops.manipulation import *  # noqa: F401, F403
 from .ops.manipulation import matrix_transpose  # noqa: F401
@@ -46,6 +48,9 @@ from .ops.misc import stop_gradient  # noqa: F401
 from .ops.nn import *  # noqa: F401, F403
 from .ops.reductions import *  # noqa: F401, F403
 from .ops.reductions import all, any, max, min, sum  # noqa: F401, A004
+from .ops.searching import *  # noqa: F401, F403
+from .ops.sets import *  # noqa: F401, F403
+from .ops.sorting import *  # noqa: F401, F403
 from .primitives.collectives import all_gather, axis_index, pmax, pmean, pmin, psum  # noqa: F401
 from .primitives.elementwise import stop_gradient  # noqa: F401, F811
 from .primitives.shape import dynamic_slice, dynamic_update_slice  # noqa: F401

@@ -117,6 +117,9 @@ class Trace:
         )
 
     def bind_parent(self, prim: Primitive, args, params):
+        if self.parent is None:
+            # eager impls never consult the trace state (call-like impls that run user code reset it themselves)
+            return prim.eager(args, params)
         prev = _state.trace
         _state.trace = self.parent
         try:
@@ -227,10 +230,26 @@ _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 class Zero:
     """A symbolic zero tangent or cotangent: costs nothing and is instantiated only when needed."""
 
-    __slots__ = ("aval",)
+    __slots__ = ("_aval", "_like")
 
     def __init__(self, aval: ShapedArray):
-        self.aval = aval
+        self._aval = aval
+        self._like = None
+
+    @staticmethod
+    def of(x) -> Zero:
+        """The zero tangent of value ``x``; its aval is computed only if asked for."""
+        z = _new(Zero)
+        z._aval = None
+        z._like = x
+        return z
+
+    @property
+    def aval(self) -> ShapedArray:
+        if self._aval is None:
+            a = aval_of(self._like)
+            self._aval = ShapedArray(a.shape, a.dtype)
+        return self._aval
 
     def __repr__(self):
         return f"Zero({self.aval.str_short()})"
@@ -400,7 +419,7 @@ class Tensor:
     def __hash__(self):
         raise TypeError("Tensor is unhashable (== is elementwise); use id(x) or x.item() as a key")
 
-    def __setitem__(self, idx, value):
+    def __setitem__(self, key, value, /):
         raise ImmutableError(
             "Tensors are immutable: x[idx] = v is not supported. Use x = x.at[idx].set(v), which returns a "
             "new tensor (under fl.jit it updates in place when x is not used afterwards)."

@@ -125,6 +125,14 @@ class JaxprTracer(Tracer):
     def aval(self):
         return self._aval
 
+    @property
+    def dtype(self):
+        return self._aval.dtype
+
+    @property
+    def shape(self):
+        return self._aval.shape
+
 
 class JaxprTrace(Trace):
     """Stages primitives into equations. ``forward_known`` turns it into a partial evaluator (see module doc)."""
@@ -172,7 +180,7 @@ class JaxprTrace(Trace):
             else:
                 return self.bind_parent(prim, args, params)
         ins = [self._atom(a) for a in args]
-        out_avals = prim.rule("abstract_eval")(*[v.aval for v in ins], **params)
+        out_avals = (prim.abstract_eval or prim.rule("abstract_eval"))(*[v.aval for v in ins], **params)
         if prim.multiple_results:
             outs = [self.new_arg(a) for a in out_avals]
             self.eqns.append(Eqn(prim, ins, params, [o.var for o in outs]))

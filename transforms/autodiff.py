@@ -42,6 +42,14 @@ class JVPTracer(Tracer):
     def aval(self) -> ShapedArray:
         return aval_of(self.primal)
 
+    @property
+    def dtype(self):
+        return self.primal.dtype
+
+    @property
+    def shape(self):
+        return self.primal.shape
+
 
 class JVPTrace(Trace):
     name = "jvp"
@@ -76,7 +84,7 @@ class JVPTrace(Trace):
                 tangents.append(None)
         if not nonzero:
             return self.bind_parent(prim, primals, params)
-        tangents = [Zero(aval_of(p)) if t is None else t for p, t in zip(primals, tangents)]
+        tangents = [Zero.of(p) if t is None else t for p, t in zip(primals, tangents)]
         rule = prim.jvp or prim.rule("jvp")
         prev = _state.trace
         _state.trace = self.parent

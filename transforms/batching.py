@@ -26,6 +26,15 @@ class BatchTracer(Tracer):
         a = aval_of(self.val)
         return ShapedArray(a.shape[: self.bdim] + a.shape[self.bdim + 1 :], a.dtype)
 
+    @property
+    def dtype(self):
+        return self.val.dtype
+
+    @property
+    def shape(self):
+        s = self.val.shape
+        return s[: self.bdim] + s[self.bdim + 1 :]
+
 
 class BatchTrace(Trace):
     def __init__(self, parent, axis_size: int, axis_name=None):

@@ -112,6 +112,13 @@ def asarray(obj, /, *, dtype=None, device=None, copy: bool | None = None) -> Ten
         return _wrap(arr)
     if hasattr(obj, "__array__"):
         return asarray(np.asarray(obj), dtype=dtype, copy=copy)
+    try:
+        view = memoryview(obj)
+    except TypeError:
+        view = None
+    if view is not None:
+        # buffer protocol: shared when read-only (bytes), else copied like a writable NumPy array
+        return asarray(np.asarray(view), dtype=dtype, copy=copy)
     raise TypeError(
         f"asarray: cannot convert {type(obj).__name__} to a Tensor; pass a Tensor, a NumPy array, a Python scalar "
         "or a nested list of them"
@@ -139,6 +146,25 @@ def _check_scalar_fits(v, d):
         info = np.iinfo(d)
         if not info.min <= v <= info.max:
             raise OverflowError(f"asarray: Python int {v} does not fit in {d.name} [{info.min}, {info.max}]")
+
+
+def astype(x, dtype, /, *, copy: bool = True, device=None) -> Tensor:
+    """Cast ``x`` to ``dtype`` (any cast NumPy allows: float to int truncates, complex to real is an error).
+
+    ``copy`` is accepted for the standard; tensors are immutable, so a copy and the original are
+    indistinguishable and no copy is made when the dtype already matches.
+
+    >>> fl.astype(fl.asarray([1.7, -1.7]), fl.int32)
+    Tensor([ 1, -1], dtype=int32)
+    """
+    _check_device(device, "astype")
+    x = asarray(x) if not isinstance(x, Tensor) else x
+    d = dtypes.canonicalize(dtype)
+    if x.dtype in dtypes.COMPLEX and d not in dtypes.COMPLEX:
+        raise DTypeError(
+            f"astype: casting {x.dtype.name} to {d.name} would drop the imaginary part; use fl.real(x) or fl.abs(x)"
+        )
+    return convert(x, d)
 
 
 def tensor(data, dtype=None) -> Tensor:
@@ -343,7 +369,7 @@ def _tri_mask(x, k, lower):
 
 def tril(x, /, *, k: int = 0) -> Tensor:
     """The lower triangle of the last two axes (zeros above diagonal ``k``)."""
-    from .elementwise import where
+    from .searching import where
 
     if x.ndim < 2:
         raise ShapeError(f"tril: needs at least 2 dimensions, got shape {tuple(x.shape)}")
@@ -352,7 +378,7 @@ def tril(x, /, *, k: int = 0) -> Tensor:
 
 def triu(x, /, *, k: int = 0) -> Tensor:
     """The upper triangle of the last two axes (zeros below diagonal ``k``)."""
-    from .elementwise import where
+    from .searching import where
 
     if x.ndim < 2:
         raise ShapeError(f"triu: needs at least 2 dimensions, got shape {tuple(x.shape)}")
@@ -361,6 +387,7 @@ def triu(x, /, *, k: int = 0) -> Tensor:
 __all__ = [
     "arange",
     "asarray",
+    "astype",
     "empty",
     "empty_like",
     "eye",

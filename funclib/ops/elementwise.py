@@ -128,7 +128,9 @@ def square(x, /):
 
 
 def exp2(x, /):
-    return exp(multiply(_float(x, "exp2"), _LN2))
+    """``2 ** x``, exact at integer ``x``."""
+    x = _float(x, "exp2")
+    return E.pow(_wrap(np.full((), 2, x.dtype)), x)
 
 
 def log2(x, /):
@@ -163,7 +165,8 @@ def hypot(x1, x2, /):
     safe = E.select(equal(big, zero), _wrap(np.ones((), big.dtype)), big)
     r = divide(small, safe)
     out = multiply(big, sqrt(add(multiply(r, r), 1.0)))
-    return E.select(isinf(big), big, out)
+    # an infinite side wins even against NaN (the standard's special case)
+    return E.select(logical_or(isinf(x1), isinf(x2)), _wrap(np.full((), np.inf, big.dtype)), out)
 
 
 def sign(x, /):
@@ -229,19 +232,6 @@ def logical_not(x, /):
     if x.dtype != dtypes.bool_:
         x = not_equal(x, 0)
     return E.not_p.bind(x)
-
-
-def where(condition, x1, x2, /):
-    """Elements of ``x1`` where ``condition`` holds, else of ``x2`` (broadcasting, promotion).
-
-    >>> fl.where(fl.tensor([True, False]), 1.0, 0.0)
-    Tensor([1., 0.], dtype=float32)
-    """
-    c = _to_tensor(condition, "where")
-    if c.dtype != dtypes.bool_:
-        raise DTypeError(f"where: the condition must be boolean, got {c.dtype.name}; compare it first (e.g. x > 0)")
-    x1, x2 = promote_pair("where", x1, x2)
-    return E.select(c, x1, x2)
 
 
 def clip(x, /, min=None, max=None):
@@ -353,5 +343,4 @@ __all__ = [
     "tan",
     "tanh",
     "trunc",
-    "where",
 ]

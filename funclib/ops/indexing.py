@@ -34,17 +34,16 @@ def _expand_key(x, key):
             k = np.asarray(k)
             if k.dtype == object or k.dtype.kind not in "biu":
                 raise IndexError(f"index arrays must be integer or boolean, got dtype {k.dtype}")
-        if isinstance(k, (builtins.bool, np.bool_)):
-            raise IndexError(
-                "indexing with a Python bool is not supported; use None to add an axis or a boolean tensor as a mask"
-            )
+        if isinstance(k, (builtins.bool, np.bool_)) or (_is_bool_index(k) and _ndim(k) == 0):
+            # a 0-d mask adds an axis of length 1 (True) or 0 (False), as in NumPy
+            k = _NewAxis(bool(_concrete_mask(k)))
         out.append(k)
     n_ell = builtins.sum(1 for k in out if k is Ellipsis)
     if n_ell > 1:
         raise IndexError("an index can only have a single ellipsis ('...')")
     consumed = 0
     for k in out:
-        if k is None or k is Ellipsis:
+        if k is None or k is Ellipsis or type(k) is _NewAxis:
             continue
         if _is_bool_index(k):
             consumed += _ndim(k)
@@ -67,6 +66,26 @@ def _expand_key(x, key):
     return res
 
 
+class _NewAxis:
+    """A 0-d boolean index: a new axis that keeps (True) or drops (False) everything."""
+
+    __slots__ = ("keep",)
+
+    def __init__(self, keep: bool):
+        self.keep = keep
+
+
+def _concrete_mask(mask):
+    c = concrete_or_none(mask) if isinstance(mask, Tensor) else mask
+    if c is None:
+        raise DataDependentShapeError(
+            f"boolean mask indexing: the output shape depends on the values of the traced "
+            f"{mask.aval.str_short()} mask, which are unknown inside the transform. Use fl.where(mask, x, 0) "
+            "(same shape), or compute the mask outside the transform."
+        )
+    return c.numpy() if isinstance(c, Tensor) else np.asarray(c)
+
+
 def _ndim(k):
     return k.ndim if hasattr(k, "ndim") else np.ndim(k)
 
@@ -77,38 +96,28 @@ def _is_bool_index(k):
 
 
 def _mask_to_indices(mask):
-    c = concrete_or_none(mask) if isinstance(mask, Tensor) else mask
-    if c is None:
-        raise DataDependentShapeError(
-            "boolean mask indexing under a transform: the output shape depends on the mask's values. "
-            "Use fl.where(mask, x, 0) (same shape) or compute the mask outside the transform."
-        )
-    arr = np.asarray(c.numpy() if isinstance(c, Tensor) else c)
-    if arr.ndim == 0:
-        raise IndexError("a 0-d boolean index is not supported; use x[None] or fl.where")
-    return [np.asarray(i) for i in np.nonzero(arr)]
+    return [np.asarray(i) for i in np.nonzero(_concrete_mask(mask))]
 
 
 def _is_array_index(k):
     return isinstance(k, (Tensor, np.ndarray))
 
 
-def getitem(x, key):
+def getitem(x, key, /):
     """``x[key]`` with NumPy semantics (out-of-bounds integer indices raise IndexError)."""
     x = _to_tensor(x, "indexing")
     if isinstance(key, Tensor) and key.dtype not in dtypes.INTEGER and key.dtype != dtypes.bool_:
         raise IndexError(f"tensors used as indices must be integer or boolean, got {key.dtype.name}")
-    # fast path: one int or slice on the first axis of a concrete tensor
     keys = _expand_key(x, key)
-    # insert None axes first so every remaining key addresses one axis
-    if any(k is None for k in keys):
+    # insert new axes (None, 0-d masks) first so every remaining key addresses one axis
+    if any(k is None or type(k) is _NewAxis for k in keys):
         shape = []
         it = iter(x.shape)
         new_keys = []
         for k in keys:
-            if k is None:
+            if k is None or type(k) is _NewAxis:
                 shape.append(1)
-                new_keys.append(slice(None))
+                new_keys.append(slice(0, 0) if type(k) is _NewAxis and not k.keep else slice(None))
             else:
                 shape.append(next(it))
                 new_keys.append(k)
@@ -248,6 +257,8 @@ class _IndexUpdateRef:
     def _plan(self):
         x = self.x
         keys = _expand_key(x, self.key)
+        if any(type(k) is _NewAxis for k in keys):
+            raise IndexError("at[...]: 0-d boolean indices are not supported in updates; use fl.where(cond, new, x)")
         none_pos = [i for i, k in enumerate(keys) if k is None]
         keys_wo = [k for k in keys if k is not None]
         idx, rshape = _index_plan(x, keys_wo)

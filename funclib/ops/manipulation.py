@@ -89,7 +89,7 @@ def swapaxes(x, axis1: int, axis2: int, /) -> Tensor:
     return S.transpose(x, tuple(perm))
 
 
-def expand_dims(x, /, axis=0) -> Tensor:
+def expand_dims(x, /, *, axis=0) -> Tensor:
     """Insert size-1 axes at ``axis`` (an int or tuple)."""
     x = _t(x, "expand_dims")
     axes = (axis,) if isinstance(axis, int) else tuple(axis)
@@ -225,6 +225,10 @@ def repeat(x, repeats, /, *, axis: int | None = None) -> Tensor:
         axis = 0
     ax = normalize_axis(axis, x.ndim, "repeat")
     if isinstance(repeats, Tensor):
+        from .searching import require_concrete
+
+        fix = "pass repeats as a Python int or list, which fixes the output shape."
+        repeats = require_concrete(repeats, "repeat", fix)
         if repeats.ndim == 0:
             repeats = int(repeats)
         else:

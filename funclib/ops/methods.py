@@ -17,7 +17,7 @@ from . import reductions as R
 
 
 def _r(fn):
-    def reflected(self, other):
+    def reflected(self, other, /):
         return fn(other, self)
 
     reflected.__name__ = f"__r{fn.__name__}__"
@@ -56,10 +56,10 @@ def _squeeze(self, axis=None):
 
 
 def _unsqueeze(self, dim):
-    return M.expand_dims(self, dim)
+    return M.expand_dims(self, axis=dim)
 
 
-def _matmul(a, b):
+def _matmul(a, b, /):
     return L.matmul(a, b)
 
 
@@ -89,11 +89,11 @@ def _size_method(self, dim=None):
     return self.shape if dim is None else self.shape[dim]
 
 
-def _pow(a, b):
+def _pow(a, b, /):
     return E.pow(a, b)
 
 
-def _rpow(a, b):
+def _rpow(a, b, /):
     return E.pow(b, a)
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import builtins
 
 import numpy as np
 
@@ -119,7 +118,8 @@ def var(x, /, *, axis=None, correction=0.0, keepdims: bool = False) -> Tensor:
     sq = E.real(E.multiply(dev, E.conj(dev))) if x.dtype in dtypes.COMPLEX else E.multiply(dev, dev)
     n = _count(x, axes) - correction
     s = R.reduce_sum(sq, axes)
-    out = E.divide(s, _wrap(np.asarray(builtins.max(n, 0), sq.dtype)))
+    # the standard: no degrees of freedom left (N - correction <= 0) gives NaN
+    out = E.divide(s, _wrap(np.asarray(n if n > 0 else np.nan, sq.dtype)))
     return _keep(out, x, axes, keepdims)
 
 
@@ -256,16 +256,9 @@ def _stop_gradient(x):
     return stop_gradient(x)
 
 
-def count_nonzero(x, /, *, axis=None, keepdims: bool = False) -> Tensor:
-    x = _to_tensor(x, "count_nonzero")
-    return sum(E.not_equal(x, 0), axis=axis, keepdims=keepdims)
-
 __all__ = [
     "all",
     "any",
-    "argmax",
-    "argmin",
-    "count_nonzero",
     "cummax",
     "cummin",
     "cumprod",

@@ -9,6 +9,9 @@ from ..errors import ShapeError
 
 
 def broadcast_shapes(*shapes, op: str = "operation") -> tuple[int, ...]:
+    first = shapes[0]
+    if all(s == first for s in shapes):
+        return tuple(first)
     ndim = max((len(s) for s in shapes), default=0)
     out = []
     for i in range(ndim):
@@ -30,12 +33,12 @@ def broadcast_shapes(*shapes, op: str = "operation") -> tuple[int, ...]:
 
 def unbroadcast(ct, aval: ShapedArray):
     """Sum ``ct`` down to ``aval.shape`` (the cotangent of an implicit broadcast)."""
-    from .reduce import reduce_sum
-    from .shape import reshape
-
     shape = aval.shape
     if ct.shape == shape:
         return ct
+    from .reduce import reduce_sum
+    from .shape import reshape
+
     lead = ct.ndim - len(shape)
     axes = tuple(range(lead)) + tuple(
         lead + i for i, d in enumerate(shape) if d == 1 and ct.shape[lead + i] != 1

@@ -119,10 +119,12 @@ def unary(
         p.no_rule.setdefault("transpose", "not linear")
 
     def wrapper(x, /):
-        if _state.trace is None and type(x) is Tensor:
+        if type(x) is Tensor:
             v = x._value
             if v.dtype in ok:
-                return _wrap(np_fn(v))
+                return _wrap(np_fn(v)) if _state.trace is None else p.bind(x)
+        elif isinstance(x, Tensor) and x.dtype in ok:
+            return p.bind(x)
         return _unary_slow(p, x, ok, promote_int)
 
     wrapper.__name__ = wrapper.__qualname__ = name
@@ -254,6 +256,20 @@ def binary(
             elif (ty is builtins.float and a.dtype in FLOAT) or (ty is builtins.int and a.dtype in NUMERIC):
                 if a.dtype in ok and (ty is builtins.float or a.dtype in FLOAT or _fits(y, a.dtype)):
                     return _wrap(np_fn(a, y))
+        elif isinstance(x, Tensor):
+            d = x.dtype
+            if d in ok:
+                if isinstance(y, Tensor):
+                    if y.dtype == d:
+                        return p.bind(x, y)
+                elif type(y) is builtins.float and d in FLOAT:
+                    return p.bind(x, _wrap(np.array(y, d)))
+        elif type(x) is builtins.float and isinstance(y, Tensor):
+            d = y.dtype
+            if d in ok and d in FLOAT:
+                if _state.trace is None and type(y) is Tensor:
+                    return _wrap(np_fn(x, y._value))
+                return p.bind(_wrap(np.array(x, d)), y)
         return _binary_slow(p, x, y)
 
     wrapper.__name__ = wrapper.__qualname__ = name
@@ -566,12 +582,12 @@ def _safe_mul_np(x, y):
 
 
 def _safe_div_np(x, y):
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        out = np.divide(x, y)
-    if out.dtype.kind in "fc":
-        bad = ~np.isfinite(out)
-        if bad.any():
-            out = np.where(bad & (np.asarray(x) == 0), np.zeros((), out.dtype), out)
+    x, y = np.asarray(x), np.asarray(y)
+    shape = x.shape if x.shape == y.shape else np.broadcast_shapes(x.shape, y.shape)
+    out = np.zeros(shape, np.result_type(x, y))
+    # skipping the zero numerators avoids 0/0 = nan; a nonzero over zero is a genuine infinity, kept silently
+    with np.errstate(divide="ignore", over="ignore"):
+        np.divide(x, y, out=out, where=x != 0)
     return out
 
 
@@ -668,7 +684,20 @@ rem_p, remainder = binary(
     ok=REAL_NUMERIC,
     jvp=(lambda x, y, o, t: t, lambda x, y, o, t: negative(t * floor_divide(x, y))),
 )
-floor_divide_p, floor_divide = binary("floor_divide", np.floor_divide, ok=REAL_NUMERIC)
+
+
+def _floor_divide_np(x, y):
+    out = np.floor_divide(x, y)
+    if out.dtype in REAL_FLOAT:
+        # the Array API defines x // y as floor(x / y) when exactly one operand is infinite (NumPy gives nan there,
+        # and -1.0 for 1 // -inf); x / y already has the right infinity or signed zero
+        one_inf = np.isinf(x) != np.isinf(y)
+        if one_inf.any():
+            out = np.where(one_inf, np.divide(x, y), out)
+    return out
+
+
+floor_divide_p, floor_divide = binary("floor_divide", _floor_divide_np, ok=REAL_NUMERIC)
 nextafter_p, nextafter = binary("nextafter", np.nextafter, ok=REAL_FLOAT)
 copysign_p, copysign = binary(
     "copysign",
@@ -780,12 +809,14 @@ def _sub_transpose(ct, x, y):
 
 
 def _mul_transpose_for(mulfn):
+    # coefficients that can be infinite (sqrt, log, ... at 0) enter tangent maps through safe_div, so a plain
+    # product is exact here; safe_mul keeps its own semantics under transposition
     def rule(ct, x, y):
         if is_undefined(x) and is_undefined(y):
             raise TypeError(f"{mulfn.__name__}: both operands are linear; the product is not linear")
         if is_undefined(x):
-            return [unbroadcast(safe_mul(ct, y), x.aval), None]
-        return [None, unbroadcast(safe_mul(x, ct), y.aval)]
+            return [unbroadcast(mulfn(ct, y), x.aval), None]
+        return [None, unbroadcast(mulfn(x, ct), y.aval)]
 
     return rule
 

@@ -8,6 +8,8 @@ front", and a lane's numbers never depend on the batch size. Samplers are primit
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .. import dtypes
@@ -77,16 +79,17 @@ def _check_key(name, key):
 
 
 def _lanes(key):
+    if type(key) is np.ndarray and key.dtype == _U32 and key.flags.c_contiguous:
+        return key.reshape(-1, 2)
     return np.ascontiguousarray(key, dtype=_U32).reshape(-1, 2)
 
 
 def _run(kernel, key, shape, dtype):
     keys = _lanes(key)
-    n = int(np.prod(shape, dtype=np.int64))
-    out = np.empty((keys.shape[0], n), dtype)
+    out = np.empty((keys.shape[0], math.prod(shape)), dtype)
     if out.size:
         kernel(keys, out)
-    return out.reshape(np.shape(key)[:-1] + tuple(shape))
+    return out.reshape(key.shape[:-1] + tuple(shape))
 
 
 def _keyed(name, kernels, doc):
