@@ -155,6 +155,8 @@ class Primitive:
         self.jvp = None
         self.transpose = None
         self.vmap = None
+        # higher-order primitives (jit's call, cond, scan, ...) split themselves under partial evaluation
+        self.partial_eval = None
         # why a rule is absent on purpose, e.g. {"jvp": "integer output"}; the meta-test accepts only these
         self.no_rule: dict[str, str] = {}
         self.kernel: str | None = None  # name of the fused-kernel scalar op, if any (jit lowering)
@@ -184,6 +186,11 @@ class Primitive:
 
     def def_vmap(self, f):
         self.vmap = f
+        return f
+
+    def def_partial_eval(self, f):
+        """``f(trace, args, params) -> outputs``: stage only the part that depends on unknown inputs."""
+        self.partial_eval = f
         return f
 
     def rule(self, kind: str):

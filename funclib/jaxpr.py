@@ -179,6 +179,8 @@ class JaxprTrace(Trace):
                     break
             else:
                 return self.bind_parent(prim, args, params)
+            if prim.partial_eval is not None:
+                return prim.partial_eval(self, args, params)
         ins = [self._atom(a) for a in args]
         out_avals = (prim.abstract_eval or prim.rule("abstract_eval"))(*[v.aval for v in ins], **params)
         if prim.multiple_results:
@@ -188,6 +190,16 @@ class JaxprTrace(Trace):
         out = self.new_arg(out_avals)
         self.eqns.append(Eqn(prim, ins, params, [out.var]))
         return out
+
+    def is_known(self, x) -> bool:
+        return not (type(x) is JaxprTracer and x._trace is self)
+
+    def stage(self, prim, args, params, out_avals):
+        """Record one equation with given output avals (for partial-eval rules); returns the output tracers."""
+        ins = [self._atom(a) for a in args]
+        outs = [self.new_arg(a) for a in out_avals]
+        self.eqns.append(Eqn(prim, ins, params, [o.var for o in outs]))
+        return outs
 
     def to_jaxpr(self, in_tracers, out_vals) -> tuple[Jaxpr, list]:
         outvars = [self._atom(o) for o in out_vals]
@@ -348,6 +360,70 @@ def pp_jaxpr(jaxpr: Jaxpr, indent: int = 0) -> str:
                 inner = s.jaxpr if isinstance(s, ClosedJaxpr) else s
                 lines.append(f"{pad}      {k}=")
                 lines.append(pp_jaxpr(inner, indent + 8))
-    outs = " ".join(name(v) for v in jaxpr.outvars)
+    outs = ", ".join(name(v) for v in jaxpr.outvars)
     lines.append(f"{pad}  in ({outs}{',' if len(jaxpr.outvars) == 1 else ''}) }}")
     return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Partial evaluation of a jaxpr
+
+
+def partial_eval_jaxpr(jaxpr: Jaxpr, in_unknowns: list[bool], instantiate: list[bool] | bool = False):
+    """Split ``jaxpr`` into a known part and an unknown part.
+
+    Returns ``(known, unknown, out_unknowns, num_res)``: ``known`` takes the known inputs (constvars of ``jaxpr``
+    are known and stay constvars) and returns the known outputs followed by ``num_res`` residuals; ``unknown``
+    takes the residuals followed by the unknown inputs and returns the unknown outputs. ``instantiate`` forces
+    outputs to be unknown (computed by the unknown part) even when they are known.
+    """
+    n_out = len(jaxpr.outvars)
+    inst = [instantiate] * n_out if isinstance(instantiate, bool) else list(instantiate)
+    unknown_vars: set[Var] = {v for v, u in zip(jaxpr.invars, in_unknowns) if u}
+    known_eqns, unknown_eqns = [], []
+    for eqn in jaxpr.eqns:
+        if any(type(a) is Var and a in unknown_vars for a in eqn.inputs):
+            unknown_eqns.append(eqn)
+            unknown_vars.update(eqn.outputs)
+        else:
+            known_eqns.append(eqn)
+    out_unknowns = [
+        (type(v) is Var and v in unknown_vars) or force for v, force in zip(jaxpr.outvars, inst)
+    ]
+    # residuals: known values that the unknown side reads (including known outputs forced to be unknown)
+    res: list[Var] = []
+    seen: set[Var] = set()
+    unknown_inputs = [v for v, u in zip(jaxpr.invars, in_unknowns) if u]
+
+    def need(v):
+        if type(v) is Var and v not in unknown_vars and v not in seen:
+            seen.add(v)
+            res.append(v)
+
+    for eqn in unknown_eqns:
+        for a in eqn.inputs:
+            need(a)
+    for v, u in zip(jaxpr.outvars, out_unknowns):
+        if u:
+            need(v)
+    known_outs = [v for v, u in zip(jaxpr.outvars, out_unknowns) if not u]
+    known = Jaxpr(
+        jaxpr.constvars,
+        [v for v, u in zip(jaxpr.invars, in_unknowns) if not u],
+        known_eqns,
+        known_outs + res,
+    )
+    # the unknown side gets fresh residual binders so the two jaxprs share no variables
+    rename = {v: Var(v.aval) for v in res}
+
+    def r(a):
+        return rename.get(a, a) if type(a) is Var else a
+
+    new_unknown_eqns = [Eqn(e.prim, [r(a) for a in e.inputs], e.params, e.outputs) for e in unknown_eqns]
+    unknown = Jaxpr(
+        [],
+        [rename[v] for v in res] + unknown_inputs,
+        new_unknown_eqns,
+        [r(v) for v, u in zip(jaxpr.outvars, out_unknowns) if u],
+    )
+    return known, unknown, out_unknowns, len(res)
