@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math as _math
 
-from . import dtypes, errors, primitives, tree  # noqa: F401
+from . import config, dtypes, errors, primitives, tree  # noqa: F401
 from .core import ShapedArray, Tensor, Tracer  # noqa: F401
 from .dtypes import (  # noqa: F401
     bfloat16,

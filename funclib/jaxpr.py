@@ -60,13 +60,14 @@ class Eqn:
 class Jaxpr:
     """A typed, first-order program: ``constvars`` and ``invars`` in, ``eqns``, ``outvars`` out."""
 
-    __slots__ = ("constvars", "invars", "eqns", "outvars")
+    __slots__ = ("constvars", "invars", "eqns", "outvars", "cache")
 
     def __init__(self, constvars, invars, eqns, outvars):
         self.constvars = list(constvars)
         self.invars = list(invars)
         self.eqns = list(eqns)
         self.outvars = list(outvars)
+        self.cache: dict = {}  # derived artifacts (compiled program, jvp/vmap/transpose jaxprs), keyed by rule
 
     def __repr__(self):
         return pp_jaxpr(self)

@@ -4,6 +4,7 @@ from .autodiff import grad, jvp, linear_transpose, linearize, value_and_grad, vj
 from .batching import vmap
 from .custom import checkpoint, custom_jvp, custom_vjp, remat
 from .jacobians import hessian, hvp, jacfwd, jacobian, jacrev
+from .jit import jit
 from .tracing import ShapeDtypeStruct, eval_shape, make_jaxpr
 
 __all__ = [
@@ -23,6 +24,7 @@ __all__ = [
     "jacfwd",
     "jacobian",
     "jacrev",
+    "jit",
     "ShapeDtypeStruct",
     "eval_shape",
     "make_jaxpr",

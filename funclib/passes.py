@@ -1,0 +1,192 @@
+"""Graph passes on jaxprs: dead-code elimination, common-subexpression elimination, constant folding and
+algebraic simplification (``x*1``, ``x+0``, double transposes, reshape chains, no-op converts).
+
+Each pass returns a new ``Jaxpr``; ``optimize`` runs them to a fixed point. Constant folding evaluates equations
+whose inputs are all literals and stores small results as literals, larger ones as new constvars.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .core import ShapedArray
+from .jaxpr import ClosedJaxpr, Eqn, Jaxpr, Literal, Var
+
+_FOLD_LIMIT = 1 << 16  # elements: larger constant results stay as computations (they would bloat the program)
+
+
+def _atom_key(a):
+    if type(a) is Literal:
+        v = np.asarray(a.val)
+        return ("lit", v.dtype.str, v.tobytes())
+    return ("var", id(a))
+
+
+def _param_key(params):
+    items = []
+    for k, v in sorted(params.items()):
+        try:
+            hash(v)
+            items.append((k, v))
+        except TypeError:
+            items.append((k, id(v)))
+    return tuple(items)
+
+
+def dce(jaxpr: Jaxpr) -> Jaxpr:
+    """Drop equations none of whose outputs are used."""
+    live = {v for v in jaxpr.outvars if type(v) is Var}
+    kept = []
+    for eqn in reversed(jaxpr.eqns):
+        if any(v in live for v in eqn.outputs):
+            kept.append(eqn)
+            live.update(a for a in eqn.inputs if type(a) is Var)
+    kept.reverse()
+    return Jaxpr(jaxpr.constvars, jaxpr.invars, kept, jaxpr.outvars)
+
+
+def _is_literal_value(a, value) -> bool:
+    if type(a) is not Literal:
+        return False
+    v = np.asarray(a.val)
+    return v.shape == () and v.dtype.kind in "biufc" and v == value
+
+
+def _simplify(eqn: Eqn, producers: dict):
+    """Return an atom that replaces the equation's (single) output, a rewritten equation, or None."""
+    name = eqn.prim.name
+    ins = eqn.inputs
+    out = eqn.outputs[0] if eqn.outputs else None
+    if out is None or eqn.prim.multiple_results:
+        return None
+
+    def same_aval(a):
+        return a.aval.shape == out.aval.shape and a.aval.dtype == out.aval.dtype
+
+    if name == "mul":
+        x, y = ins
+        if _is_literal_value(y, 1) and same_aval(x):
+            return x
+        if _is_literal_value(x, 1) and same_aval(y):
+            return y
+    elif name in ("add", "sub"):
+        x, y = ins
+        if _is_literal_value(y, 0) and same_aval(x):
+            return x
+        if name == "add" and _is_literal_value(x, 0) and same_aval(y):
+            return y
+    elif name == "div":
+        x, y = ins
+        if _is_literal_value(y, 1) and same_aval(x):
+            return x
+    elif name == "neg":
+        p = producers.get(ins[0])
+        if p is not None and p.prim.name == "neg":
+            return p.inputs[0]
+    elif name == "convert_element_type":
+        if ins[0].aval.dtype == eqn.params["new_dtype"]:
+            return ins[0]
+    elif name == "reshape":
+        x = ins[0]
+        if x.aval.shape == tuple(eqn.params["new_sizes"]):
+            return x
+        p = producers.get(x)
+        if p is not None and p.prim.name == "reshape":
+            src = p.inputs[0]
+            if src.aval.shape == tuple(eqn.params["new_sizes"]):
+                return src
+            return Eqn(eqn.prim, [src], eqn.params, eqn.outputs)
+    elif name == "transpose":
+        perm = tuple(eqn.params["permutation"])
+        if perm == tuple(range(len(perm))):
+            return ins[0]
+        p = producers.get(ins[0])
+        if p is not None and p.prim.name == "transpose":
+            inner = tuple(p.params["permutation"])
+            composed = tuple(inner[i] for i in perm)
+            if composed == tuple(range(len(composed))):
+                return p.inputs[0]
+            return Eqn(eqn.prim, [p.inputs[0]], {"permutation": composed}, eqn.outputs)
+    elif name == "broadcast_in_dim":
+        x = ins[0]
+        if x.aval.shape == tuple(eqn.params["shape"]) and tuple(eqn.params["broadcast_dimensions"]) == tuple(
+            range(x.aval.ndim)
+        ):
+            return x
+    return None
+
+
+def simplify_cse_fold(jaxpr: Jaxpr, consts: list) -> tuple[Jaxpr, list]:
+    """One forward pass of simplification, constant folding and CSE."""
+    subst: dict = {}
+    producers: dict = {}
+    seen: dict = {}
+    eqns = []
+    constvars = list(jaxpr.constvars)
+    consts = list(consts)
+
+    def r(a):
+        while type(a) is Var and a in subst:
+            a = subst[a]
+        return a
+
+    for eqn in jaxpr.eqns:
+        eqn = Eqn(eqn.prim, [r(a) for a in eqn.inputs], eqn.params, eqn.outputs)
+        # constant folding: all inputs literal, no sub-jaxprs, an impl that needs no traces
+        if (
+            eqn.inputs
+            and all(type(a) is Literal for a in eqn.inputs)
+            and eqn.prim.impl is not None
+            and getattr(eqn.prim, "family", "") not in ("call", "collective", "control", "random")
+            and all(v.aval.size <= _FOLD_LIMIT for v in eqn.outputs)
+        ):
+            try:
+                vals = eqn.prim.impl(*[np.asarray(a.val, dtype=a.aval.dtype) for a in eqn.inputs], **eqn.params)
+            except Exception:  # noqa: BLE001 - leave the equation for run time to report its own error
+                vals = None
+            if vals is not None:
+                vals = vals if eqn.prim.multiple_results else [vals]
+                for v, val in zip(eqn.outputs, vals):
+                    arr = np.asarray(val, dtype=v.aval.dtype)
+                    if arr.ndim == 0:
+                        subst[v] = Literal(arr, ShapedArray((), v.aval.dtype))
+                    else:
+                        cv = Var(v.aval)
+                        constvars.append(cv)
+                        consts.append(arr)
+                        subst[v] = cv
+                continue
+        res = _simplify(eqn, producers)
+        if isinstance(res, Eqn):
+            eqn = res
+        elif res is not None:
+            subst[eqn.outputs[0]] = res
+            continue
+        key = (eqn.prim.name, tuple(_atom_key(a) for a in eqn.inputs), _param_key(eqn.params))
+        prev = seen.get(key)
+        if prev is not None:
+            for v, w in zip(eqn.outputs, prev.outputs):
+                subst[v] = w
+            continue
+        seen[key] = eqn
+        for v in eqn.outputs:
+            producers[v] = eqn
+        eqns.append(eqn)
+    out = Jaxpr(constvars, jaxpr.invars, eqns, [r(v) for v in jaxpr.outvars])
+    return out, consts
+
+
+def optimize(closed: ClosedJaxpr, max_rounds: int = 4) -> ClosedJaxpr:
+    """Simplify, fold, CSE and DCE to a fixed point (bounded). Returns a new ClosedJaxpr."""
+    jaxpr, consts = closed.jaxpr, list(closed.consts)
+    for _ in range(max_rounds):
+        n = len(jaxpr.eqns)
+        jaxpr, consts = simplify_cse_fold(jaxpr, consts)
+        jaxpr = dce(jaxpr)
+        if len(jaxpr.eqns) == n:
+            break
+    # drop constvars that DCE made dead
+    used = {a for e in jaxpr.eqns for a in e.inputs if type(a) is Var} | {v for v in jaxpr.outvars if type(v) is Var}
+    keep = [(v, c) for v, c in zip(jaxpr.constvars, consts) if v in used]
+    jaxpr = Jaxpr([v for v, _ in keep], jaxpr.invars, jaxpr.eqns, jaxpr.outvars)
+    return ClosedJaxpr(jaxpr, [c for _, c in keep])

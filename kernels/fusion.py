@@ -1,0 +1,300 @@
+"""Fused elementwise kernels: code generation, compilation and the persistent disk cache.
+
+A ``KernelSpec`` describes one fused region with no reference to tracing: the collapsed loop rank, each input's
+dtype and which loop axes it broadcasts over (size 1), and the scalar program (op names over input/op/constant
+references). ``compile_kernel(spec)`` turns it into numba source for one loop nest (outputs allocated by the caller
+and passed in; no NumPy array expressions inside), compiles it with ``cache=True`` from a file in the cache dir,
+and returns the numba dispatcher. The key is a content hash of the source plus funclib/numba/vmath versions, so a
+new batch size reuses the compiled kernel.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import sys
+import tempfile
+import threading
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+
+FUNCLIB_KERNEL_VERSION = "1"
+
+F32 = np.dtype(np.float32)
+F64 = np.dtype(np.float64)
+
+# op name -> (float32 template, float64 template); {0}, {1}, {2} are argument expressions
+_UNARY_FLOAT = {
+    "exp": ("fexp({0})", "np.exp({0})"),
+    "log": ("flog({0})", "np.log({0})"),
+    "log1p": ("flog1p({0})", "np.log1p({0})"),
+    "expm1": ("fexpm1({0})", "np.expm1({0})"),
+    "tanh": ("ftanh({0})", "np.tanh({0})"),
+    "logistic": ("flogistic({0})", "_logistic64({0})"),
+    "erf": ("ferf({0})", "math.erf({0})"),
+    "sin": ("fsin({0})", "np.sin({0})"),
+    "cos": ("fcos({0})", "np.cos({0})"),
+}
+_GENERIC = {
+    "neg": "(-{0})",
+    "abs": "abs({0})",
+    "sqrt": "np.sqrt({0})",
+    "floor": "np.floor({0})",
+    "ceil": "np.ceil({0})",
+    "round": "np.rint({0})",
+    "trunc": "np.trunc({0})",
+    "sign": "np.sign({0})",
+    "is_finite": "np.isfinite({0})",
+    "isnan": "np.isnan({0})",
+    "isinf": "np.isinf({0})",
+    "copy": "{0}",
+    "add": "({0} + {1})",
+    "sub": "({0} - {1})",
+    "mul": "({0} * {1})",
+    "div": "({0} / {1})",
+    "eq": "({0} == {1})",
+    "ne": "({0} != {1})",
+    "lt": "({0} < {1})",
+    "le": "({0} <= {1})",
+    "gt": "({0} > {1})",
+    "ge": "({0} >= {1})",
+    "and": "({0} & {1})",
+    "or": "({0} | {1})",
+    "xor": "({0} ^ {1})",
+    "select": "({1} if {0} else {2})",
+    "safe_mul": "(_ZERO_{d} if ({0} == 0 or {1} == 0) else {0} * {1})",
+    "safe_div": "(_ZERO_{d} if {0} == 0 else {0} / {1})",
+}
+NATIVE = frozenset(set(_UNARY_FLOAT) | set(_GENERIC) | {"max", "min", "not", "convert", "integer_pow", "pow"})
+
+FUSIBLE_DTYPES = frozenset(
+    np.dtype(t)
+    for t in (np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64, F32, F64)
+)
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    dtype: str
+    bcast: tuple[bool, ...]  # per collapsed loop axis: True if this input has size 1 there
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    name: str
+    args: tuple  # ("in", i) | ("op", j) | ("const", repr_value, dtype_str)
+    dtype: str  # result dtype
+    param: object = None  # convert: target dtype str; integer_pow: exponent
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    rank: int
+    inputs: tuple[InputSpec, ...]
+    ops: tuple[OpSpec, ...]
+    outputs: tuple[int, ...]  # op indices to store, in output order
+
+
+def supports(name: str, dtypes_in: list[np.dtype], dtype_out: np.dtype) -> bool:
+    """Whether an op can be emitted as a scalar expression for these dtypes."""
+    if name not in NATIVE:
+        return False
+    if any(d not in FUSIBLE_DTYPES for d in dtypes_in) or dtype_out not in FUSIBLE_DTYPES:
+        return False
+    if name in _UNARY_FLOAT or name == "pow":
+        return dtype_out in (F32, F64)
+    if name in ("div", "safe_mul", "safe_div", "sqrt"):
+        return dtype_out in (F32, F64)
+    if name in ("floor", "ceil", "round", "trunc", "is_finite", "isnan", "isinf"):
+        return all(d in (F32, F64) for d in dtypes_in)
+    return True
+
+
+def _expr(op: OpSpec, a: list[str], in_dtypes: list[str]) -> str:
+    d = np.dtype(op.dtype)
+    name = op.name
+    if name in _UNARY_FLOAT:
+        t32, t64 = _UNARY_FLOAT[name]
+        return (t32 if d == F32 else t64).format(*a)
+    if name == "pow":
+        return f"fpow({a[0]}, {a[1]})" if d == F32 else f"({a[0]} ** {a[1]})"
+    if name in ("max", "min"):
+        cmp = ">" if name == "max" else "<"
+        if d.kind == "f":
+            # NaN-propagating, as np.maximum/np.minimum
+            return f"({a[0]} if ({a[0]} {cmp} {a[1]} or {a[0]} != {a[0]}) else {a[1]})"
+        return f"({a[0]} if {a[0]} {cmp} {a[1]} else {a[1]})"
+    if name == "not":
+        return f"(not {a[0]})" if d == np.dtype(np.bool_) else f"(~{a[0]})"
+    if name == "convert":
+        if d == np.dtype(np.bool_):
+            return f"({a[0]} != 0)"
+        return f"np.{d.name}({a[0]})"
+    if name == "integer_pow":
+        y = int(op.param)
+        base = a[0]
+        k = abs(y)
+        if k == 0:
+            return f"np.{d.name}(1)"
+        expr = "*".join([base] * k) if k <= 4 else f"({base} ** {k})"
+        return f"(np.{d.name}(1) / ({expr}))" if y < 0 else f"({expr})"
+    if name in ("safe_mul", "safe_div"):
+        return _GENERIC[name].format(*a, d=d.name)
+    return _GENERIC[name].format(*a)
+
+
+def generate_source(spec: KernelSpec) -> str:
+    r = max(spec.rank, 1)
+    lines = []
+    consts: dict = {}
+    n_in = len(spec.inputs)
+    args = [f"in{i}" for i in range(n_in)] + [f"out{k}" for k in range(len(spec.outputs))]
+    body = []
+    idx_all = ", ".join(f"i{k}" for k in range(r))
+    for i, inp in enumerate(spec.inputs):
+        idx = ", ".join("0" if (spec.rank and inp.bcast[k]) else f"i{k}" for k in range(r))
+        body.append(f"x{i} = in{i}[{idx}]")
+    for j, op in enumerate(spec.ops):
+        ae = []
+        for ref in op.args:
+            if ref[0] == "in":
+                ae.append(f"x{ref[1]}")
+            elif ref[0] == "op":
+                ae.append(f"t{ref[1]}")
+            else:
+                key = (ref[1], ref[2])
+                if key not in consts:
+                    consts[key] = f"c{len(consts)}"
+                ae.append(consts[key])
+        body.append(f"t{j} = {_expr(op, ae, [])}")
+    for k, j in enumerate(spec.outputs):
+        body.append(f"out{k}[{idx_all}] = t{j}")
+    lines.append("import math")
+    lines.append("import numba")
+    lines.append("import numpy as np")
+    lines.append("from funclib.kernels.vmath import fexp, flog, flog1p, fexpm1, ftanh, flogistic, ferf, fsin, fcos, fpow")
+    lines.append("from funclib.kernels.fusion import _logistic64")
+    lines.append("")
+    for dn in ("float32", "float64"):
+        lines.append(f"_ZERO_{dn} = np.{dn}(0)")
+    for (val, dt), name in consts.items():
+        lines.append(f"{name} = np.{dt}({val})")
+    lines.append("")
+    lines.append("")
+    lines.append("@numba.njit(cache=True, error_model='numpy', nogil=True)")
+    lines.append(f"def kernel({', '.join(args)}):")
+    for k in range(r):
+        lines.append(f"    n{k} = out0.shape[{k}]")
+    ind = "    "
+    for k in range(r):
+        lines.append(f"{ind}for i{k} in range(n{k}):")
+        ind += "    "
+    for b in body:
+        lines.append(ind + b)
+    return "\n".join(lines) + "\n"
+
+
+@numba.njit(cache=True, error_model="numpy", inline="always")
+def _logistic64(x):
+    if x >= 0:
+        return 1.0 / (1.0 + np.exp(-x))
+    e = np.exp(x)
+    return e / (1.0 + e)
+
+
+_loaded: dict = {}
+_load_lock = threading.Lock()
+
+
+def _cache_key(src: str) -> str:
+    h = hashlib.sha256()
+    h.update(src.encode())
+    h.update(FUNCLIB_KERNEL_VERSION.encode())
+    h.update(numba.__version__.encode())
+    from . import vmath
+
+    h.update(getattr(vmath, "VERSION", "0").encode())
+    return h.hexdigest()[:24]
+
+
+def _cache_dir() -> str:
+    from funclib import config
+
+    d = config.cache_dir()
+    os.makedirs(d, exist_ok=True)
+    return d
+
+
+def _write_atomic(path: str, text: str) -> None:
+    d = os.path.dirname(path)
+    fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp_", suffix=".py")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def load_kernel(src: str):
+    """Import (or reuse) the kernel module for ``src`` from the disk cache and return its dispatcher."""
+    key = _cache_key(src)
+    k = _loaded.get(key)
+    if k is not None:
+        return k
+    with _load_lock:
+        k = _loaded.get(key)
+        if k is not None:
+            return k
+        d = _cache_dir()
+        path = os.path.join(d, f"k_{key}.py")
+        try:
+            with open(path) as f:
+                stale = f.read() != src
+        except OSError:
+            stale = True
+        if stale:
+            # a missing, truncated or foreign file is rewritten, never trusted
+            _write_atomic(path, src)
+        name = f"funclib_kernel_{key}"
+        spec = importlib.util.spec_from_file_location(name, path)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod
+        try:
+            spec.loader.exec_module(mod)
+        except Exception:
+            sys.modules.pop(name, None)
+            _write_atomic(path, src)
+            spec = importlib.util.spec_from_file_location(name, path)
+            mod = importlib.util.module_from_spec(spec)
+            sys.modules[name] = mod
+            spec.loader.exec_module(mod)
+        k = mod.kernel
+        _loaded[key] = k
+        return k
+
+
+def collapse(out_shape: tuple[int, ...], in_shapes: list[tuple[int, ...]]):
+    """Merge adjacent loop axes that every input treats alike (all full or all broadcast).
+
+    ``in_shapes`` are already padded to ``len(out_shape)``. Returns (collapsed out shape, collapsed input shapes).
+    """
+    r = len(out_shape)
+    if r == 0:
+        return (1,), [(1,) for _ in in_shapes]
+    groups: list[list[int]] = [[0]]
+    for k in range(1, r):
+        prev = groups[-1][-1]
+        same = all((s[k] == 1) == (s[prev] == 1) for s in in_shapes) and out_shape[k] != 1 and out_shape[prev] != 1
+        if same:
+            groups[-1].append(k)
+        else:
+            groups.append([k])
+    out = tuple(int(np.prod([out_shape[k] for k in g])) for g in groups)
+    ins = [tuple(int(np.prod([s[k] for k in g])) for g in groups) for s in in_shapes]
+    return out, ins

@@ -1,0 +1,528 @@
+"""``jit``: trace once per input signature, optimize the jaxpr, lower it to fused kernels, run from a cache.
+
+``jit_p`` is a call primitive with every rule, so ``grad(jit(f))``, ``jit(grad(f))``, ``vmap(jit(f))`` and nested
+jits compose: each rule derives a new jaxpr (JVP, batched, partially evaluated, transposed) — cached on the jaxpr —
+and binds ``jit_p`` again, so derivatives and batched versions run compiled as well.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from funclib import config, dtypes
+from funclib import tree as tree_util
+from funclib.core import (
+    Primitive,
+    ShapedArray,
+    Tensor,
+    Tracer,
+    Zero,
+    _state,
+    _wrap,
+    aval_of,
+    is_undefined,
+)
+from funclib.errors import ConcretizationError, FunclibError
+from funclib.jaxpr import (
+    ClosedJaxpr,
+    Jaxpr,
+    JaxprTrace,
+    JaxprTracer,
+    Var,
+    eval_jaxpr,
+    partial_eval_jaxpr,
+    trace_to_jaxpr,
+)
+from funclib.passes import optimize
+from funclib.primitives._util import instantiate, zeros
+
+from ._api_util import as_tensor_leaf
+from .lowering import Program, compile_program
+
+log = logging.getLogger("funclib.jit")
+
+
+class RetraceError(FunclibError, RuntimeError):
+    """A jitted function was traced more often than its ``max_traces`` allows."""
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The call primitive
+
+jit_p = Primitive("jit", multiple_results=True, linear=True)  # linear when its body is (transpose checks)
+jit_p.family = "call"
+
+
+def _closed_to_open(closed: ClosedJaxpr) -> tuple[Jaxpr, list]:
+    """Turn constvars into leading invars so constants travel as explicit arguments (visible to outer traces)."""
+    j = closed.jaxpr
+    return Jaxpr([], list(j.constvars) + list(j.invars), j.eqns, j.outvars), list(closed.consts)
+
+
+def _program(jaxpr: Jaxpr) -> Program:
+    prog = jaxpr.cache.get("program")
+    if prog is None:
+        with _compile_lock:
+            prog = jaxpr.cache.get("program")
+            if prog is None:
+                prog = compile_program(jaxpr)
+                jaxpr.cache["program"] = prog
+    return prog
+
+
+_compile_lock = threading.RLock()
+
+
+@jit_p.def_impl
+def _jit_impl(*args, jaxpr, name):
+    return _program(jaxpr).run([np.asarray(a) for a in args])
+
+
+@jit_p.def_abstract_eval
+def _jit_abstract(*avals, jaxpr, name):
+    if len(avals) != len(jaxpr.invars):
+        raise TypeError(f"jit({name}): expected {len(jaxpr.invars)} arguments, got {len(avals)}")
+    return [v.aval for v in jaxpr.outvars]
+
+
+def _eval_fn(jaxpr):
+    def f(*xs):
+        return eval_jaxpr(jaxpr, [], *xs)
+
+    return f
+
+
+def _trace_new(fn, avals, name) -> Jaxpr:
+    j, consts, _ = trace_to_jaxpr(fn, avals, name=name)
+    jo, cs = _closed_to_open(ClosedJaxpr(j, consts))
+    if cs:
+        # constants captured while deriving (e.g. zeros) become literal-free leading inputs; bake them in
+        return _bake(jo, cs)
+    return jo
+
+
+def _bake(jaxpr: Jaxpr, consts: list) -> Jaxpr:
+    """Keep a derived jaxpr closed over concrete constants: they become constvars with values in the cache."""
+    n = len(consts)
+    if any(isinstance(c, Tracer) for c in consts):
+        # derived jaxprs only read their own inputs, so a traced constant means a rule leaked one
+        raise FunclibError("jit: a derived jaxpr captured a traced constant; this is a bug in a primitive rule")
+    out = Jaxpr(jaxpr.invars[:n], jaxpr.invars[n:], jaxpr.eqns, jaxpr.outvars)
+    out.cache["consts"] = [c._value if isinstance(c, Tensor) else np.asarray(c) for c in consts]
+    return out
+
+
+def _call(jaxpr: Jaxpr, args, name):
+    consts = jaxpr.cache.get("consts")
+    if jaxpr.constvars:
+        # lift baked constants back to explicit leading arguments for binding
+        opened = jaxpr.cache.get("opened")
+        if opened is None:
+            opened = Jaxpr([], list(jaxpr.constvars) + list(jaxpr.invars), jaxpr.eqns, jaxpr.outvars)
+            jaxpr.cache["opened"] = opened
+        return jit_p.bind(*[_wrap(c) for c in consts], *args, jaxpr=opened, name=name)
+    return jit_p.bind(*args, jaxpr=jaxpr, name=name)
+
+
+def _derive(jaxpr: Jaxpr, key, build):
+    d = jaxpr.cache.get(key)
+    if d is None:
+        d = build()
+        jaxpr.cache[key] = d
+    return d
+
+
+@jit_p.def_jvp
+def _jit_jvp(primals, tangents, *, jaxpr, name):
+    from .autodiff import jvp
+
+    n = len(primals)
+    float_mask = tuple(aval_of(p).dtype in dtypes.INEXACT for p in primals)
+
+    def build():
+        def f(*pt):
+            ps, ts = pt[:n], pt[n:]
+            it = iter(ts)
+            full_t = [next(it) if m else zeros(aval_of(p)) for p, m in zip(ps, float_mask)]
+            outs, touts = jvp(_eval_fn(jaxpr), tuple(ps), tuple(full_t))
+            return list(outs) + list(touts)
+
+        avals = [aval_of(p) for p in primals] + [aval_of(p) for p, m in zip(primals, float_mask) if m]
+        return _trace_new(f, avals, f"jvp({name})")
+
+    jj = _derive(jaxpr, ("jvp", float_mask), build)
+    ts = [instantiate(t) for t, m in zip(tangents, float_mask) if m]
+    res = _call(jj, list(primals) + ts, f"jvp({name})")
+    k = len(jaxpr.outvars)
+    outs, touts = res[:k], res[k:]
+    return outs, [t if o.dtype in dtypes.INEXACT else Zero(aval_of(o)) for o, t in zip(outs, touts)]
+
+
+@jit_p.def_vmap
+def _jit_vmap(args, dims, *, jaxpr, name):
+    from .batching import vmap
+
+    size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
+    dims = tuple(dims)
+
+    def build():
+        return _trace_new(
+            vmap(_eval_fn(jaxpr), in_axes=dims, axis_size=size), [aval_of(a) for a in args], f"vmap({name})"
+        )
+
+    bj = _derive(jaxpr, ("vmap", dims, size, tuple(aval_of(a) for a in args)), build)
+    outs = _call(bj, list(args), f"vmap({name})")
+    return outs, [0] * len(outs)
+
+
+@jit_p.def_partial_eval
+def _jit_partial_eval(trace: JaxprTrace, args, params):
+    jaxpr, name = params["jaxpr"], params["name"]
+    unknowns = tuple(not trace.is_known(a) for a in args)
+    known_j, unknown_j, out_unk, n_res = _derive(
+        jaxpr, ("pe", unknowns), lambda: partial_eval_jaxpr(jaxpr, list(unknowns))
+    )
+    known_args = [a for a, u in zip(args, unknowns) if not u]
+    unknown_args = [a for a, u in zip(args, unknowns) if u]
+    known_out = trace.bind_parent(jit_p, known_args, {"jaxpr": known_j, "name": name}) if known_j.eqns or known_j.outvars else []
+    n_known = len(known_out) - n_res
+    k_outs, res = list(known_out[:n_known]), list(known_out[n_known:])
+    u_outs = trace.stage(jit_p, res + unknown_args, {"jaxpr": unknown_j, "name": name}, [v.aval for v in unknown_j.outvars])
+    ki, ui = iter(k_outs), iter(u_outs)
+    return [next(ui) if u else next(ki) for u in out_unk]
+
+
+@jit_p.def_transpose
+def _jit_transpose(cts, *args, jaxpr, name):
+    from .autodiff import backward_pass
+
+    lin = tuple(is_undefined(a) for a in args)
+    res_vals = [a for a, u in zip(args, lin) if not u]
+    lin_avals = [a.aval for a, u in zip(args, lin) if u]
+
+    def build():
+        view = Jaxpr(
+            [v for v, u in zip(jaxpr.invars, lin) if not u],
+            [v for v, u in zip(jaxpr.invars, lin) if u],
+            jaxpr.eqns,
+            jaxpr.outvars,
+        )
+        k = len(res_vals)
+
+        def f(*xs):
+            out = backward_pass(view, list(xs[:k]), list(xs[k:]))
+            return [zeros(a) if c is None else c for c, a in zip(out, lin_avals)]
+
+        avals = [aval_of(r) for r in res_vals] + [v.aval for v in jaxpr.outvars]
+        return _trace_new(f, avals, f"transpose({name})")
+
+    tj = _derive(jaxpr, ("transpose", lin), build)
+    cts = [zeros(v.aval) if type(c) is Zero else c for c, v in zip(cts, jaxpr.outvars)]
+    lin_cts = iter(_call(tj, res_vals + cts, f"transpose({name})"))
+    return [next(lin_cts) if u else None for u in lin]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The user-facing wrapper
+
+
+class _Entry:
+    __slots__ = ("jaxpr", "consts", "out_tree", "closed", "program", "desc")
+
+    def __init__(self, jaxpr, consts, out_tree, closed, desc):
+        self.jaxpr = jaxpr
+        self.consts = consts
+        self.out_tree = out_tree
+        self.closed = closed
+        self.program = None
+        self.desc = desc
+
+
+def _describe(x) -> str:
+    if isinstance(x, Tensor):
+        return aval_of(x).str_short()
+    return f"{type(x).__name__}"
+
+
+class Jitted:
+    """A jit-compiled function. Call it like the original; ``.lower(*args)`` shows what runs."""
+
+    def __init__(self, fun, static_argnums, static_argnames, max_traces, donate_argnums):
+        self.fun = fun
+        self.static_argnums = tuple(static_argnums)
+        self.static_argnames = tuple(static_argnames)
+        self.max_traces = max_traces
+        self._cache: dict = {}
+        self._history: list = []
+        self._lock = threading.RLock()
+        self.num_traces = 0
+        try:
+            self._sig = inspect.signature(fun)
+        except (TypeError, ValueError):
+            self._sig = None
+        functools.update_wrapper(self, fun)
+
+    # --- signature ----------------------------------------------------------------------------------------------
+    def _arg_name(self, i):
+        if self._sig is not None:
+            params = list(self._sig.parameters)
+            if i < len(params):
+                return params[i]
+        return f"#{i}"
+
+    def _split(self, args, kwargs):
+        static = []
+        for i in self.static_argnums:
+            if i >= len(args):
+                raise TypeError(f"jit: static_argnums includes {i} but only {len(args)} positional arguments were given")
+            static.append(("pos", i, args[i]))
+        for k in self.static_argnames:
+            if k in kwargs:
+                static.append(("kw", k, kwargs[k]))
+        for kind, where, v in static:
+            try:
+                hash(v)
+            except TypeError:
+                label = f"argument {where!r}" if kind == "kw" else f"argument {self._arg_name(where)!r} (#{where})"
+                raise TypeError(
+                    f"jit: static {label} has an unhashable value of type {type(v).__name__}; static values are "
+                    "cache keys, so pass a hashable value (a tuple instead of a list, a frozen dataclass) or make "
+                    "it a traced argument"
+                ) from None
+        dyn_args = tuple(a for i, a in enumerate(args) if i not in self.static_argnums)
+        dyn_kwargs = {k: v for k, v in kwargs.items() if k not in self.static_argnames}
+        leaves, in_tree = tree_util.flatten((dyn_args, dyn_kwargs))
+        conv = []
+        for x in leaves:
+            if type(x) is Tensor or isinstance(x, Tracer):
+                conv.append(x)
+            else:
+                conv.append(as_tensor_leaf(x, f"jit({self.__name__})"))
+        key = (in_tree, tuple((tuple(x.shape), x.dtype) for x in conv), tuple((k, w, v) for k, w, v in static))
+        return key, conv, in_tree, dyn_args, static
+
+    # --- tracing ------------------------------------------------------------------------------------------------
+    def _trace(self, key, leaves, in_tree, args, kwargs, static):
+        in_avals = [ShapedArray(tuple(x.shape), x.dtype) for x in leaves]
+        store = {}
+
+        def flat(*xs):
+            dyn_args, dyn_kwargs = tree_util.unflatten(in_tree, list(xs))
+            it = iter(dyn_args)
+            full = [args[i] if i in self.static_argnums else next(it) for i in range(len(args))]
+            kw = {k: kwargs[k] for k in self.static_argnames if k in kwargs}
+            kw.update(dyn_kwargs)
+            out = self.fun(*full, **kw)
+            o, t = tree_util.flatten(out)
+            store["tree"] = t
+            return [as_tensor_leaf(v, f"jit({self.__name__}) output") for v in o]
+
+        names = self._leaf_names(in_tree, args, kwargs)
+        trace = JitTrace(_state.trace, names, self.__name__)
+        ins = [trace.new_arg(a) for a in in_avals]
+        prev = _state.trace
+        _state.trace = trace
+        try:
+            outs = flat(*ins)
+        finally:
+            _state.trace = prev
+        jaxpr, consts = trace.to_jaxpr(ins, outs)
+        closed = optimize(ClosedJaxpr(jaxpr, consts))
+        open_j, consts = _closed_to_open(closed)
+        entry = _Entry(open_j, consts, store["tree"], closed, self._desc(key, names))
+        return entry
+
+    def _leaf_names(self, in_tree, args, kwargs):
+        dyn_pos = [i for i in range(len(args)) if i not in self.static_argnums]
+        names = []
+        for j, i in enumerate(dyn_pos):
+            n = len(tree_util.leaves(args[i]))
+            base = self._arg_name(i)
+            names.extend([base] if n == 1 else [f"{base}[{k}]" for k in range(n)])
+        for k, v in kwargs.items():
+            if k in self.static_argnames:
+                continue
+            n = len(tree_util.leaves(v))
+            names.extend([k] if n == 1 else [f"{k}[{m}]" for m in range(n)])
+        return names
+
+    def _desc(self, key, names):
+        in_tree, leaf_sig, static = key
+        d = {"tree": str(in_tree)}
+        for n, (shape, dt) in zip(names, leaf_sig):
+            d[n] = ShapedArray(shape, dt).str_short()
+        for kind, w, v in static:
+            d[f"static {self._arg_name(w) if kind == 'pos' else w}"] = repr(v)
+        return d
+
+    def _explain(self, desc) -> str:
+        if not self._history:
+            return "first trace"
+        prev = self._history[-1]
+        changes = []
+        for k in sorted(set(prev) | set(desc)):
+            a, b = prev.get(k), desc.get(k)
+            if a != b:
+                if k == "tree":
+                    changes.append(f"the argument structure changed from {a} to {b}")
+                else:
+                    changes.append(f"argument {k!r} changed from {a or 'absent'} to {b or 'absent'}")
+        return "; ".join(changes) or "no visible change (a previous trace was evicted)"
+
+    def _lookup(self, args, kwargs):
+        key, leaves, in_tree, _, static = self._split(args, kwargs)
+        entry = self._cache.get(key)
+        if entry is None:
+            with self._lock:
+                entry = self._cache.get(key)
+                if entry is None:
+                    names = self._leaf_names(in_tree, args, kwargs)
+                    desc = self._desc(key, names)
+                    why = self._explain(desc)
+                    if self.max_traces is not None and self.num_traces >= self.max_traces:
+                        raise RetraceError(
+                            f"jit({self.__name__}) would trace a {self.num_traces + 1}th time, over "
+                            f"max_traces={self.max_traces}: {why}. Keep shapes/dtypes/static values stable, or "
+                            "raise max_traces."
+                        )
+                    if self._history and config.explain_retraces:
+                        log.warning("jit(%s) retracing: %s", self.__name__, why)
+                    entry = self._trace(key, leaves, in_tree, args, kwargs, static)
+                    self.num_traces += 1
+                    self._history.append(desc)
+                    self._cache[key] = entry
+        return entry, leaves
+
+    def __call__(self, *args, **kwargs):
+        if config.disable_jit:
+            return self.fun(*args, **kwargs)
+        entry, leaves = self._lookup(args, kwargs)
+        if _state.trace is None:
+            prog = entry.program
+            if prog is None:
+                prog = entry.program = _program(entry.jaxpr)
+            outs = prog.run([c._value if isinstance(c, Tensor) else c for c in entry.consts] + [x._value for x in leaves])
+            return tree_util.unflatten(entry.out_tree, [_wrap(o) for o in outs])
+        outs = jit_p.bind(*entry.consts, *leaves, jaxpr=entry.jaxpr, name=self.__name__)
+        return tree_util.unflatten(entry.out_tree, list(outs))
+
+    def lower(self, *args, **kwargs) -> Lowered:
+        """The optimized jaxpr and the generated kernels for these arguments."""
+        entry, _ = self._lookup(args, kwargs)
+        return Lowered(entry, _program(entry.jaxpr), self.__name__)
+
+    def trace(self, *args, **kwargs) -> ClosedJaxpr:
+        """The optimized jaxpr for these arguments."""
+        entry, _ = self._lookup(args, kwargs)
+        return entry.closed
+
+    def __get__(self, obj, objtype=None):
+        if obj is None:
+            return self
+        return functools.partial(self, obj)
+
+    def __repr__(self):
+        return f"<jit {self.__name__}>"
+
+
+class Lowered:
+    """What ``jit`` runs for one signature: ``.jaxpr`` (optimized), ``.kernels`` (generated sources),
+    ``.fallbacks`` (primitives that run their NumPy impl), ``as_text()`` for everything."""
+
+    def __init__(self, entry, program, name):
+        self.jaxpr = entry.closed
+        self.program = program
+        self.name = name
+
+    @property
+    def kernels(self) -> list[str]:
+        return self.program.kernel_sources()
+
+    @property
+    def fallbacks(self) -> list[str]:
+        return self.program.fallbacks()
+
+    def as_text(self) -> str:
+        parts = [f"# jit({self.name}): optimized jaxpr", str(self.jaxpr), "", "# program", self.program.describe()]
+        for src in self.kernels:
+            parts += ["", src]
+        return "\n".join(parts)
+
+    def __str__(self):
+        return self.as_text()
+
+
+class JitTrace(JaxprTrace):
+    """The tracing trace of ``jit``; it knows the argument names for concretization errors."""
+
+    def __init__(self, parent, arg_names, fun_name):
+        super().__init__(parent, name=f"jit({fun_name})")
+        self.arg_names = arg_names
+        self.in_vars: list = []
+
+    def new_arg(self, aval):
+        t = super().new_arg(aval)
+        if len(self.in_vars) < len(self.arg_names):
+            self.in_vars.append(t.var)
+        return t
+
+    def concretize(self, tracer, what):
+        names = self._provenance(tracer)
+        src = f" (it depends on argument {', '.join(repr(n) for n in names)})" if names else ""
+        first = names[0].split("[")[0] if names else "x"
+        raise ConcretizationError(
+            f"Cannot convert a traced {tracer.aval.str_short()} to {what} inside {self.name}{src}. "
+            f"Use fl.where or fl.cond for data-dependent choices, or mark the argument static: "
+            f"fl.jit(f, static_argnames=({first!r},))."
+        )
+
+    def _provenance(self, tracer) -> list[str]:
+        if not (type(tracer) is JaxprTracer and tracer._trace is self):
+            return []
+        target = {tracer.var}
+        for eqn in reversed(self.eqns):
+            if any(v in target for v in eqn.outputs):
+                target.update(a for a in eqn.inputs if type(a) is Var)
+        return [n for n, v in zip(self.arg_names, self.in_vars) if v in target]
+
+
+def jit(
+    fun: Callable | None = None,
+    *,
+    static_argnums: int | Sequence[int] = (),
+    static_argnames: str | Sequence[str] = (),
+    max_traces: int | None = None,
+    donate_argnums: Sequence[int] = (),
+) -> Any:
+    """Compile ``fun``: trace it per input signature to a jaxpr, optimize it, and run fused numba kernels.
+
+    Args:
+      fun: a function of pytrees of tensors (Python scalars are traced as 0-d tensors).
+      static_argnums / static_argnames: arguments that are Python values (hashable) and part of the cache key.
+      max_traces: raise ``RetraceError`` instead of tracing more than this many times.
+
+    Set ``fl.config.explain_retraces = True`` (or ``FUNCLIB_EXPLAIN_RETRACES=1``) to log why each retrace happened.
+
+    >>> f = fl.jit(lambda x: fl.sin(x) * 2.0)
+    >>> f(fl.ones(3))
+    Tensor([1.682942, 1.682942, 1.682942], dtype=float32)
+    """
+    if fun is None:
+        return functools.partial(
+            jit,
+            static_argnums=static_argnums,
+            static_argnames=static_argnames,
+            max_traces=max_traces,
+            donate_argnums=donate_argnums,
+        )
+    sn = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
+    sa = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)
+    return Jitted(fun, sn, sa, max_traces, donate_argnums)
+

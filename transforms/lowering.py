@@ -1,0 +1,315 @@
+"""Lowering a jaxpr to a ``Program``: a flat list of steps run by a small Python executor.
+
+Steps are fused elementwise kernels (each maximal region of elementwise/broadcast equations with one iteration
+shape becomes one generated numba loop nest, see ``funclib.kernels.fusion``), reductions with their elementwise
+producers fused in, ``dot_general`` on BLAS, and every other primitive's NumPy impl. Slots are freed after their
+last use, so peak memory follows the live values, not the whole program.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from funclib import config
+from funclib.jaxpr import Jaxpr, Literal, Var
+from funclib.kernels import fusion
+
+
+class Program:
+    __slots__ = ("n_slots", "in_slots", "out_slots", "consts", "steps", "describe_lines", "kernels", "fallback_names")
+
+    def __init__(self):
+        self.steps: list = []
+        self.consts: list = []  # (slot, value)
+        self.describe_lines: list[str] = []
+        self.kernels: list = []
+        self.fallback_names: set[str] = set()
+
+    def run(self, args: list) -> list:
+        env = [None] * self.n_slots
+        for s, a in zip(self.in_slots, args):
+            env[s] = a
+        for s, v in self.consts:
+            env[s] = v
+        for fn, ins, outs, multi, frees in self.steps:
+            r = fn(*[env[i] for i in ins])
+            if multi:
+                for o, v in zip(outs, r):
+                    env[o] = v
+            else:
+                env[outs[0]] = r
+            for f in frees:
+                env[f] = None
+        return [env[s] for s in self.out_slots]
+
+    def kernel_sources(self) -> list[str]:
+        return [k.source for k in self.kernels]
+
+    def fallbacks(self) -> list[str]:
+        return sorted(self.fallback_names)
+
+    def describe(self) -> str:
+        return "\n".join(self.describe_lines)
+
+
+def _impl_step(eqn):
+    prim = eqn.prim
+    impl = prim.rule("impl")
+    return functools.partial(impl, **eqn.params) if eqn.params else impl
+
+
+def compile_program(jaxpr: Jaxpr) -> Program:
+    """Lower ``jaxpr`` (no constvars, or constvars with values in ``jaxpr.cache['consts']``) to a Program."""
+    prog = Program()
+    slot: dict = {}
+    n = 0
+
+    def new_slot():
+        nonlocal n
+        n += 1
+        return n - 1
+
+    consts = jaxpr.cache.get("consts", [])
+    for v, c in zip(jaxpr.constvars, consts):
+        slot[v] = new_slot()
+        prog.consts.append((slot[v], np.asarray(c)))
+    prog.in_slots = []
+    for v in jaxpr.invars:
+        slot[v] = new_slot()
+        prog.in_slots.append(slot[v])
+
+    def atom_slot(a):
+        if type(a) is Literal:
+            s = new_slot()
+            prog.consts.append((s, np.asarray(a.val, dtype=a.aval.dtype)))
+            return s
+        return slot[a]
+
+    groups = plan(jaxpr) if config.fuse_kernels else [("eqn", e) for e in jaxpr.eqns]
+    raw_steps = []
+    for kind, item in groups:
+        if kind == "eqn":
+            eqn = item
+            ins = [atom_slot(a) for a in eqn.inputs]
+            outs = []
+            for v in eqn.outputs:
+                slot[v] = new_slot()
+                outs.append(slot[v])
+            if eqn.prim.name not in ("dot_general", "jit") and eqn.prim.name not in _VIEW_PRIMS and _kernel_name(eqn) is None:
+                prog.fallback_names.add(eqn.prim.name)
+            raw_steps.append((_impl_step(eqn), ins, outs, eqn.prim.multiple_results, eqn.prim.name))
+        else:  # a fused group
+            group = item
+            kernel = build(group)
+            prog.kernels.append(kernel)
+            ins = [atom_slot(a) for a in group.inputs]
+            outs = []
+            for v in group.outputs:
+                slot[v] = new_slot()
+                outs.append(slot[v])
+            raw_steps.append((kernel, ins, outs, True, f"fused[{', '.join(e.prim.name for e in group.eqns)}]"))
+    prog.out_slots = [atom_slot(a) for a in jaxpr.outvars]
+    prog.n_slots = n
+    # free each slot after its last use (never inputs' caller-owned arrays: dropping our reference is harmless)
+    last_use: dict = {}
+    for i, (_, ins, _, _, _) in enumerate(raw_steps):
+        for s in ins:
+            last_use[s] = i
+    keep = set(prog.out_slots)
+    frees_at: dict = {}
+    for s, i in last_use.items():
+        if s not in keep:
+            frees_at.setdefault(i, []).append(s)
+    for i, (fn, ins, outs, multi, label) in enumerate(raw_steps):
+        prog.steps.append((fn, ins, outs, multi, tuple(frees_at.get(i, ()))))
+        prog.describe_lines.append(f"{outs} = {label}{ins}")
+    return prog
+
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Fusion planning: group maximal elementwise regions per iteration shape
+
+_VIEW_PRIMS = frozenset({"broadcast_in_dim", "reshape", "transpose", "slice", "rev", "squeeze"})
+
+
+def _kernel_name(eqn) -> str | None:
+    prim = eqn.prim
+    if prim.family in ("unary", "binary", "select"):
+        name = prim.kernel or prim.name
+    elif prim.name == "convert_element_type":
+        name = "convert"
+    else:
+        return None
+    if name == "convert_element_type":
+        name = "convert"
+    dts = [a.aval.dtype for a in eqn.inputs]
+    if not fusion.supports(name, dts, eqn.outputs[0].aval.dtype):
+        return None
+    if any(a.aval.ndim > eqn.outputs[0].aval.ndim for a in eqn.inputs):
+        return None
+    return name
+
+
+class Group:
+    __slots__ = ("shape", "eqns", "names", "vars", "inputs", "outputs")
+
+    def __init__(self, shape):
+        self.shape = shape
+        self.eqns: list = []
+        self.names: list = []
+        self.vars: set = set()
+        self.inputs: list = []
+        self.outputs: list = []
+
+
+def plan(jaxpr: Jaxpr) -> list:
+    """Split the equations into fused groups and single steps, in a valid execution order."""
+    consumers: dict = {}
+    for i, e in enumerate(jaxpr.eqns):
+        for a in e.inputs:
+            if type(a) is Var:
+                consumers.setdefault(a, []).append(i)
+    outset = {v for v in jaxpr.outvars if type(v) is Var}
+    out: list = []
+    open_groups: dict = {}
+    owner: dict = {}
+    eqn_group: dict = {}
+
+    def close(g):
+        if open_groups.get(g.shape) is g:
+            del open_groups[g.shape]
+        member_ids = {id(e) for e in g.eqns}
+        for v in g.vars:
+            owner.pop(v, None)
+        if len(g.eqns) == 1:
+            out.append(("eqn", g.eqns[0]))
+            return
+        ids = {i for i, e in enumerate(jaxpr.eqns) if id(e) in member_ids}
+        g.outputs = [
+            v for e in g.eqns for v in e.outputs if v in outset or any(c not in ids for c in consumers.get(v, ()))
+        ]
+        ext = []
+        seen = set()
+        for e in g.eqns:
+            for a in e.inputs:
+                if type(a) is Var and a not in g.vars and a not in seen:
+                    seen.add(a)
+                    ext.append(a)
+                elif type(a) is Literal and np.asarray(a.val).ndim > 0 and id(a) not in seen:
+                    seen.add(id(a))
+                    ext.append(a)
+        g.inputs = ext
+        out.append(("group", g))
+
+    for eqn in jaxpr.eqns:
+        name = _kernel_name(eqn) if not eqn.prim.multiple_results else None
+        shape = eqn.outputs[0].aval.shape if eqn.outputs else None
+        g = open_groups.get(shape) if name is not None else None
+        for a in eqn.inputs:
+            if type(a) is Var and a in owner and owner[a] is not g:
+                close(owner[a])
+        if name is None:
+            out.append(("eqn", eqn))
+            continue
+        if g is None or open_groups.get(shape) is not g:
+            g = Group(shape)
+            open_groups[shape] = g
+        g.eqns.append(eqn)
+        g.names.append(name)
+        for v in eqn.outputs:
+            g.vars.add(v)
+            owner[v] = g
+        eqn_group[id(eqn)] = g
+    for g in list(open_groups.values()):
+        close(g)
+    return out
+
+
+class FusedStep:
+    """Runs one fused group: prepares inputs (zero-stride axes become size 1), picks the kernel for the
+    broadcast pattern, allocates outputs and calls it."""
+
+    def __init__(self, group: Group):
+        self.shape = tuple(group.shape)
+        self.rank = len(self.shape)
+        index = {v: i for i, v in enumerate(group.inputs) if type(v) is Var}
+        lit_index = {id(v): i for i, v in enumerate(group.inputs) if type(v) is Literal}
+        ops = []
+        pos = {}
+        for j, (e, name) in enumerate(zip(group.eqns, group.names)):
+            args = []
+            for a in e.inputs:
+                if type(a) is Literal:
+                    if id(a) in lit_index:
+                        args.append(("in", lit_index[id(a)]))
+                    else:
+                        v = np.asarray(a.val, dtype=a.aval.dtype)
+                        args.append(("const", repr(v.item()), a.aval.dtype.name))
+                elif a in pos:
+                    args.append(("op", pos[a]))
+                else:
+                    args.append(("in", index[a]))
+            param = None
+            if name == "convert":
+                param = e.params["new_dtype"].name
+            elif e.prim.name == "integer_pow":
+                param = e.params["y"]
+            ops.append((name, tuple(args), e.outputs[0].aval.dtype.name, param))
+            pos[e.outputs[0]] = j
+        self.ops = tuple(fusion.OpSpec(n, a, d, p) for n, a, d, p in ops)
+        self.out_ops = tuple(pos[v] for v in group.outputs)
+        self.out_dtypes = [v.aval.dtype for v in group.outputs]
+        self.in_dtypes = [a.aval.dtype.name for a in group.inputs]
+        self.in_ndims = [a.aval.ndim for a in group.inputs]
+        self.kernels: dict = {}
+        self.label = ", ".join(group.names)
+        # the kernel as planned from the static shapes (what .lower() shows before any call)
+        shapes = [(1,) * (self.rank - a.aval.ndim) + tuple(a.aval.shape) for a in group.inputs]
+        cshape, cins = fusion.collapse(self.shape, shapes)
+        self.static_spec = self._spec(cshape, cins)
+        self.source = fusion.generate_source(self.static_spec)
+
+    def _spec(self, cshape, cins):
+        return fusion.KernelSpec(
+            rank=len(cshape),
+            inputs=tuple(
+                fusion.InputSpec(d, tuple(s == 1 and o != 1 for s, o in zip(sh, cshape)))
+                for d, sh in zip(self.in_dtypes, cins)
+            ),
+            ops=self.ops,
+            outputs=self.out_ops,
+        )
+
+    def __call__(self, *arrays):
+        r = self.rank
+        views = []
+        shapes = []
+        for a, nd in zip(arrays, self.in_ndims):
+            a = np.asarray(a)
+            if nd < r:
+                a = a.reshape((1,) * (r - nd) + a.shape)
+            st = a.strides
+            if 0 in st:
+                # a broadcast view: read it as size 1 on its zero-stride axes (no copy)
+                a = a[tuple(slice(0, 1) if (s == 0 and n > 1) else slice(None) for s, n in zip(st, a.shape))]
+            views.append(a)
+            shapes.append(a.shape)
+        cshape, cins = fusion.collapse(self.shape, shapes)
+        key = tuple(tuple(s == 1 and o != 1 for s, o in zip(sh, cshape)) for sh in cins) + (len(cshape),)
+        k = self.kernels.get(key)
+        if k is None:
+            spec = self._spec(cshape, cins)
+            src = fusion.generate_source(spec)
+            k = fusion.load_kernel(src)
+            self.kernels[key] = k
+        ins = [v.reshape(c) for v, c in zip(views, cins)]
+        outs = [np.empty(cshape, d) for d in self.out_dtypes]
+        k(*ins, *outs)
+        return [o.reshape(self.shape) for o in outs]
+
+
+def build(group: Group) -> FusedStep:
+    return FusedStep(group)
