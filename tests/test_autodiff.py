@@ -1,0 +1,307 @@
+"""Autodiff semantics: transforms' API, define-by-run, nesting, custom rules, numerical care, properties."""
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import funclib as fl
+from funclib.errors import ConcretizationError, DTypeError
+
+
+def f64(x):
+    return fl.asarray(np.asarray(x, dtype=np.float64))
+
+
+def test_grad_basic_and_value_and_grad():
+    x = f64([0.3, -1.2, 2.0])
+    g = fl.grad(lambda x: (fl.sin(x) ** 2).sum())(x)
+    np.testing.assert_allclose(g.numpy(), np.sin(2 * x.numpy()), rtol=1e-12)
+    v, g2 = fl.value_and_grad(lambda x: (x * x).sum())(x)
+    assert float(v) == pytest.approx(float((x.numpy() ** 2).sum()))
+    np.testing.assert_allclose(g2.numpy(), 2 * x.numpy())
+
+
+def test_argnums_tuple_and_argnames():
+    def f(a, b, *, c):
+        return (a * b + c * c).sum()
+
+    a, b, c = f64([1.0, 2.0]), f64([3.0, 4.0]), f64([0.5, 1.5])
+    ga, gb = fl.grad(f, argnums=(0, 1))(a, b, c=c)
+    np.testing.assert_allclose(ga.numpy(), b.numpy())
+    np.testing.assert_allclose(gb.numpy(), a.numpy())
+    gc = fl.grad(f, argnames="c")(a, b, c=c)
+    np.testing.assert_allclose(gc.numpy(), 2 * c.numpy())
+    (pos, kw) = fl.grad(f, argnums=(0,), argnames=("c",))(a, b, c=c)
+    np.testing.assert_allclose(pos[0].numpy(), b.numpy())
+    np.testing.assert_allclose(kw["c"].numpy(), 2 * c.numpy())
+
+
+def test_has_aux_and_pytrees():
+    params = {"w": f64([[1.0, 2.0], [3.0, 4.0]]), "b": f64([0.5, -0.5])}
+    x = f64([1.0, -1.0])
+
+    def loss(p, x):
+        y = p["w"] @ x + p["b"]
+        return (y * y).sum(), {"y": y}
+
+    g, aux = fl.grad(loss, has_aux=True)(params, x)
+    assert set(g) == {"w", "b"}
+    y = params["w"].numpy() @ x.numpy() + params["b"].numpy()
+    np.testing.assert_allclose(g["b"].numpy(), 2 * y)
+    np.testing.assert_allclose(g["w"].numpy(), 2 * np.outer(y, x.numpy()))
+    np.testing.assert_allclose(aux["y"].numpy(), y)
+    assert not isinstance(aux["y"], fl.Tracer)
+
+
+def test_grad_errors_are_clear():
+    with pytest.raises(TypeError, match="scalar output"):
+        fl.grad(lambda x: x * 2)(f64([1.0, 2.0]))
+    with pytest.raises(DTypeError, match="int64"):
+        fl.grad(lambda x: (x * 2).sum())(fl.tensor([1, 2]))
+    with pytest.raises(ValueError, match="argnums"):
+        fl.grad(lambda x: x.sum(), argnums=3)(f64([1.0]))
+
+
+def test_define_by_run_control_flow():
+    def f(x):
+        if x > 0:  # concrete under grad
+            return x * x
+        return -x * 3.0
+
+    assert float(fl.grad(f)(f64(2.0))) == pytest.approx(4.0)
+    assert float(fl.grad(f)(f64(-2.0))) == pytest.approx(-3.0)
+
+    def recurse(x, n):
+        if n == 0:
+            return x
+        return fl.sin(recurse(x, n - 1))
+
+    x0 = 0.7
+    d = float(fl.grad(lambda x: recurse(x, 3))(f64(x0)))
+    a = math.sin(x0)
+    b = math.sin(a)
+    assert d == pytest.approx(math.cos(b) * math.cos(a) * math.cos(x0), rel=1e-12)
+
+    def loop(x):
+        acc = x
+        for _ in range(int(x.item() * 0) + 4):
+            acc = acc * x
+            if float(acc) > 100:
+                break
+        return acc
+
+    assert float(fl.grad(loop)(f64(1.5))) == pytest.approx(5 * 1.5**4)
+
+
+def test_no_perturbation_confusion():
+    out = fl.grad(lambda x: x * fl.grad(lambda y: x + y)(1.0))(2.0)
+    assert float(out) == 1.0
+    # the classic: d/dx [x * d/dy (x * y)] = 2x
+    assert float(fl.grad(lambda x: x * fl.grad(lambda y: x * y)(3.0))(f64(1.5))) == pytest.approx(3.0)
+
+
+@pytest.mark.parametrize(
+    "fn,derivs",
+    [
+        (fl.sin, [math.cos, lambda x: -math.sin(x), lambda x: -math.cos(x), math.sin]),
+        (fl.exp, [math.exp] * 4),
+        (lambda x: x**5, [lambda x: 5 * x**4, lambda x: 20 * x**3, lambda x: 60 * x**2, lambda x: 120 * x]),
+        (fl.log, [lambda x: 1 / x, lambda x: -1 / x**2, lambda x: 2 / x**3, lambda x: -6 / x**4]),
+    ],
+)
+def test_nested_grad_to_order_four(fn, derivs):
+    x0 = 0.8
+    f = fn
+    for k, d in enumerate(derivs):
+        f = fl.grad(f)
+        assert float(f(f64(x0))) == pytest.approx(d(x0), rel=1e-10), f"order {k + 1}"
+
+
+def test_jvp_linearize_vjp_agree():
+    def f(x):
+        return fl.tanh(x) * fl.exp(x[::-1])
+
+    x = f64([0.1, 0.2, -0.4])
+    v = f64([1.0, -2.0, 0.5])
+    y, jv = fl.jvp(f, (x,), (v,))
+    y2, f_jvp = fl.linearize(f, x)
+    np.testing.assert_allclose(f_jvp(v).numpy(), jv.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(y2.numpy(), y.numpy())
+    u = f64([0.3, 0.7, -1.1])
+    _, f_vjp = fl.vjp(f, x)
+    (ju,) = f_vjp(u)
+    (ju2,) = f_vjp(u)  # vjp_fn can be called many times
+    assert float((u * jv).sum()) == pytest.approx(float((ju * v).sum()), rel=1e-12)
+    np.testing.assert_array_equal(ju.numpy(), ju2.numpy())
+
+
+def test_integer_outputs_carry_zero_tangents():
+    x = f64([1.5, -2.5])
+    (_, t) = fl.jvp(lambda x: fl.argmax(x), (x,), (fl.ones_like(x),))
+    assert t.dtype == fl.int64 and int(t) == 0
+    g = fl.grad(lambda x: (x * fl.astype(x > 0, fl.float64)).sum())(x)
+    np.testing.assert_allclose(g.numpy(), [1.0, 0.0])
+
+
+def test_holomorphic_and_complex_convention():
+    z = fl.asarray(np.array(1.0 + 2.0j, dtype=np.complex128))
+    g = fl.grad(lambda z: z * z, holomorphic=True)(z)
+    assert complex(g) == pytest.approx(2 * (1 + 2j))
+    with pytest.raises(DTypeError, match="holomorphic"):
+        fl.grad(lambda z: z * z)(z)
+    # real-valued function of a complex input: JAX's convention gives conj of the ascent direction
+    g2 = fl.grad(lambda z: fl.real(z * fl.conj(z)))(z)
+    assert complex(g2) == pytest.approx(2 * (1 - 2j))
+
+
+def test_stop_gradient_and_linear_transpose():
+    assert float(fl.grad(lambda x: x * fl.stop_gradient(x))(f64(3.0))) == 3.0
+    t = fl.linear_transpose(lambda x: (2.0 * x[::-1], x.sum()), f64([1.0, 2.0, 3.0]))
+    (ct,) = t((f64([1.0, 0.0, 0.0]), f64(1.0)))
+    np.testing.assert_allclose(ct.numpy(), [1.0, 1.0, 3.0])
+
+
+def test_checkpoint_matches_plain_grad():
+    def body(x):
+        return fl.sin(fl.cos(x) * x)
+
+    x = f64([0.3, 1.1])
+    g1 = fl.grad(lambda x: fl.checkpoint(body)(x).sum())(x)
+    g2 = fl.grad(lambda x: body(x).sum())(x)
+    np.testing.assert_allclose(g1.numpy(), g2.numpy(), rtol=1e-12)
+    h1 = fl.hessian(lambda x: fl.checkpoint(body)(x).sum())(x)
+    h2 = fl.hessian(lambda x: body(x).sum())(x)
+    np.testing.assert_allclose(h1.numpy(), h2.numpy(), rtol=1e-10)
+
+
+def test_custom_jvp_everywhere():
+    @fl.custom_jvp
+    def softplus(x):
+        return fl.log1p(fl.exp(x))
+
+    @softplus.defjvp
+    def _(primals, tangents):
+        (x,), (t,) = primals, tangents
+        return softplus(x), fl.sigmoid(x) * t
+
+    x = f64([-1.0, 0.0, 3.0])
+    g = fl.grad(lambda x: softplus(x).sum())(x)
+    np.testing.assert_allclose(g.numpy(), 1 / (1 + np.exp(-x.numpy())), rtol=1e-12)
+    gv = fl.vmap(fl.grad(softplus))(x)
+    np.testing.assert_allclose(gv.numpy(), g.numpy(), rtol=1e-12)
+    gj = fl.jit(fl.grad(lambda x: softplus(x).sum()))(x)
+    np.testing.assert_allclose(gj.numpy(), g.numpy(), rtol=1e-12)
+    h = fl.hessian(lambda x: softplus(x).sum())(x)
+    s = 1 / (1 + np.exp(-x.numpy()))
+    np.testing.assert_allclose(np.diag(h.numpy()), s * (1 - s), rtol=1e-10)
+
+
+def test_custom_vjp_forward_mode_falls_back_to_primal():
+    @fl.custom_vjp
+    def clip_gradient(x):
+        return fl.sin(x)
+
+    clip_gradient.defvjp(lambda x: (fl.sin(x), (x,)), lambda res, g: (fl.clip(g, -0.1, 0.1),))
+    x = f64([0.5])
+    assert float(fl.grad(lambda x: clip_gradient(x).sum())(x)) == pytest.approx(0.1)
+    _, t = fl.jvp(clip_gradient, (x,), (f64([1.0]),))
+    assert float(t[0]) == pytest.approx(math.cos(0.5))  # derivative of the primal function
+    j = fl.jacfwd(clip_gradient)(x)
+    assert float(j[0, 0]) == pytest.approx(math.cos(0.5))
+    gv = fl.vmap(fl.grad(lambda x: clip_gradient(x)))(f64([0.5, 1.0]))
+    np.testing.assert_allclose(gv.numpy(), [0.1, 0.1])
+
+
+def test_custom_vjp_nondiff_argnums():
+    def f(n, x):
+        return x**n
+
+    cf = fl.custom_vjp(f, nondiff_argnums=(0,))
+    cf.defvjp(lambda n, x: (x**n, (x,)), lambda n, res, g: (g * n * res[0] ** (n - 1),))
+    assert float(fl.grad(lambda x: cf(3, x))(f64(2.0))) == pytest.approx(12.0)
+
+
+class TestNumericalCare:
+    def test_where_sqrt_log_at_zero(self):
+        assert float(fl.grad(lambda x: fl.where(x > 0, fl.sqrt(x), 0.0))(0.0)) == 0.0
+        with np.errstate(divide="ignore"):
+            assert float(fl.grad(lambda x: fl.where(x > 0, fl.log(x), 0.0))(0.0)) == 0.0
+        assert float(fl.grad(fl.grad(lambda x: fl.where(x > 0, fl.sqrt(x), 0.0)))(0.0)) == 0.0
+
+    def test_subgradient_conventions(self):
+        assert float(fl.grad(fl.abs)(0.0)) == 0.0
+        assert float(fl.grad(lambda x: fl.maximum(x, 0.0))(0.0)) == 0.5
+        assert float(fl.grad(lambda x: fl.minimum(x, 0.0))(0.0)) == 0.5
+        assert float(fl.grad(fl.relu)(0.0)) == 0.0
+        g = fl.grad(lambda x: fl.max(x))(fl.tensor([1.0, 3.0, 3.0]))
+        np.testing.assert_allclose(g.numpy(), [0.0, 0.5, 0.5])
+
+    @pytest.mark.parametrize(
+        "fn",
+        [
+            lambda x: fl.logsumexp(x),
+            lambda x: fl.softmax(x)[0],
+            lambda x: fl.log_softmax(x)[1],
+            lambda x: fl.log1p(fl.abs(x)).sum(),
+            lambda x: fl.expm1(-fl.abs(x)).sum(),
+            lambda x: fl.sigmoid(x).sum(),
+            lambda x: fl.softplus(x).sum(),
+        ],
+    )
+    def test_stable_for_large_inputs(self, fn):
+        x = fl.tensor([1e4, -1e4, 0.0])
+        g = fl.grad(fn)(x)
+        assert g.dtype == fl.float32
+        assert np.all(np.isfinite(g.numpy())), g
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    ops=st.lists(st.sampled_from(["sin", "tanh", "mul", "add_c", "exp_neg", "square", "rev", "cumsum"]), min_size=1,
+                 max_size=6),
+    data=st.lists(st.floats(-2, 2), min_size=4, max_size=4),
+)
+def test_random_programs_grad_matches_finite_differences(ops, data):
+    def f(x):
+        h = x
+        for op in ops:
+            if op == "sin":
+                h = fl.sin(h)
+            elif op == "tanh":
+                h = fl.tanh(h)
+            elif op == "mul":
+                h = h * x
+            elif op == "add_c":
+                h = h + 0.5
+            elif op == "exp_neg":
+                h = fl.exp(-(h * h))
+            elif op == "square":
+                h = h * h
+            elif op == "rev":
+                h = h[::-1]
+            elif op == "cumsum":
+                h = fl.cumulative_sum(h)
+        return (h * fl.arange(1.0, 5.0, dtype=fl.float64)).sum()
+
+    x = f64(data)
+    g = fl.grad(f)(x).numpy()
+    eps = 1e-6
+    fd = np.array(
+        [
+            (float(f(f64(np.where(np.arange(4) == i, x.numpy() + eps, x.numpy()))))
+             - float(f(f64(np.where(np.arange(4) == i, x.numpy() - eps, x.numpy()))))) / (2 * eps)
+            for i in range(4)
+        ]
+    )
+    np.testing.assert_allclose(g, fd, rtol=1e-5, atol=1e-6)
+    v = f64([0.3, -0.2, 0.1, 0.5])
+    _, jv = fl.jvp(f, (x,), (v,))
+    assert float(jv) == pytest.approx(float((g * v.numpy()).sum()), rel=1e-9, abs=1e-12)
+
+
+def test_tracer_in_bool_under_jit_names_argument():
+    with pytest.raises(ConcretizationError, match="'x'"):
+        fl.jit(lambda x: x if x.sum() > 0 else -x)(fl.ones(3))
