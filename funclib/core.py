@@ -225,7 +225,13 @@ class Primitive:
                 )
             else:
                 vals.append(a)
-        out = self.impl(*vals, **params)
+        try:
+            out = self.impl(*vals, **params)
+        except (ValueError, TypeError, IndexError):
+            # the abstract rule explains bad shapes/dtypes in funclib's terms; NumPy's own message otherwise
+            if self.abstract_eval is not None:
+                self.abstract_eval(*[aval_of(v) for v in vals], **params)
+            raise
         if self.multiple_results:
             return [_wrap(o) for o in out]
         return _wrap(out)

@@ -98,7 +98,8 @@ class BatchTrace(Trace):
         prev = _state.trace
         _state.trace = self.parent
         try:
-            out, out_dim = prim.rule("vmap")(vals, dims, axis_size=self.axis_size, **params)
+            params = {**params, "axis_size": self.axis_size}
+            out, out_dim = prim.rule("vmap")(vals, dims, **params)
         finally:
             _state.trace = prev
         return out if out_dim is None else self.new(out, out_dim)
@@ -123,6 +124,7 @@ def vmap(
     axis_name: Any = None,
     axis_size: int | None = None,
     chunk_size: int | None = None,
+    max_bytes: int | None = None,
 ) -> Callable:
     """Vectorize ``fun`` over a batch axis of its arguments.
 
@@ -134,6 +136,8 @@ def vmap(
       axis_name: a name for the batch axis, used by collectives (``fl.psum(x, name)``, ...).
       axis_size: the batch size; required when nothing is mapped.
       chunk_size: run the batch in chunks of at most this many lanes, bounding peak memory.
+      max_bytes: pick the chunk size so that the intermediates of one chunk stay under this many bytes
+        (per-lane memory is estimated from the jaxpr of one lane). Results do not depend on the chunking.
 
     Keyword arguments are always mapped over axis 0.
 
@@ -182,14 +186,45 @@ def vmap(
             size = next(iter(sizes))
             if axis_size is not None and axis_size != size:
                 raise ValueError(f"vmap: axis_size={axis_size} but the mapped axes have size {size}")
-        if chunk_size is not None and size > chunk_size:
-            return _chunked(fun, leaves, norm, in_tree, size, chunk_size, out_axes, axis_name)
+        chunk = chunk_size
+        if max_bytes is not None:
+            per_lane = lane_bytes(fun, leaves, norm, in_tree)
+            chunk = max(1, int(max_bytes) // max(per_lane, 1))
+            if chunk_size is not None:
+                chunk = min(chunk, chunk_size)
+        if chunk is not None and size > chunk:
+            return _chunked(fun, leaves, norm, in_tree, size, chunk, out_axes, axis_name)
         return _vmap_flat(fun, leaves, norm, in_tree, size, out_axes, axis_name)
 
     batched.__name__ = f"vmap({getattr(fun, '__name__', 'fun')})"
     batched.__doc__ = getattr(fun, "__doc__", None)
     batched.__wrapped__ = fun
     return batched
+
+
+def lane_bytes(fun, leaves, axes, in_tree) -> int:
+    """Bytes of every intermediate of one lane of ``fun`` (an upper bound on its live memory)."""
+    from funclib.jaxpr import trace_to_jaxpr
+
+    mapped = [i for i, ax in enumerate(axes) if ax is not None]
+    avals = []
+    for i in mapped:
+        a, ax = aval_of(leaves[i]), axes[i]
+        avals.append(ShapedArray(a.shape[:ax] + a.shape[ax + 1 :], a.dtype))
+
+    def one(*xs):
+        full = list(leaves)
+        for i, x in zip(mapped, xs):
+            full[i] = x
+        args, kwargs = tree_util.unflatten(in_tree, full)
+        return [as_tensor_leaf(o, "vmap output") for o in tree_util.leaves(fun(*args, **kwargs))]
+
+    jaxpr, _, _ = trace_to_jaxpr(one, avals, name="vmap(max_bytes)")
+    total = 0
+    for eqn in jaxpr.eqns:
+        for v in eqn.outputs:
+            total += v.aval.size * v.aval.dtype.itemsize
+    return total
 
 
 def _vmap_flat(fun, leaves, axes, in_tree, size, out_axes, axis_name):

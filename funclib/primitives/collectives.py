@@ -52,7 +52,7 @@ psum_p.def_transpose(lambda ct, x, *, axis_name: [psum_p.bind(ct, axis_name=axis
 
 
 @psum_p.def_vmap
-def _psum_vmap(args, dims, *, axis_size, axis_name):
+def _psum_vmap(args, dims, *, axis_name, axis_size):
     from .reduce import reduce_sum
 
     (x,), (d,) = args, dims
@@ -80,7 +80,7 @@ def _extremum(name, red):
         return out, num / psum_p.bind(mask, axis_name=axis_name)
 
     @p.def_vmap
-    def _vmap(args, dims, *, axis_size, axis_name):
+    def _vmap(args, dims, *, axis_name, axis_size):
         (x,), (d,) = args, dims
         if d is None:
             return x, None
@@ -133,7 +133,7 @@ def _ag_transpose(ct, x, *, axis_name, axis_size):
 
 
 @all_gather_p.def_vmap
-def _ag_vmap(args, dims, *, axis_size, axis_name):
+def _ag_vmap(args, dims, *, axis_name, axis_size):
     from .shape import broadcast_in_dim
 
     (x,), (d,) = args, dims
@@ -154,7 +154,7 @@ def _ai_jvp(primals, tangents, *, axis_name):
 
 
 @axis_index_p.def_vmap
-def _ai_vmap(args, dims, *, axis_size, axis_name):
+def _ai_vmap(args, dims, *, axis_name, axis_size):
     from .shape import iota
 
     return iota(np.int64, (axis_size,), 0), 0
