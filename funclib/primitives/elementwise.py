@@ -252,8 +252,15 @@ def binary(
             if ty is Tensor:
                 b = y._value
                 if a.dtype is b.dtype and a.dtype in ok:
-                    return _wrap(np_fn(a, b))
-            elif (ty is builtins.float and a.dtype in FLOAT) or (ty is builtins.int and a.dtype in NUMERIC):
+                    try:
+                        return _wrap(np_fn(a, b))
+                    except ValueError:
+                        broadcast_shapes(a.shape, b.shape, op=name)
+                        raise
+            # NumPy promotes bfloat16 with a Python float to float32, so that case takes the slow path
+            elif (ty is builtins.float and a.dtype in FLOAT and a.dtype != dtypes.bfloat16) or (
+                ty is builtins.int and a.dtype in NUMERIC
+            ):
                 if a.dtype in ok and (ty is builtins.float or a.dtype in FLOAT or _fits(y, a.dtype)):
                     return _wrap(np_fn(a, y))
         elif isinstance(x, Tensor):
@@ -638,7 +645,15 @@ def _pow_dy(x, y, o, t):
     return t * select(x == 0, _wrap(np.zeros((), o.dtype)), o * log(safe_x))
 
 
-pow_p, pow = binary("pow", np.power, ok=NUMERIC, jvp=(_pow_dx, _pow_dy))
+def _pow_np(x, y):
+    out = np.power(x, y)
+    if np.ndim(y) == 0 and y == 0.5 and out.dtype in REAL_FLOAT:
+        # NumPy computes x ** 0.5 as sqrt(x): -0 at -0 and nan at -inf, where the standard wants +0 and +inf
+        out = np.where(np.isinf(x) | (x == 0), np.abs(x), out)
+    return out
+
+
+pow_p, pow = binary("pow", _pow_np, ok=NUMERIC, jvp=(_pow_dx, _pow_dy))
 
 
 def _max_dx(x, y, o, t):
@@ -744,7 +759,12 @@ shift_right_p, bitwise_right_shift = binary("shift_right", _shift_right_np, ok=I
 
 
 def _complex_np(x, y):
-    return np.asarray(x + 1j * y).astype(dtypes.complex_dtype(x.dtype))
+    # set the parts directly: x + 1j * y would turn an infinite y into a nan real part (1j * inf = nan + inf j)
+    x, y = np.broadcast_arrays(np.asarray(x), np.asarray(y))
+    out = np.empty(x.shape, dtypes.complex_dtype(x.dtype))
+    out.real = x
+    out.imag = y
+    return out
 
 
 complex_p = Primitive("complex", linear=True)
