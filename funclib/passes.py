@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .core import ShapedArray
+from .core import ShapedArray, Tensor
 from .jaxpr import ClosedJaxpr, Eqn, Jaxpr, Literal, Var
 
 _FOLD_LIMIT = 1 << 16  # elements: larger constant results stay as computations (they would bloat the program)
@@ -130,18 +130,26 @@ def simplify_cse_fold(jaxpr: Jaxpr, consts: list) -> tuple[Jaxpr, list]:
             a = subst[a]
         return a
 
+    known: dict = {}
+    for v, c in zip(constvars, consts):
+        if isinstance(c, np.ndarray) or type(c) is Tensor:
+            known[v] = c._value if type(c) is Tensor else c
+
+    def value(a):
+        return np.asarray(a.val, dtype=a.aval.dtype) if type(a) is Literal else known[a]
+
     for eqn in jaxpr.eqns:
         eqn = Eqn(eqn.prim, [r(a) for a in eqn.inputs], eqn.params, eqn.outputs)
-        # constant folding: all inputs literal, no sub-jaxprs, an impl that needs no traces
+        # constant folding: all inputs known, no sub-jaxprs, an impl that needs no traces
         if (
             eqn.inputs
-            and all(type(a) is Literal for a in eqn.inputs)
+            and all(type(a) is Literal or a in known for a in eqn.inputs)
             and eqn.prim.impl is not None
             and getattr(eqn.prim, "family", "") not in ("call", "collective", "control", "random")
             and all(v.aval.size <= _FOLD_LIMIT for v in eqn.outputs)
         ):
             try:
-                vals = eqn.prim.impl(*[np.asarray(a.val, dtype=a.aval.dtype) for a in eqn.inputs], **eqn.params)
+                vals = eqn.prim.impl(*[value(a) for a in eqn.inputs], **eqn.params)
             except Exception:  # noqa: BLE001 - leave the equation for run time to report its own error
                 vals = None
             if vals is not None:
@@ -154,6 +162,7 @@ def simplify_cse_fold(jaxpr: Jaxpr, consts: list) -> tuple[Jaxpr, list]:
                         cv = Var(v.aval)
                         constvars.append(cv)
                         consts.append(arr)
+                        known[cv] = arr
                         subst[v] = cv
                 continue
         res = _simplify(eqn, producers)

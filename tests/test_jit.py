@@ -1,0 +1,226 @@
+"""jit: equality with eager, composition with every transform, caching and retraces, kernels, disk cache."""
+
+import logging
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import funclib as fl
+from funclib.transforms.jit import RetraceError
+
+
+def f64(x):
+    return fl.asarray(np.asarray(x, dtype=np.float64))
+
+
+def rnd(*shape, seed=0, dtype=np.float32):
+    return fl.asarray(np.random.default_rng(seed).normal(size=shape).astype(dtype))
+
+
+def test_jit_equals_eager_and_fuses():
+    def f(x, y):
+        z = fl.gelu(x) * fl.sigmoid(x) + y
+        return (z - z.mean(axis=-1, keepdims=True)) / fl.sqrt(z.var(axis=-1, keepdims=True) + 1e-5)
+
+    x, y = rnd(8, 16), rnd(16, seed=1)
+    jf = fl.jit(f)
+    np.testing.assert_allclose(jf(x, y).numpy(), f(x, y).numpy(), rtol=2e-5, atol=2e-6)
+    low = jf.lower(x, y)
+    assert low.kernels, "expected at least one fused kernel"
+    assert "def kernel(" in low.kernels[0] and "for i0 in range" in low.kernels[0]
+    assert "np.empty" not in "".join(low.kernels)  # outputs come from the executor
+    text = low.as_text()
+    assert "optimized jaxpr" in text and "program" in text
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64, np.bool_])
+def test_jit_dtypes(dtype):
+    x = fl.asarray((np.arange(12).reshape(3, 4) % 5).astype(dtype))
+
+    def f(a):
+        if a.dtype == fl.bool:
+            return fl.logical_xor(a, a[::-1]) | a
+        return fl.maximum(a * 2 - a[:, ::-1], a) + (a > 1).astype(a.dtype)
+
+    np.testing.assert_array_equal(fl.jit(f)(x).numpy(), f(x).numpy())
+
+
+def test_half_precision_under_jit():
+    for d in (fl.float16, fl.bfloat16):
+        x = fl.asarray(np.linspace(-2, 2, 9), dtype=d)
+        f = lambda a: fl.tanh(a) * a + 1.0  # noqa: E731
+        out = fl.jit(f)(x)
+        assert out.dtype == d
+        np.testing.assert_allclose(out.numpy().astype(np.float32), f(x).numpy().astype(np.float32), rtol=1e-2)
+
+
+def test_compositions():
+    f = lambda x: (fl.sin(x) * fl.exp(-x * x)).sum()  # noqa: E731
+    x = f64([0.1, -0.5, 1.5])
+    g = fl.grad(f)(x).numpy()
+    np.testing.assert_allclose(fl.jit(fl.grad(f))(x).numpy(), g, rtol=1e-12)
+    np.testing.assert_allclose(fl.grad(fl.jit(f))(x).numpy(), g, rtol=1e-12)
+    xs = f64(np.random.default_rng(0).normal(size=(4, 3)))
+    vg = fl.vmap(fl.grad(f))(xs).numpy()
+    np.testing.assert_allclose(fl.jit(fl.vmap(fl.grad(f)))(xs).numpy(), vg, rtol=1e-12)
+    np.testing.assert_allclose(fl.vmap(fl.jit(fl.grad(f)))(xs).numpy(), vg, rtol=1e-12)
+    np.testing.assert_allclose(fl.jit(fl.jit(f))(x).numpy(), f(x).numpy(), rtol=1e-12)
+    h = fl.hessian(f)(x).numpy()
+    np.testing.assert_allclose(fl.hessian(fl.jit(f))(x).numpy(), h, rtol=1e-10)
+    np.testing.assert_allclose(fl.jit(fl.hessian(f))(x).numpy(), h, rtol=1e-10)
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    ops=st.lists(st.sampled_from(["tanh", "mul", "add", "exp", "log1p_sq", "max0", "sum", "mm", "where"]),
+                 min_size=1, max_size=7),
+    seed=st.integers(0, 50),
+)
+def test_random_programs_jit_equals_eager(ops, seed):
+    rng = np.random.default_rng(seed)
+    m = f64(rng.normal(size=(4, 4)) * 0.3)
+
+    def f(x):
+        h = x
+        for op in ops:
+            if op == "tanh":
+                h = fl.tanh(h)
+            elif op == "mul":
+                h = h * x
+            elif op == "add":
+                h = h + 0.5
+            elif op == "exp":
+                h = fl.exp(-h * h)
+            elif op == "log1p_sq":
+                h = fl.log1p(h * h)
+            elif op == "max0":
+                h = fl.maximum(h, 0.1)
+            elif op == "sum":
+                h = h - h.sum(axis=0, keepdims=True)
+            elif op == "mm":
+                h = h @ m
+            elif op == "where":
+                h = fl.where(h > 0, h, 0.5 * h)
+        return h
+
+    x = f64(rng.normal(size=(3, 4)))
+    np.testing.assert_allclose(fl.jit(f)(x).numpy(), f(x).numpy(), rtol=1e-12, atol=1e-14)
+    loss = lambda x: (f(x) ** 2).sum()  # noqa: E731
+    np.testing.assert_allclose(fl.jit(fl.grad(loss))(x).numpy(), fl.grad(loss)(x).numpy(), rtol=1e-10, atol=1e-12)
+    xs = f64(rng.normal(size=(2, 3, 4)))
+    np.testing.assert_allclose(fl.jit(fl.vmap(f))(xs).numpy(), fl.vmap(f)(xs).numpy(), rtol=1e-12, atol=1e-14)
+
+
+def test_no_retrace_on_new_values_and_retrace_counting():
+    calls = []
+
+    def f(x):
+        calls.append(1)
+        return x * 2
+
+    jf = fl.jit(f)
+    for v in range(5):
+        jf(fl.full((3,), float(v)))
+    assert len(calls) == 1 and jf.num_traces == 1
+    jf(fl.ones(4))
+    assert jf.num_traces == 2
+    jf(fl.ones(4, dtype=fl.float64))
+    assert jf.num_traces == 3
+
+
+def test_max_traces_and_explanations(caplog):
+    jf = fl.jit(lambda x, n: x * n, static_argnums=1, max_traces=2)
+    jf(fl.ones(3), 2)
+    jf(fl.ones(3), 3)
+    with pytest.raises(RetraceError, match="static n.*changed from 3 to 4"):
+        jf(fl.ones(3), 4)
+    old = fl.config.explain_retraces
+    fl.config.explain_retraces = True
+    try:
+        g = fl.jit(lambda x: x + 1)
+        g(fl.ones(3))
+        with caplog.at_level(logging.WARNING, logger="funclib.jit"):
+            g(fl.ones(5))
+        assert "argument 'x' changed from f32[3] to f32[5]" in caplog.text
+    finally:
+        fl.config.explain_retraces = old
+
+
+def test_static_args_and_errors():
+    jf = fl.jit(lambda x, shape: fl.reshape(x, shape), static_argnames="shape")
+    assert jf(fl.ones(6), shape=(2, 3)).shape == (2, 3)
+    with pytest.raises(TypeError, match="unhashable.*tuple"):
+        jf(fl.ones(6), shape=[2, 3])
+    with pytest.raises(fl.errors.ConcretizationError, match="static_argnames"):
+        fl.jit(lambda x: fl.zeros(int(x.sum())))(fl.ones(3))
+
+
+def test_graph_passes():
+    def f(x):
+        a = x * 1.0 + 0.0
+        b = fl.permute_dims(fl.permute_dims(a, (1, 0)), (1, 0))
+        c = fl.reshape(fl.reshape(b, (6,)), (2, 3))
+        dead = fl.exp(x)  # noqa: F841
+        return fl.sin(c) + fl.sin(c) + (fl.ones(3) * 2.0)
+
+    closed = fl.jit(f).trace(fl.ones((2, 3)))
+    names = [e.prim.name for e in closed.eqns]
+    assert "exp" not in names  # dead code
+    assert names.count("sin") == 1  # CSE
+    assert "transpose" not in names and "reshape" not in names  # double transpose, reshape chain
+    assert "mul" not in names  # x * 1 simplified, ones(3) * 2 folded to a constant
+    np.testing.assert_allclose(fl.jit(f)(fl.ones((2, 3))).numpy(), f(fl.ones((2, 3))).numpy())
+
+
+def test_threads_get_correct_results():
+    jf = fl.jit(lambda x: fl.tanh(x) * 3.0 + x)
+    xs = [rnd(64, seed=i) for i in range(8)]
+    expected = [(fl.tanh(x) * 3.0 + x).numpy() for x in xs]
+    errors = []
+
+    def work(i):
+        for _ in range(20):
+            out = jf(xs[i]).numpy()
+            if not np.allclose(out, expected[i], rtol=1e-5, atol=1e-6):
+                errors.append(i)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+
+
+def test_disk_cache_hit_from_second_process(tmp_path):
+    script = textwrap.dedent(
+        """
+        import time, numpy as np, funclib as fl
+        from funclib.kernels import fusion
+        f = fl.jit(lambda x: fl.tanh(x * 2.0 + 1.0) * x - 0.5)
+        x = fl.asarray(np.linspace(-1, 1, 64, dtype=np.float32))
+        out = f(x)
+        print(len(fusion._loaded), float(out.sum()))
+        """
+    )
+    env = dict(os.environ, FUNCLIB_CACHE_DIR=str(tmp_path))
+    r1 = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
+    files = sorted(p.name for p in tmp_path.iterdir())
+    assert any(n.startswith("k_") and n.endswith(".py") for n in files)
+    nbc = [n for n in os.listdir(tmp_path / "__pycache__")] if (tmp_path / "__pycache__").exists() else []
+    assert any(n.endswith(".nbi") for n in nbc), files
+    r2 = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
+    assert r1.stdout.split()[1] == r2.stdout.split()[1]
+    # a corrupt cache file is rewritten, not trusted
+    for p in tmp_path.iterdir():
+        if p.name.startswith("k_"):
+            p.write_text("this is not python")
+    r3 = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
+    assert r3.stdout.split()[1] == r1.stdout.split()[1]
