@@ -91,11 +91,21 @@ class OpSpec:
 
 
 @dataclass(frozen=True)
+class ReductionSpec:
+    kind: str  # "sum" | "max" | "min"
+    op: int  # index of the op whose value is reduced
+    n_reduced: int  # how many collapsed loop axes are reduced
+    leading: bool  # reduced axes come first (else last)
+    dtype: str
+
+
+@dataclass(frozen=True)
 class KernelSpec:
     rank: int
     inputs: tuple[InputSpec, ...]
     ops: tuple[OpSpec, ...]
-    outputs: tuple[int, ...]  # op indices to store, in output order
+    outputs: tuple[int, ...]  # op indices to store at full shape, in output order
+    reduction: ReductionSpec | None = None
 
 
 def supports(name: str, dtypes_in: list[np.dtype], dtype_out: np.dtype) -> bool:
@@ -146,12 +156,36 @@ def _expr(op: OpSpec, a: list[str], in_dtypes: list[str]) -> str:
     return _GENERIC[name].format(*a)
 
 
+def _combine(kind: str, acc: str, v: str, dtype: np.dtype) -> str:
+    if kind == "sum":
+        return f"{acc} + {v}"
+    cmp = ">" if kind == "max" else "<"
+    if dtype.kind == "f":
+        return f"{acc} if ({acc} {cmp} {v} or {acc} != {acc}) else {v}"
+    return f"{acc} if {acc} {cmp} {v} else {v}"
+
+
+def _init(kind: str, dtype: np.dtype) -> str:
+    if kind == "sum":
+        return f"np.{dtype.name}(0)"
+    if dtype.kind == "f":
+        return f"np.{dtype.name}({'-' if kind == 'max' else ''}np.inf)"
+    if dtype.kind == "b":
+        return "False" if kind == "max" else "True"
+    info = np.iinfo(dtype)
+    return f"np.{dtype.name}({info.min if kind == 'max' else info.max})"
+
+
 def generate_source(spec: KernelSpec) -> str:
+    """numba source for one fused loop nest (with an optional trailing or leading reduction)."""
     r = max(spec.rank, 1)
-    lines = []
     consts: dict = {}
     n_in = len(spec.inputs)
+    red = spec.reduction
     args = [f"in{i}" for i in range(n_in)] + [f"out{k}" for k in range(len(spec.outputs))]
+    if red is not None:
+        args.append("red0")
+    args.append("dims")
     body = []
     idx_all = ", ".join(f"i{k}" for k in range(r))
     for i, inp in enumerate(spec.inputs):
@@ -172,29 +206,73 @@ def generate_source(spec: KernelSpec) -> str:
         body.append(f"t{j} = {_expr(op, ae, [])}")
     for k, j in enumerate(spec.outputs):
         body.append(f"out{k}[{idx_all}] = t{j}")
-    lines.append("import math")
-    lines.append("import numba")
-    lines.append("import numpy as np")
-    lines.append("from funclib.kernels.vmath import fexp, flog, flog1p, fexpm1, ftanh, flogistic, ferf, fsin, fcos, fpow")
-    lines.append("from funclib.kernels.fusion import _logistic64")
-    lines.append("")
+    lines = [
+        "import math",
+        "import numba",
+        "import numpy as np",
+        "from funclib.kernels.vmath import fexp, flog, flog1p, fexpm1, ftanh, flogistic, ferf, fsin, fcos, fpow",
+        "from funclib.kernels.fusion import _logistic64",
+        "",
+    ]
     for dn in ("float32", "float64"):
         lines.append(f"_ZERO_{dn} = np.{dn}(0)")
     for (val, dt), name in consts.items():
         lines.append(f"{name} = np.{dt}({val})")
-    lines.append("")
-    lines.append("")
-    lines.append("@numba.njit(cache=True, error_model='numpy', nogil=True)")
+    lines += ["", ""]
+    # reductions may reassociate (that is what vectorizes them); pure elementwise kernels keep IEEE semantics
+    fm = ", fastmath={'reassoc', 'contract'}" if red is not None and red.kind == "sum" else ""
+    lines.append(f"@numba.njit(cache=True, error_model='numpy', nogil=True{fm})")
     lines.append(f"def kernel({', '.join(args)}):")
     for k in range(r):
-        lines.append(f"    n{k} = out0.shape[{k}]")
-    ind = "    "
-    for k in range(r):
-        lines.append(f"{ind}for i{k} in range(n{k}):")
-        ind += "    "
-    for b in body:
-        lines.append(ind + b)
+        lines.append(f"    n{k} = dims[{k}]")
+    if red is None:
+        ind = "    "
+        for k in range(r):
+            lines.append(f"{ind}for i{k} in range(n{k}):")
+            ind += "    "
+        lines += [ind + b for b in body]
+        return "\n".join(lines) + "\n"
+    d = np.dtype(red.dtype)
+    m = red.n_reduced
+    if red.leading:
+        kept = list(range(m, r))
+        kidx = ", ".join(f"i{k}" for k in kept) or "0"
+        ind = "    "
+        for k in kept:
+            lines.append(f"{ind}for i{k} in range(n{k}):")
+            ind += "    "
+        lines.append(f"{ind}red0[{kidx}] = {_init(red.kind, d)}")
+        ind = "    "
+        for k in range(r):
+            lines.append(f"{ind}for i{k} in range(n{k}):")
+            ind += "    "
+        lines += [ind + b for b in body]
+        lines.append(f"{ind}red0[{kidx}] = {_combine(red.kind, f'red0[{kidx}]', f't{red.op}', d)}")
+    else:
+        kept = list(range(0, r - m))
+        kidx = ", ".join(f"i{k}" for k in kept) or "0"
+        ind = "    "
+        for k in kept:
+            lines.append(f"{ind}for i{k} in range(n{k}):")
+            ind += "    "
+        lines.append(f"{ind}acc = {_init(red.kind, d)}")
+        acc_ind = ind
+        for k in range(r - m, r):
+            lines.append(f"{ind}for i{k} in range(n{k}):")
+            ind += "    "
+        lines += [ind + b for b in body]
+        lines.append(f"{ind}acc = {_combine(red.kind, 'acc', f't{red.op}', d)}")
+        lines.append(f"{acc_ind}red0[{kidx}] = acc")
     return "\n".join(lines) + "\n"
+
+
+def collapse_segments(shape: tuple[int, ...], in_shapes: list[tuple[int, ...]], split: int):
+    """``collapse`` applied separately to axes ``[:split]`` and ``[split:]`` (a reduction boundary)."""
+    a_out, a_in = collapse(shape[:split], [s[:split] for s in in_shapes]) if split else ((), [()] * len(in_shapes))
+    b_out, b_in = (
+        collapse(shape[split:], [s[split:] for s in in_shapes]) if split < len(shape) else ((), [()] * len(in_shapes))
+    )
+    return a_out + b_out, [x + y for x, y in zip(a_in, b_in)], len(a_out)
 
 
 @numba.njit(cache=True, error_model="numpy", inline="always")

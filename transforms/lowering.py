@@ -154,7 +154,7 @@ def _kernel_name(eqn) -> str | None:
 
 
 class Group:
-    __slots__ = ("shape", "eqns", "names", "vars", "inputs", "outputs")
+    __slots__ = ("shape", "eqns", "names", "vars", "inputs", "outputs", "reduction")
 
     def __init__(self, shape):
         self.shape = shape
@@ -163,6 +163,26 @@ class Group:
         self.vars: set = set()
         self.inputs: list = []
         self.outputs: list = []
+        self.reduction = None  # a reduce_* equation fed by the group, computed in the same loop nest
+
+
+_REDUCTIONS = {"reduce_sum": "sum", "reduce_max": "max", "reduce_min": "min"}
+
+
+def _fusible_reduction(eqn, g) -> bool:
+    kind = _REDUCTIONS.get(eqn.prim.name)
+    if kind is None or g is None or g.reduction is not None:
+        return False
+    x = eqn.inputs[0]
+    if type(x) is not Var or x not in g.vars or tuple(x.aval.shape) != tuple(g.shape):
+        return False
+    d = x.aval.dtype
+    if d not in fusion.FUSIBLE_DTYPES or (kind == "sum" and d == np.dtype(np.bool_)):
+        return False
+    axes = tuple(eqn.params["axes"])
+    r = len(g.shape)
+    k = len(axes)
+    return k > 0 and (axes == tuple(range(k)) or axes == tuple(range(r - k, r)))
 
 
 def plan(jaxpr: Jaxpr) -> list:
@@ -184,10 +204,10 @@ def plan(jaxpr: Jaxpr) -> list:
         member_ids = {id(e) for e in g.eqns}
         for v in g.vars:
             owner.pop(v, None)
-        if len(g.eqns) == 1:
+        if len(g.eqns) == 1 and g.reduction is None:
             out.append(("eqn", g.eqns[0]))
             return
-        ids = {i for i, e in enumerate(jaxpr.eqns) if id(e) in member_ids}
+        ids = {i for i, e in enumerate(jaxpr.eqns) if id(e) in member_ids or e is g.reduction}
         g.outputs = [
             v for e in g.eqns for v in e.outputs if v in outset or any(c not in ids for c in consumers.get(v, ()))
         ]
@@ -205,6 +225,12 @@ def plan(jaxpr: Jaxpr) -> list:
         out.append(("group", g))
 
     for eqn in jaxpr.eqns:
+        if eqn.prim.name in _REDUCTIONS and type(eqn.inputs[0]) is Var:
+            g = owner.get(eqn.inputs[0])
+            if _fusible_reduction(eqn, g):
+                g.reduction = eqn
+                close(g)
+                continue
         name = _kernel_name(eqn) if not eqn.prim.multiple_results else None
         shape = eqn.outputs[0].aval.shape if eqn.outputs else None
         g = open_groups.get(shape) if name is not None else None
@@ -262,17 +288,46 @@ class FusedStep:
         self.ops = tuple(fusion.OpSpec(n, a, d, p) for n, a, d, p in ops)
         self.out_ops = tuple(pos[v] for v in group.outputs)
         self.out_dtypes = [v.aval.dtype for v in group.outputs]
+        red = group.reduction
+        self.red = None
+        if red is not None:
+            axes = tuple(red.params["axes"])
+            r = len(self.shape)
+            leading = axes == tuple(range(len(axes))) and not (axes == tuple(range(r - len(axes), r)) and len(axes) == r)
+            self.red = (
+                _REDUCTIONS[red.prim.name],
+                pos[red.inputs[0]],
+                leading,
+                len(axes),
+                red.outputs[0].aval.dtype,
+                tuple(red.outputs[0].aval.shape),
+            )
+            group.outputs = list(group.outputs) + [red.outputs[0]]
         self.in_dtypes = [a.aval.dtype.name for a in group.inputs]
         self.in_ndims = [a.aval.ndim for a in group.inputs]
         self.kernels: dict = {}
         self.label = ", ".join(group.names)
         # the kernel as planned from the static shapes (what .lower() shows before any call)
         shapes = [(1,) * (self.rank - a.aval.ndim) + tuple(a.aval.shape) for a in group.inputs]
-        cshape, cins = fusion.collapse(self.shape, shapes)
-        self.static_spec = self._spec(cshape, cins)
+        cshape, cins, csplit = self._collapse(shapes)
+        self.static_spec = self._spec(cshape, cins, csplit)
         self.source = fusion.generate_source(self.static_spec)
 
-    def _spec(self, cshape, cins):
+    def _collapse(self, shapes):
+        if self.red is None:
+            cshape, cins = fusion.collapse(self.shape, shapes)
+            return cshape, cins, None
+        _, _, leading, k, _, _ = self.red
+        r = len(self.shape)
+        split = k if leading else r - k
+        return fusion.collapse_segments(self.shape, shapes, split)
+
+    def _spec(self, cshape, cins, csplit):
+        reduction = None
+        if self.red is not None:
+            kind, op, leading, _, dtype, _ = self.red
+            n_red = csplit if leading else len(cshape) - csplit
+            reduction = fusion.ReductionSpec(kind, op, n_red, leading, dtype.name)
         return fusion.KernelSpec(
             rank=len(cshape),
             inputs=tuple(
@@ -281,6 +336,7 @@ class FusedStep:
             ),
             ops=self.ops,
             outputs=self.out_ops,
+            reduction=reduction,
         )
 
     def __call__(self, *arrays):
@@ -297,18 +353,25 @@ class FusedStep:
                 a = a[tuple(slice(0, 1) if (s == 0 and n > 1) else slice(None) for s, n in zip(st, a.shape))]
             views.append(a)
             shapes.append(a.shape)
-        cshape, cins = fusion.collapse(self.shape, shapes)
-        key = tuple(tuple(s == 1 and o != 1 for s, o in zip(sh, cshape)) for sh in cins) + (len(cshape),)
+        cshape, cins, csplit = self._collapse(shapes)
+        key = tuple(tuple(s == 1 and o != 1 for s, o in zip(sh, cshape)) for sh in cins) + (len(cshape), csplit)
         k = self.kernels.get(key)
         if k is None:
-            spec = self._spec(cshape, cins)
+            spec = self._spec(cshape, cins, csplit)
             src = fusion.generate_source(spec)
             k = fusion.load_kernel(src)
             self.kernels[key] = k
         ins = [v.reshape(c) for v, c in zip(views, cins)]
         outs = [np.empty(cshape, d) for d in self.out_dtypes]
-        k(*ins, *outs)
-        return [o.reshape(self.shape) for o in outs]
+        dims = np.asarray(cshape, dtype=np.int64)
+        if self.red is None:
+            k(*ins, *outs, dims)
+            return [o.reshape(self.shape) for o in outs]
+        _, _, leading, _, dtype, out_shape = self.red
+        kept = cshape[csplit:] if leading else cshape[:csplit]
+        red = np.empty(kept or (1,), dtype)
+        k(*ins, *outs, red, dims)
+        return [o.reshape(self.shape) for o in outs] + [red.reshape(out_shape)]
 
 
 def build(group: Group) -> FusedStep:
