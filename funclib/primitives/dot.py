@@ -30,11 +30,23 @@ def _dot_impl(x, y, *, dimension_numbers):
     n = [y.shape[i] for i in yf]
     k = int(np.prod([x.shape[i] for i in lc], dtype=np.int64))
     B, M, N = int(np.prod(bshape, dtype=np.int64)), int(np.prod(m, dtype=np.int64)), int(np.prod(n, dtype=np.int64))
-    # transposes become strided views; matmul copies only when BLAS needs it
-    xt = np.transpose(x, list(lb) + xf + list(lc)).reshape(B, M, k)
-    yt = np.transpose(y, list(rb) + list(rc) + yf).reshape(B, k, N)
-    out = np.matmul(xt, yt).reshape(bshape + m + n)
-    return out.astype(out_dtype, copy=False)
+    # transposes become strided views; 2-D matmul hands transposed (F-order) operands to BLAS without a copy
+    xt = np.transpose(x, list(lb) + xf + list(lc))
+    yt = np.transpose(y, list(rb) + list(rc) + yf)
+    if B == 1:
+        out = np.matmul(xt.reshape(M, k), yt.reshape(k, N))
+    else:
+        # stacked matmul only reaches BLAS when each matrix is contiguous in one of its axes
+        out = np.matmul(_blasable(xt.reshape(B, M, k)), _blasable(yt.reshape(B, k, N)))
+    return out.reshape(bshape + m + n).astype(out_dtype, copy=False)
+
+
+def _blasable(a):
+    s = a.strides
+    isz = a.itemsize
+    if s[-1] == isz or s[-2] == isz:
+        return a
+    return np.ascontiguousarray(a)
 
 
 dot_general_p.def_impl(_dot_impl)
