@@ -5,8 +5,6 @@
 Tensor([0.84147096, 0.9092974 ], dtype=float32)
 """
 
-from __future__ import annotations
-
 import math as _math
 
 from . import config, dtypes, errors, primitives, tree  # noqa: F401
