@@ -144,6 +144,7 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = Fa
     finally:
         _state.trace = prev
     out, aux = _split_aux(result, has_aux, "jvp")
+    aux = _aux_primals(trace, aux)
     o_leaves, o_tree = tree_util.flatten(out)
     po, to = [], []
     for o in o_leaves:
@@ -167,6 +168,13 @@ def _tangent_out(t, primal):
         # integer/bool outputs get a zero tangent of the same shape and dtype (documented stand-in for float0)
         return zeros(ShapedArray(a.shape, a.dtype))
     return t
+
+
+def _aux_primals(trace, aux):
+    """Auxiliary outputs carry no tangent: strip this trace's tracers so none leaks out of the transform."""
+    if aux is None:
+        return None
+    return tree_util.map(lambda a: a.primal if type(a) is JVPTracer and a._trace is trace else a, aux)
 
 
 def _split_aux(result, has_aux, name):
@@ -230,6 +238,7 @@ def linearize_flat(fun_flat: Callable, primals: list, diff_mask: list[bool], nam
     finally:
         _state.trace = prev
     jaxpr, consts = pe.to_jaxpr(tan_ins, out_tangents)
+    aux = _aux_primals(jt, aux)
     lin = _Linearized(jaxpr, consts, [t.aval for t in tan_ins], [aval_of(o) for o in out_primals])
     return out_primals, lin, aux
 
@@ -240,24 +249,21 @@ def backward_pass(jaxpr: Jaxpr, consts: list, cts_out: list) -> list:
     linear = set(jaxpr.invars)
     lin_eqns = []
     for eqn in jaxpr.eqns:
-        if any(type(v) is Var and v in linear for v in eqn.inputs):
-            lin_eqns.append(eqn)
-            linear.update(eqn.outputs)
+        for v in eqn.inputs:
+            if type(v) is Var and v in linear:
+                lin_eqns.append(eqn)
+                linear.update(eqn.outputs)
+                break
         else:  # non-linear bookkeeping (e.g. a mask built from constants): evaluate it forward
             vals = [v.val if type(v) is Literal else env[v] for v in eqn.inputs]
             out = eqn.prim.bind(*vals, **eqn.params)
             for v, o in zip(eqn.outputs, out if eqn.prim.multiple_results else [out]):
                 env[v] = o
     ct_env: dict[Var, Any] = {}
-
-    def accum(v, ct):
-        if type(v) is not Var or v not in linear or ct is None or type(ct) is Zero:
-            return
-        prev = ct_env.get(v)
-        ct_env[v] = ct if prev is None else add(prev, ct)
-
     for v, ct in zip(jaxpr.outvars, cts_out):
-        accum(v, ct)
+        if type(v) is Var and v in linear and ct is not None and type(ct) is not Zero:
+            prev = ct_env.get(v)
+            ct_env[v] = ct if prev is None else add(prev, ct)
     for eqn in reversed(lin_eqns):
         if eqn.prim.multiple_results:
             cts = [ct_env.pop(v, None) for v in eqn.outputs]
@@ -268,14 +274,21 @@ def backward_pass(jaxpr: Jaxpr, consts: list, cts_out: list) -> list:
             ct = ct_env.pop(eqn.outputs[0], None)
             if ct is None:
                 continue
-        args = [
-            UndefinedPrimal(v.aval) if type(v) is Var and v in linear else (v.val if type(v) is Literal else env[v])
-            for v in eqn.inputs
-        ]
+        args = []
+        for v in eqn.inputs:
+            if type(v) is Literal:
+                args.append(v.val)
+            elif v in linear:
+                args.append(UndefinedPrimal(v.aval))
+            else:
+                args.append(env[v])
         rule = eqn.prim.transpose or eqn.prim.rule("transpose")
         in_cts = rule(ct, *args, **eqn.params)
         for v, c in zip(eqn.inputs, in_cts):
-            accum(v, c)
+            if c is None or type(v) is not Var or v not in linear or type(c) is Zero:
+                continue
+            prev = ct_env.get(v)
+            ct_env[v] = c if prev is None else add(prev, c)
     return [ct_env.get(v) for v in jaxpr.invars]
 
 

@@ -10,7 +10,10 @@ from ..errors import ShapeError
 
 def broadcast_shapes(*shapes, op: str = "operation") -> tuple[int, ...]:
     first = shapes[0]
-    if all(s == first for s in shapes):
+    if len(shapes) == 2:
+        if first == shapes[1]:
+            return tuple(first)
+    elif all(s == first for s in shapes):
         return tuple(first)
     ndim = max((len(s) for s in shapes), default=0)
     out = []

@@ -122,7 +122,7 @@ def unary(
         if type(x) is Tensor:
             v = x._value
             if v.dtype in ok:
-                return _wrap(np_fn(v)) if _state.trace is None else p.bind(x)
+                return _wrap(np_fn(v))  # concrete input: eager even under a transform (see binary)
         elif isinstance(x, Tensor) and x.dtype in ok:
             return p.bind(x)
         return _unary_slow(p, x, ok, promote_int)
@@ -202,14 +202,17 @@ def binary(
 
     @p.def_abstract_eval
     def _abstract(x, y):
-        if x.dtype != y.dtype:
+        d = x.dtype
+        if d != y.dtype:
             raise DTypeError(
-                f"{name}: operands must have one dtype, got {x.dtype.name} and {y.dtype.name}; "
+                f"{name}: operands must have one dtype, got {d.name} and {y.dtype.name}; "
                 f"use fl.{name} (which promotes) or .astype"
             )
-        _check(name, x.dtype, ok)
-        shape = broadcast_shapes(x.shape, y.shape, op=name)
-        return ShapedArray(shape, dtypes.bool_ if out_bool else x.dtype)
+        if d not in ok:
+            _check(name, d, ok)
+        xs = x.shape
+        shape = xs if xs == y.shape else broadcast_shapes(xs, y.shape, op=name)
+        return ShapedArray(shape, dtypes.bool_ if out_bool else d)
 
     p.def_vmap(_binary_vmap(p))
 
@@ -245,10 +248,13 @@ def binary(
     if linear_in is None:
         p.no_rule["transpose"] = "not linear"
 
+    # Operations on concrete Tensors run eagerly even while a transform is active: a transform only acts on its
+    # own tracers, so for these the result is the same and the trace machinery is skipped.
     def wrapper(x, y, /):
-        if _state.trace is None and type(x) is Tensor:
+        tx = type(x)
+        ty = type(y)
+        if tx is Tensor:
             a = x._value
-            ty = type(y)
             if ty is Tensor:
                 b = y._value
                 if a.dtype is b.dtype and a.dtype in ok:
@@ -263,18 +269,18 @@ def binary(
             ):
                 if a.dtype in ok and (ty is builtins.float or a.dtype in FLOAT or _fits(y, a.dtype)):
                     return _wrap(np_fn(a, y))
-        elif isinstance(x, Tensor):
+        if isinstance(x, Tensor):
             d = x.dtype
             if d in ok:
                 if isinstance(y, Tensor):
                     if y.dtype == d:
                         return p.bind(x, y)
-                elif type(y) is builtins.float and d in FLOAT:
+                elif ty is builtins.float and d in FLOAT:
                     return p.bind(x, _wrap(np.array(y, d)))
-        elif type(x) is builtins.float and isinstance(y, Tensor):
+        elif tx is builtins.float and isinstance(y, Tensor):
             d = y.dtype
             if d in ok and d in FLOAT:
-                if _state.trace is None and type(y) is Tensor:
+                if ty is Tensor and d != dtypes.bfloat16:
                     return _wrap(np_fn(x, y._value))
                 return p.bind(_wrap(np.array(x, d)), y)
         return _binary_slow(p, x, y)
@@ -384,7 +390,7 @@ def _convert_vmap(args, dims, *, new_dtype):
 def convert(x, dtype):
     """Cast to ``dtype`` (the primitive behind ``astype``)."""
     dtype = dtypes.canonicalize(dtype)
-    if _state.trace is None and type(x) is Tensor:
+    if type(x) is Tensor:
         if x._value.dtype == dtype:
             return x
         return _wrap(x._value.astype(dtype))
@@ -751,7 +757,10 @@ def _shift_left_np(x, y):
 
 def _shift_right_np(x, y):
     bits = x.dtype.itemsize * 8
-    return np.right_shift(x, np.clip(y, 0, bits - 1).astype(x.dtype))
+    out = np.right_shift(x, np.clip(y, 0, bits - 1).astype(x.dtype))
+    if x.dtype.kind == "u":  # shifting out every bit leaves 0 (the clip alone would keep the top bit)
+        out = np.where(y >= bits, np.zeros((), x.dtype), out)
+    return out
 
 
 shift_left_p, bitwise_left_shift = binary("shift_left", _shift_left_np, ok=INTEGER)
