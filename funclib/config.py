@@ -27,8 +27,6 @@ fuse_kernels: bool = not _env_flag("FUNCLIB_NO_FUSION")
 
 def cache_dir() -> str:
     """Where compiled kernels are cached: ``FUNCLIB_CACHE_DIR``, else the user cache dir."""
-    d = os.environ.get("FUNCLIB_CACHE_DIR")
-    if d:
-        return d
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "funclib")
+    from .kernels.fusion import cache_dir as _kernel_cache_dir
+
+    return _kernel_cache_dir()

@@ -298,10 +298,17 @@ def _cache_key(src: str) -> str:
     return h.hexdigest()[:24]
 
 
-def _cache_dir() -> str:
-    from funclib import config
+def cache_dir() -> str:
+    """Where compiled kernels are cached: ``FUNCLIB_CACHE_DIR``, else the user cache dir."""
+    d = os.environ.get("FUNCLIB_CACHE_DIR")
+    if d:
+        return d
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "funclib")
 
-    d = config.cache_dir()
+
+def _cache_dir() -> str:
+    d = cache_dir()
     os.makedirs(d, exist_ok=True)
     return d
 
