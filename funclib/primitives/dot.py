@@ -33,7 +33,10 @@ def _dot_impl(x, y, *, dimension_numbers):
     # transposes become strided views; 2-D matmul hands transposed (F-order) operands to BLAS without a copy
     xt = np.transpose(x, list(lb) + xf + list(lc))
     yt = np.transpose(y, list(rb) + list(rc) + yf)
-    if B == 1:
+    if k == 1:
+        # an outer product (per-example gradients under vmap): a broadcast multiply streams it, BLAS does not
+        out = np.multiply(xt.reshape(B, M, 1), yt.reshape(B, 1, N))
+    elif B == 1:
         out = np.matmul(xt.reshape(M, k), yt.reshape(k, N))
     else:
         # stacked matmul only reaches BLAS when each matrix is contiguous in one of its axes
