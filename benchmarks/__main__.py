@@ -1,0 +1,25 @@
+"""Run benchmark modules: ``python -m benchmarks NAME [NAME ...] | all [--rounds N] [--filter TEXT]``."""
+
+import os
+
+# before NumPy, numba, torch or jax load: every library single-threaded, so that variants compare fairly on a
+# shared machine
+for _var in (
+    "OMP_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "NUMBA_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+    "VECLIB_NUM_THREADS",
+):
+    os.environ[_var] = "1"
+_XLA_SINGLE = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {_XLA_SINGLE}".strip()
+os.environ.setdefault("JAX_PLATFORMS", "cpu")  # funclib's eager path is CPU; compare like with like
+
+import sys  # noqa: E402
+
+from benchmarks._harness import main  # noqa: E402
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

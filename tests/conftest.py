@@ -1,0 +1,25 @@
+"""Shared pytest configuration: Hypothesis profiles.
+
+``ci`` (the default) is small, derandomized, has no deadline and skips shrinking, so the suite is fast and
+reproducible on a shared machine and a failure is reported at once (with its reproduction blob); ``dev``
+explores more and shrinks failures to minimal examples. Select one with ``HYPOTHESIS_PROFILE=dev``.
+"""
+
+import os
+
+from hypothesis import HealthCheck, Phase, settings
+
+_SLOW_OK = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much]
+
+settings.register_profile(
+    "ci",
+    max_examples=20,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    phases=(Phase.explicit, Phase.reuse, Phase.generate),
+    print_blob=True,
+    suppress_health_check=_SLOW_OK,
+)
+settings.register_profile("dev", max_examples=200, deadline=None, suppress_health_check=_SLOW_OK)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
