@@ -120,7 +120,7 @@ class ClosedJaxpr:
 
 
 class JaxprTracer(Tracer):
-    __slots__ = ("_aval", "var")
+    __slots__ = ("_aval", "jvar")
 
     @property
     def aval(self):
@@ -151,12 +151,12 @@ class JaxprTrace(Trace):
         t = JaxprTracer.__new__(JaxprTracer)
         t._trace = self
         t._aval = aval
-        t.var = Var(aval)
+        t.jvar = Var(aval)
         return t
 
     def _atom(self, x):
         if type(x) is JaxprTracer and x._trace is self:
-            return x.var
+            return x.jvar
         t = type(x)
         if t in (bool, int, float, complex):
             return Literal(x, aval_of(x))
@@ -186,10 +186,10 @@ class JaxprTrace(Trace):
         out_avals = (prim.abstract_eval or prim.rule("abstract_eval"))(*[v.aval for v in ins], **params)
         if prim.multiple_results:
             outs = [self.new_arg(a) for a in out_avals]
-            self.eqns.append(Eqn(prim, ins, params, [o.var for o in outs]))
+            self.eqns.append(Eqn(prim, ins, params, [o.jvar for o in outs]))
             return outs
         out = self.new_arg(out_avals)
-        self.eqns.append(Eqn(prim, ins, params, [out.var]))
+        self.eqns.append(Eqn(prim, ins, params, [out.jvar]))
         return out
 
     def is_known(self, x) -> bool:
@@ -199,12 +199,12 @@ class JaxprTrace(Trace):
         """Record one equation with given output avals (for partial-eval rules); returns the output tracers."""
         ins = [self._atom(a) for a in args]
         outs = [self.new_arg(a) for a in out_avals]
-        self.eqns.append(Eqn(prim, ins, params, [o.var for o in outs]))
+        self.eqns.append(Eqn(prim, ins, params, [o.jvar for o in outs]))
         return outs
 
     def to_jaxpr(self, in_tracers, out_vals) -> tuple[Jaxpr, list]:
         outvars = [self._atom(o) for o in out_vals]
-        jaxpr = Jaxpr(self.constvars, [t.var for t in in_tracers], self.eqns, outvars)
+        jaxpr = Jaxpr(self.constvars, [t.jvar for t in in_tracers], self.eqns, outvars)
         return jaxpr, list(self.const_vals)
 
 
@@ -329,6 +329,12 @@ def _fmt_literal(lit: Literal) -> str:
     return f"{s}:{lit.aval.str_short()}"
 
 
+def _has_jaxpr(v) -> bool:
+    if isinstance(v, (tuple, list)):
+        return any(isinstance(w, (Jaxpr, ClosedJaxpr)) for w in v)
+    return isinstance(v, (Jaxpr, ClosedJaxpr))
+
+
 def pp_jaxpr(jaxpr: Jaxpr, indent: int = 0) -> str:
     names: dict[Var, str] = {}
     gen = _names()
@@ -349,7 +355,7 @@ def pp_jaxpr(jaxpr: Jaxpr, indent: int = 0) -> str:
     lines = [f"{pad}{{ lambda {consts + ' ' if consts else ''}; {ins}. let"]
     for eqn in jaxpr.eqns:
         lhs = " ".join(binder(v) for v in eqn.outputs)
-        shown = {k: v for k, v in eqn.params.items() if not isinstance(v, (Jaxpr, ClosedJaxpr))}
+        shown = {k: v for k, v in eqn.params.items() if not _has_jaxpr(v)}
         ps = ", ".join(f"{k}={_fmt_param(v)}" for k, v in shown.items())
         rhs = f"{eqn.prim.name}{'[' + ps + ']' if ps else ''} {' '.join(name(a) for a in eqn.inputs)}".rstrip()
         lines.append(f"{pad}    {lhs} = {rhs}")
@@ -377,9 +383,14 @@ def partial_eval_jaxpr(jaxpr: Jaxpr, in_unknowns: list[bool], instantiate: list[
     are known and stay constvars) and returns the known outputs followed by ``num_res`` residuals; ``unknown``
     takes the residuals followed by the unknown inputs and returns the unknown outputs. ``instantiate`` forces
     outputs to be unknown (computed by the unknown part) even when they are known.
+
+    Equations of higher-order primitives (loops, branches) are split by their own partial-eval rules, so that
+    their known work stays on the known side.
     """
     n_out = len(jaxpr.outvars)
     inst = [instantiate] * n_out if isinstance(instantiate, bool) else list(instantiate)
+    if any(e.prim.partial_eval is not None for e in jaxpr.eqns):
+        return _partial_eval_traced(jaxpr, in_unknowns, inst)
     unknown_vars: set[Var] = {v for v, u in zip(jaxpr.invars, in_unknowns) if u}
     known_eqns, unknown_eqns = [], []
     for eqn in jaxpr.eqns:
@@ -428,3 +439,31 @@ def partial_eval_jaxpr(jaxpr: Jaxpr, in_unknowns: list[bool], instantiate: list[
         [r(v) for v, u in zip(jaxpr.outvars, out_unknowns) if u],
     )
     return known, unknown, out_unknowns, len(res)
+
+
+def _partial_eval_traced(jaxpr: Jaxpr, in_unknowns: list[bool], inst: list[bool]):
+    """``partial_eval_jaxpr`` by re-tracing under a partial evaluator, which runs the partial-eval rules."""
+    known = JaxprTrace(None, name="partial eval (known)")
+    pe = JaxprTrace(known, forward_known=True, name="partial eval")
+    consts = [known.new_arg(v.aval) for v in jaxpr.constvars]
+    ins = [pe.new_arg(v.aval) if u else known.new_arg(v.aval) for v, u in zip(jaxpr.invars, in_unknowns)]
+    prev = _state.trace
+    _state.trace = pe
+    try:
+        outs = eval_jaxpr(jaxpr, consts, *ins)
+    finally:
+        _state.trace = prev
+    out_unknowns = [not pe.is_known(o) or bool(f) for o, f in zip(outs, inst)]
+    u_ins = [x for x, u in zip(ins, in_unknowns) if u]
+    uj, res = pe.to_jaxpr(u_ins, [o for o, u in zip(outs, out_unknowns) if u])
+    k_ins = [x for x, u in zip(ins, in_unknowns) if not u]
+    kj, kconsts = known.to_jaxpr(k_ins, [o for o, u in zip(outs, out_unknowns) if not u] + res)
+    if kconsts:
+        raise FunclibError(
+            f"partial_eval_jaxpr: a partial-eval rule captured a constant array "
+            f"({aval_of(kconsts[0]).str_short()}); rules must build constants with primitives (iota, "
+            "broadcast_in_dim, ...) so that the known side stays closed"
+        )
+    known_j = Jaxpr([c.jvar for c in consts], kj.invars, kj.eqns, kj.outvars)
+    unknown_j = Jaxpr([], list(uj.constvars) + list(uj.invars), uj.eqns, uj.outvars)
+    return known_j, unknown_j, out_unknowns, len(res)

@@ -1,7 +1,8 @@
-"""Function transforms: autodiff, vmap, jacobians, custom rules, tracing."""
+"""Function transforms: autodiff, vmap, control flow, jacobians, custom rules, tracing."""
 
 from .autodiff import grad, jvp, linear_transpose, linearize, value_and_grad, vjp
 from .batching import vmap
+from .control_flow import associative_scan, cond, fori_loop, map, scan, switch, while_loop  # noqa: A004
 from .custom import checkpoint, custom_jvp, custom_vjp, remat
 from .jacobians import hessian, hvp, jacfwd, jacobian, jacrev
 from .jit import jit
@@ -15,6 +16,13 @@ __all__ = [
     "value_and_grad",
     "vjp",
     "vmap",
+    "associative_scan",
+    "cond",
+    "fori_loop",
+    "map",
+    "scan",
+    "switch",
+    "while_loop",
     "checkpoint",
     "custom_jvp",
     "custom_vjp",

@@ -470,7 +470,7 @@ class JitTrace(JaxprTrace):
     def new_arg(self, aval):
         t = super().new_arg(aval)
         if len(self.in_vars) < len(self.arg_names):
-            self.in_vars.append(t.var)
+            self.in_vars.append(t.jvar)
         return t
 
     def concretize(self, tracer, what):
@@ -486,7 +486,7 @@ class JitTrace(JaxprTrace):
     def _provenance(self, tracer) -> list[str]:
         if not (type(tracer) is JaxprTracer and tracer._trace is self):
             return []
-        target = {tracer.var}
+        target = {tracer.jvar}
         for eqn in reversed(self.eqns):
             if any(v in target for v in eqn.outputs):
                 target.update(a for a in eqn.inputs if type(a) is Var)
