@@ -81,5 +81,12 @@ def _setup(which):
 
 
 def cases() -> list[Case]:
-    return [Case("fusion gelu*sigmoid+layernorm f32[1024,1024]", lambda: _setup("jit"), calls=5, rounds=15,
-                 check=allclose(rtol=1e-3, atol=1e-4))]
+    return [
+        Case(
+            "fusion gelu*sigmoid+layernorm f32[1024,1024]",
+            lambda: _setup("jit"),
+            calls=5,
+            rounds=15,
+            check=allclose(rtol=1e-3, atol=1e-4),
+        )
+    ]

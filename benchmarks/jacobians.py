@@ -86,10 +86,25 @@ def _jac_setup(mode):
 
 def cases() -> list[Case]:
     return [
-        Case("hessian logsumexp(A tanh x) x:f32[128]", _hess_setup, calls=10, rounds=15,
-             check=allclose(rtol=1e-3, atol=1e-5)),
-        Case("jacfwd tanh(W2 tanh(W1 x)) 256->256", lambda: _jac_setup("jacfwd"), calls=10, rounds=15,
-             check=allclose(rtol=1e-3, atol=1e-5)),
-        Case("jacrev tanh(W2 tanh(W1 x)) 256->256", lambda: _jac_setup("jacrev"), calls=10, rounds=15,
-             check=allclose(rtol=1e-3, atol=1e-5)),
+        Case(
+            "hessian logsumexp(A tanh x) x:f32[128]",
+            _hess_setup,
+            calls=10,
+            rounds=15,
+            check=allclose(rtol=1e-3, atol=1e-5),
+        ),
+        Case(
+            "jacfwd tanh(W2 tanh(W1 x)) 256->256",
+            lambda: _jac_setup("jacfwd"),
+            calls=10,
+            rounds=15,
+            check=allclose(rtol=1e-3, atol=1e-5),
+        ),
+        Case(
+            "jacrev tanh(W2 tanh(W1 x)) 256->256",
+            lambda: _jac_setup("jacrev"),
+            calls=10,
+            rounds=15,
+            check=allclose(rtol=1e-3, atol=1e-5),
+        ),
     ]

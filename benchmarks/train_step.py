@@ -81,12 +81,19 @@ def _setup():
 
     p, x, y = init()
     fp = {k: fl.asarray(a) for k, a in p.items()}
-    state = {"p": fp, "m": {k: fl.zeros_like(a) for k, a in fp.items()}, "v": {k: fl.zeros_like(a) for k, a in fp.items()}, "t": fl.asarray(np.float32(0))}
+    state = {
+        "p": fp,
+        "m": {k: fl.zeros_like(a) for k, a in fp.items()},
+        "v": {k: fl.zeros_like(a) for k, a in fp.items()},
+        "t": fl.asarray(np.float32(0)),
+    }
     fx, fy = fl.asarray(x), fl.asarray(y)
     step = fl.jit(make_step(fl))
 
     def run_fl():
-        state["p"], state["m"], state["v"], state["t"], loss = step(state["p"], state["m"], state["v"], state["t"], fx, fy)
+        state["p"], state["m"], state["v"], state["t"], loss = step(
+            state["p"], state["m"], state["v"], state["t"], fx, fy
+        )
         return loss
 
     np_state = [dict(p), {k: np.zeros_like(a) for k, a in p.items()}, {k: np.zeros_like(a) for k, a in p.items()}, 0]

@@ -260,8 +260,9 @@ class TestNumericalCare:
 
 @settings(max_examples=30, deadline=None)
 @given(
-    ops=st.lists(st.sampled_from(["sin", "tanh", "mul", "add_c", "exp_neg", "square", "rev", "cumsum"]), min_size=1,
-                 max_size=6),
+    ops=st.lists(
+        st.sampled_from(["sin", "tanh", "mul", "add_c", "exp_neg", "square", "rev", "cumsum"]), min_size=1, max_size=6
+    ),
     data=st.lists(st.floats(-2, 2), min_size=4, max_size=4),
 )
 def test_random_programs_grad_matches_finite_differences(ops, data):
@@ -291,8 +292,11 @@ def test_random_programs_grad_matches_finite_differences(ops, data):
     eps = 1e-6
     fd = np.array(
         [
-            (float(f(f64(np.where(np.arange(4) == i, x.numpy() + eps, x.numpy()))))
-             - float(f(f64(np.where(np.arange(4) == i, x.numpy() - eps, x.numpy()))))) / (2 * eps)
+            (
+                float(f(f64(np.where(np.arange(4) == i, x.numpy() + eps, x.numpy()))))
+                - float(f(f64(np.where(np.arange(4) == i, x.numpy() - eps, x.numpy()))))
+            )
+            / (2 * eps)
             for i in range(4)
         ]
     )

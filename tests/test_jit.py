@@ -9,11 +9,11 @@ import threading
 
 import numpy as np
 import pytest
+from funclib.transforms.jit import RetraceError
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import funclib as fl
-from funclib.transforms.jit import RetraceError
 
 
 def f64(x):
@@ -79,8 +79,9 @@ def test_compositions():
 
 @settings(max_examples=20, deadline=None)
 @given(
-    ops=st.lists(st.sampled_from(["tanh", "mul", "add", "exp", "log1p_sq", "max0", "sum", "mm", "where"]),
-                 min_size=1, max_size=7),
+    ops=st.lists(
+        st.sampled_from(["tanh", "mul", "add", "exp", "log1p_sq", "max0", "sum", "mm", "where"]), min_size=1, max_size=7
+    ),
     seed=st.integers(0, 50),
 )
 def test_random_programs_jit_equals_eager(ops, seed):

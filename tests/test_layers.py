@@ -7,7 +7,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 LAYERS = {"kernels": 0, "funclib": 1, "transforms": 2, "nn": 3, "optim": 3}
-PACKAGE_OF = {"funclib.kernels": "kernels", "funclib.transforms": "transforms", "funclib.nn": "nn", "funclib.optim": "optim"}
+PACKAGE_OF = {
+    "funclib.kernels": "kernels",
+    "funclib.transforms": "transforms",
+    "funclib.nn": "nn",
+    "funclib.optim": "optim",
+}
 # user-facing entry points that re-export the layers above them
 EXEMPT = {"funclib/__init__.py", "funclib/testing/__init__.py", "funclib/testing/strategies.py"}
 
@@ -23,7 +28,9 @@ def _layer_of_module(name: str) -> str | None:
 
 def _imports(path: Path, folder: str):
     tree = ast.parse(path.read_text())
-    pkg_parts = [{"funclib": "funclib"}.get(folder, f"funclib.{folder}")] + list(path.relative_to(ROOT / folder).parts[:-1])
+    pkg_parts = [{"funclib": "funclib"}.get(folder, f"funclib.{folder}")] + list(
+        path.relative_to(ROOT / folder).parts[:-1]
+    )
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for a in node.names:
@@ -59,14 +66,22 @@ def _code_lines(path: Path) -> int:
     for node in ast.walk(ast.parse(src)):
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
             first = node.body[0]
-            if isinstance(first, ast.Expr) and isinstance(getattr(first, "value", None), ast.Constant) and isinstance(
-                first.value.value, str
+            if (
+                isinstance(first, ast.Expr)
+                and isinstance(getattr(first, "value", None), ast.Constant)
+                and isinstance(first.value.value, str)
             ):
                 doc_lines.update(range(first.lineno, first.end_lineno + 1))
     code = set()
     for tok in tokenize.generate_tokens(io.StringIO(src).readline):
-        if tok.type not in (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
-                            tokenize.ENDMARKER):
+        if tok.type not in (
+            tokenize.COMMENT,
+            tokenize.NL,
+            tokenize.NEWLINE,
+            tokenize.INDENT,
+            tokenize.DEDENT,
+            tokenize.ENDMARKER,
+        ):
             code.update(range(tok.start[0], tok.end[0] + 1))
     return len(code - doc_lines)
 

@@ -72,8 +72,9 @@ def test_python_control_flow_on_unbatched_values():
 
 @settings(max_examples=25, deadline=None)
 @given(
-    ops=st.lists(st.sampled_from(["sin", "mul_y", "sum_last", "cumsum", "matmul", "rev", "max"]), min_size=1,
-                 max_size=5),
+    ops=st.lists(
+        st.sampled_from(["sin", "mul_y", "sum_last", "cumsum", "matmul", "rev", "max"]), min_size=1, max_size=5
+    ),
     ax_x=st.sampled_from([0, 1, -1]),
     ax_y=st.sampled_from([0, None]),
     seed=st.integers(0, 100),
@@ -215,13 +216,13 @@ def test_jacobians_pytrees_and_hessian_symmetry():
     np.testing.assert_allclose(H, H.T, rtol=1e-10, atol=1e-12)
     eps = 1e-6
     gr = fl.grad(g)
-    fd = np.stack([(gr(x + eps * np.eye(5)[i]).numpy() - gr(x - eps * np.eye(5)[i]).numpy()) / (2 * eps)
-                   for i in range(5)])
+    fd = np.stack(
+        [(gr(x + eps * np.eye(5)[i]).numpy() - gr(x - eps * np.eye(5)[i]).numpy()) / (2 * eps) for i in range(5)]
+    )
     np.testing.assert_allclose(H, fd, rtol=1e-5, atol=1e-7)
     _, hv = fl.hvp(g, (x,), (f64(np.ones(5)),))
     np.testing.assert_allclose(hv.numpy(), H @ np.ones(5), rtol=1e-10)
-    np.testing.assert_allclose(fl.jacrev(g, chunk_size=2)(x).numpy(), fl.jacfwd(g, chunk_size=2)(x).numpy(),
-                               rtol=1e-12)
+    np.testing.assert_allclose(fl.jacrev(g, chunk_size=2)(x).numpy(), fl.jacfwd(g, chunk_size=2)(x).numpy(), rtol=1e-12)
 
 
 def test_compositions():

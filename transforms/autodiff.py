@@ -132,10 +132,7 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = Fa
         if p.dtype in dtypes.INEXACT and t.dtype != p.dtype:
             raise DTypeError(f"jvp: tangent {i} has dtype {t.dtype.name} but its primal has {p.dtype.name}")
     trace = JVPTrace(_state.trace)
-    ins = [
-        trace.new(p, t) if p.dtype in dtypes.INEXACT else p
-        for p, t in zip(p_leaves, t_leaves)
-    ]
+    ins = [trace.new(p, t) if p.dtype in dtypes.INEXACT else p for p, t in zip(p_leaves, t_leaves)]
     args = tree_util.unflatten(p_tree, ins)
     prev = _state.trace
     _state.trace = trace
@@ -277,7 +274,8 @@ def backward_pass(jaxpr: Jaxpr, consts: list, cts_out: list) -> list:
         args = []
         for v in eqn.inputs:
             if type(v) is Literal:
-                args.append(v.val)
+                # rules (and custom_vjp bwd functions) see tensors, not the raw NumPy value of a 0-d literal
+                args.append(_wrap(v.val) if type(v.val) is np.ndarray else v.val)
             elif v in linear:
                 args.append(UndefinedPrimal(v.aval))
             else:

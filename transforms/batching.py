@@ -5,11 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
-
 from funclib import tree as tree_util
-from funclib.core import ShapedArray, Tensor, Trace, Tracer, _state, aval_of
-from funclib.errors import ConcretizationError, ShapeError
+from funclib.core import ShapedArray, Trace, Tracer, _state, aval_of
+from funclib.errors import ConcretizationError
 from funclib.primitives._util import moveaxis
 from funclib.primitives.shape import broadcast_in_dim, concatenate, slice_
 
@@ -83,7 +81,6 @@ class BatchTrace(Trace):
         if prim.multiple_results:
             return [o if d is None else self.new(o, d) for o, d in zip(out, out_dim)]
         return out if out_dim is None else self.new(out, out_dim)
-
 
     def _collective(self, prim, args, params):
         vals = [a.val if type(a) is BatchTracer and a._trace is self else a for a in args]
@@ -169,9 +166,7 @@ def vmap(
                 raise TypeError(f"vmap: in_axes entries must be int or None, got {ax!r}")
             nd = len(x.shape)
             if not -nd <= ax < nd:
-                raise ValueError(
-                    f"vmap: in_axes={ax} is out of range for argument leaf {i} of shape {tuple(x.shape)}"
-                )
+                raise ValueError(f"vmap: in_axes={ax} is out of range for argument leaf {i} of shape {tuple(x.shape)}")
             ax %= nd
             norm.append(ax)
             sizes.setdefault(x.shape[ax], []).append(i)
@@ -308,5 +303,3 @@ def _chunked(fun, leaves, axes, in_tree, size, chunk, out_axes, axis_name):
 
 def batch_size_of(trace: BatchTrace) -> int:
     return trace.axis_size
-
-

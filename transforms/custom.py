@@ -284,8 +284,7 @@ def _lin_transpose(cts, *args, fun, bwd, n_res, out_avals):
     cts = [instantiate(c) if type(c) is not Zero else zeros(c.aval) for c in cts]
     in_cts = bwd(res, cts)
     out = [None] * (n_res + len(primals))
-    for t, c in zip(tangents, in_cts):
-        out.append(None if c is None else c)
+    out.extend(in_cts[: len(tangents)])
     return out
 
 

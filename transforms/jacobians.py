@@ -88,9 +88,7 @@ def jacfwd(
         touts = vmap(push, in_axes=tuple([0] * len(basis)), out_axes=-1, chunk_size=chunk_size)(*basis)
         o_leaves, o_tree = tree_util.flatten(touts)
         shapes = [tuple(x.shape) for x in leaves]
-        per_out = [
-            tree_util.unflatten(in_tree, _split_basis_dim(t, sizes, shapes, axis_front=False)) for t in o_leaves
-        ]
+        per_out = [tree_util.unflatten(in_tree, _split_basis_dim(t, sizes, shapes, axis_front=False)) for t in o_leaves]
         result = tree_util.unflatten(o_tree, [_unwrap_single(p, argnums) for p in per_out])
         if has_aux:
             # the aux value is not batched over the basis, so it is computed once more outside the vmap
@@ -189,4 +187,3 @@ def hvp(fun: Callable, primals: Sequence, tangents: Sequence):
     if len(primals) == 1:
         return out[0], tout[0]
     return out, tout
-

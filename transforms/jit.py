@@ -191,10 +191,16 @@ def _jit_partial_eval(trace: JaxprTrace, args, params):
     )
     known_args = [a for a, u in zip(args, unknowns) if not u]
     unknown_args = [a for a, u in zip(args, unknowns) if u]
-    known_out = trace.bind_parent(jit_p, known_args, {"jaxpr": known_j, "name": name}) if known_j.eqns or known_j.outvars else []
+    known_out = (
+        trace.bind_parent(jit_p, known_args, {"jaxpr": known_j, "name": name})
+        if known_j.eqns or known_j.outvars
+        else []
+    )
     n_known = len(known_out) - n_res
     k_outs, res = list(known_out[:n_known]), list(known_out[n_known:])
-    u_outs = trace.stage(jit_p, res + unknown_args, {"jaxpr": unknown_j, "name": name}, [v.aval for v in unknown_j.outvars])
+    u_outs = trace.stage(
+        jit_p, res + unknown_args, {"jaxpr": unknown_j, "name": name}, [v.aval for v in unknown_j.outvars]
+    )
     ki, ui = iter(k_outs), iter(u_outs)
     return [next(ui) if u else next(ki) for u in out_unk]
 
@@ -281,7 +287,9 @@ class Jitted:
         static = []
         for i in self.static_argnums:
             if i >= len(args):
-                raise TypeError(f"jit: static_argnums includes {i} but only {len(args)} positional arguments were given")
+                raise TypeError(
+                    f"jit: static_argnums includes {i} but only {len(args)} positional arguments were given"
+                )
             static.append(("pos", i, args[i]))
         for k in self.static_argnames:
             if k in kwargs:
@@ -342,7 +350,7 @@ class Jitted:
     def _leaf_names(self, in_tree, args, kwargs):
         dyn_pos = [i for i in range(len(args)) if i not in self.static_argnums]
         names = []
-        for j, i in enumerate(dyn_pos):
+        for i in dyn_pos:
             n = len(tree_util.leaves(args[i]))
             base = self._arg_name(i)
             names.extend([base] if n == 1 else [f"{base}[{k}]" for k in range(n)])
@@ -408,7 +416,9 @@ class Jitted:
             prog = entry.program
             if prog is None:
                 prog = entry.program = _program(entry.jaxpr)
-            outs = prog.run([c._value if isinstance(c, Tensor) else c for c in entry.consts] + [x._value for x in leaves])
+            outs = prog.run(
+                [c._value if isinstance(c, Tensor) else c for c in entry.consts] + [x._value for x in leaves]
+            )
             return tree_util.unflatten(entry.out_tree, [_wrap(o) for o in outs])
         outs = jit_p.bind(*entry.consts, *leaves, jaxpr=entry.jaxpr, name=self.__name__)
         return tree_util.unflatten(entry.out_tree, list(outs))
@@ -525,4 +535,3 @@ def jit(
     sn = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
     sa = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)
     return Jitted(fun, sn, sa, max_traces, donate_argnums)
-

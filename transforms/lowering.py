@@ -11,10 +11,10 @@ from __future__ import annotations
 import functools
 
 import numpy as np
+from funclib.kernels import fusion
 
 from funclib import config
 from funclib.jaxpr import Jaxpr, Literal, Var
-from funclib.kernels import fusion
 
 
 class Program:
@@ -97,7 +97,11 @@ def compile_program(jaxpr: Jaxpr) -> Program:
             for v in eqn.outputs:
                 slot[v] = new_slot()
                 outs.append(slot[v])
-            if eqn.prim.name not in ("dot_general", "jit") and eqn.prim.name not in _VIEW_PRIMS and _kernel_name(eqn) is None:
+            if (
+                eqn.prim.name not in ("dot_general", "jit")
+                and eqn.prim.name not in _VIEW_PRIMS
+                and _kernel_name(eqn) is None
+            ):
                 prog.fallback_names.add(eqn.prim.name)
             raw_steps.append((_impl_step(eqn), ins, outs, eqn.prim.multiple_results, eqn.prim.name))
         else:  # a fused group
@@ -126,7 +130,6 @@ def compile_program(jaxpr: Jaxpr) -> Program:
         prog.steps.append((fn, ins, outs, multi, tuple(frees_at.get(i, ()))))
         prog.describe_lines.append(f"{outs} = {label}{ins}")
     return prog
-
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -293,7 +296,9 @@ class FusedStep:
         if red is not None:
             axes = tuple(red.params["axes"])
             r = len(self.shape)
-            leading = axes == tuple(range(len(axes))) and not (axes == tuple(range(r - len(axes), r)) and len(axes) == r)
+            leading = axes == tuple(range(len(axes))) and not (
+                axes == tuple(range(r - len(axes), r)) and len(axes) == r
+            )
             self.red = (
                 _REDUCTIONS[red.prim.name],
                 pos[red.inputs[0]],
