@@ -56,8 +56,92 @@ class Program:
 
 def _impl_step(eqn):
     prim = eqn.prim
+    lower = _LOOP_LOWERINGS.get(prim.name)
+    if lower is not None:
+        step = lower(eqn)
+        if step is not None:
+            return step
     impl = prim.rule("impl")
     return functools.partial(impl, **eqn.params) if eqn.params else impl
+
+
+def _closed_program(cj) -> Program | None:
+    """A Program for a body ClosedJaxpr, its constants baked in; None if a constant is not concrete."""
+    j = cj.jaxpr
+    prog = j.cache.get("closed_program")
+    if prog is None:
+        consts = []
+        for c in cj.consts:
+            v = getattr(c, "_value", c)
+            if not isinstance(v, (np.ndarray, np.generic, int, float, bool, complex)) or hasattr(c, "_trace"):
+                return None
+            consts.append(np.asarray(v))
+        body = Jaxpr(j.constvars, j.invars, j.eqns, j.outvars)
+        body.cache["consts"] = consts
+        prog = compile_program(body)
+        j.cache["closed_program"] = prog
+    return prog
+
+
+def _lower_scan(eqn):
+    p = eqn.params
+    prog = _closed_program(p["jaxpr"])
+    if prog is None:
+        return None
+    nc, ncar, length, reverse = p["num_consts"], p["num_carry"], p["length"], p["reverse"]
+    y_avals = p["jaxpr"].out_avals[ncar:]
+
+    def run(*args):
+        consts = list(args[:nc])
+        carry = list(args[nc : nc + ncar])
+        xs = [np.asarray(x) for x in args[nc + ncar :]]
+        ys = [np.empty((length,) + a.shape, a.dtype) for a in y_avals]
+        for i in range(length - 1, -1, -1) if reverse else range(length):
+            out = prog.run(consts + carry + [x[i] for x in xs])
+            carry = out[:ncar]
+            for buf, y in zip(ys, out[ncar:]):
+                buf[i] = y
+        return [np.asarray(c) for c in carry] + ys
+
+    return run
+
+
+def _lower_while(eqn):
+    p = eqn.params
+    cprog, bprog = _closed_program(p["cond_jaxpr"]), _closed_program(p["body_jaxpr"])
+    if cprog is None or bprog is None:
+        return None
+    cn, bn, max_steps = p["cond_nconsts"], p["body_nconsts"], p["max_steps"]
+
+    def run(*args):
+        cc = list(args[:cn])
+        bc = list(args[cn : cn + bn])
+        carry = list(args[cn + bn :])
+        k = 0
+        while max_steps is None or k < max_steps:
+            if not cprog.run(cc + carry)[0]:
+                break
+            carry = bprog.run(bc + carry)
+            k += 1
+        return [np.asarray(c) for c in carry]
+
+    return run
+
+
+def _lower_cond(eqn):
+    progs = [_closed_program(b) for b in eqn.params["branches"]]
+    if any(pr is None for pr in progs):
+        return None
+
+    def run(index, *ops):
+        i = min(max(int(index), 0), len(progs) - 1)
+        return [np.asarray(o) for o in progs[i].run(list(ops))]
+
+    return run
+
+
+# loops run natively around their compiled bodies: one executor pass per iteration, no tracing or dispatch
+_LOOP_LOWERINGS = {"scan": _lower_scan, "while": _lower_while, "cond": _lower_cond}
 
 
 def compile_program(jaxpr: Jaxpr) -> Program:
@@ -100,6 +184,7 @@ def compile_program(jaxpr: Jaxpr) -> Program:
             if (
                 eqn.prim.name not in ("dot_general", "jit")
                 and eqn.prim.name not in _VIEW_PRIMS
+                and eqn.prim.name not in _LOOP_LOWERINGS
                 and _kernel_name(eqn) is None
             ):
                 prog.fallback_names.add(eqn.prim.name)
