@@ -70,10 +70,15 @@ _GENERIC = {
 }
 NATIVE = frozenset(set(_UNARY_FLOAT) | set(_GENERIC) | {"max", "min", "not", "convert", "integer_pow", "pow"})
 
+F16 = np.dtype(np.float16)
+BF16 = np.dtype("bfloat16") if "bfloat16" in np.sctypeDict else None
+HALF = frozenset(d for d in (F16, BF16) if d is not None)
+
 FUSIBLE_DTYPES = frozenset(
     np.dtype(t)
     for t in (np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64, F32, F64)
-)
+) | HALF
+
 
 
 @dataclass(frozen=True)
@@ -108,12 +113,19 @@ class KernelSpec:
     reduction: ReductionSpec | None = None
 
 
+def _compute(d: np.dtype) -> np.dtype:
+    """The register dtype: float16/bfloat16 are carried as uint16 in memory and computed in float32."""
+    return F32 if d in HALF else d
+
+
 def supports(name: str, dtypes_in: list[np.dtype], dtype_out: np.dtype) -> bool:
     """Whether an op can be emitted as a scalar expression for these dtypes."""
     if name not in NATIVE:
         return False
     if any(d not in FUSIBLE_DTYPES for d in dtypes_in) or dtype_out not in FUSIBLE_DTYPES:
         return False
+    dtypes_in = [_compute(d) for d in dtypes_in]
+    dtype_out = _compute(dtype_out)
     if name in _UNARY_FLOAT or name == "pow":
         return dtype_out in (F32, F64)
     if name in ("div", "safe_mul", "safe_div", "sqrt"):
@@ -124,7 +136,7 @@ def supports(name: str, dtypes_in: list[np.dtype], dtype_out: np.dtype) -> bool:
 
 
 def _expr(op: OpSpec, a: list[str], in_dtypes: list[str]) -> str:
-    d = np.dtype(op.dtype)
+    d = _compute(np.dtype(op.dtype))
     name = op.name
     if name in _UNARY_FLOAT:
         t32, t64 = _UNARY_FLOAT[name]
@@ -140,8 +152,13 @@ def _expr(op: OpSpec, a: list[str], in_dtypes: list[str]) -> str:
     if name == "not":
         return f"(not {a[0]})" if d == np.dtype(np.bool_) else f"(~{a[0]})"
     if name == "convert":
-        if d == np.dtype(np.bool_):
+        target = np.dtype(op.param)
+        if target == np.dtype(np.bool_):
             return f"({a[0]} != 0)"
+        if target == F16:
+            return f"h2f(f2h(np.float32({a[0]})))"  # round to half precision, keep computing in float32
+        if target in HALF:
+            return f"bf2f(f2bf(np.float32({a[0]})))"
         return f"np.{d.name}({a[0]})"
     if name == "integer_pow":
         y = int(op.param)
@@ -190,7 +207,11 @@ def generate_source(spec: KernelSpec) -> str:
     idx_all = ", ".join(f"i{k}" for k in range(r))
     for i, inp in enumerate(spec.inputs):
         idx = ", ".join("0" if (spec.rank and inp.bcast[k]) else f"i{k}" for k in range(r))
-        body.append(f"x{i} = in{i}[{idx}]")
+        load = f"in{i}[{idx}]"
+        dt = np.dtype(inp.dtype)
+        if dt in HALF:
+            load = f"{'h2f' if dt == F16 else 'bf2f'}({load})"
+        body.append(f"x{i} = {load}")
     for j, op in enumerate(spec.ops):
         ae = []
         for ref in op.args:
@@ -199,19 +220,22 @@ def generate_source(spec: KernelSpec) -> str:
             elif ref[0] == "op":
                 ae.append(f"t{ref[1]}")
             else:
-                key = (ref[1], ref[2])
+                key = (ref[1], _compute(np.dtype(ref[2])).name)
                 if key not in consts:
                     consts[key] = f"c{len(consts)}"
                 ae.append(consts[key])
         body.append(f"t{j} = {_expr(op, ae, [])}")
     for k, j in enumerate(spec.outputs):
-        body.append(f"out{k}[{idx_all}] = t{j}")
+        dt = np.dtype(spec.ops[j].dtype)
+        val = f"t{j}" if dt not in HALF else f"{'f2h' if dt == F16 else 'f2bf'}(t{j})"
+        body.append(f"out{k}[{idx_all}] = {val}")
     lines = [
         "import math",
         "import numba",
         "import numpy as np",
         "from funclib.kernels.vmath import fexp, flog, flog1p, fexpm1, ftanh, flogistic, ferf, fsin, fcos, fpow",
         "from funclib.kernels.fusion import _logistic64",
+        "from funclib.kernels.halfconv import bf2f, f2bf, f2h, h2f",
         "",
     ]
     for dn in ("float32", "float64"):
@@ -232,7 +256,7 @@ def generate_source(spec: KernelSpec) -> str:
             ind += "    "
         lines += [ind + b for b in body]
         return "\n".join(lines) + "\n"
-    d = np.dtype(red.dtype)
+    d = _compute(np.dtype(red.dtype))
     m = red.n_reduced
     if red.leading:
         kept = list(range(m, r))

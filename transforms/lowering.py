@@ -417,7 +417,9 @@ class FusedStep:
         if self.red is not None:
             kind, op, leading, _, dtype, _ = self.red
             n_red = csplit if leading else len(cshape) - csplit
-            reduction = fusion.ReductionSpec(kind, op, n_red, leading, dtype.name)
+            # half-precision reductions accumulate in (and are written from) a float32 buffer
+            acc = np.dtype(np.float32) if dtype in fusion.HALF else dtype
+            reduction = fusion.ReductionSpec(kind, op, n_red, leading, acc.name)
         return fusion.KernelSpec(
             rank=len(cshape),
             inputs=tuple(
@@ -451,17 +453,24 @@ class FusedStep:
             src = fusion.generate_source(spec)
             k = fusion.load_kernel(src)
             self.kernels[key] = k
-        ins = [v.reshape(c) for v, c in zip(views, cins)]
+        ins = [_u16(v.reshape(c)) for v, c in zip(views, cins)]
         outs = [np.empty(cshape, d) for d in self.out_dtypes]
         dims = np.asarray(cshape, dtype=np.int64)
         if self.red is None:
-            k(*ins, *outs, dims)
+            k(*ins, *[_u16(o) for o in outs], dims)
             return [o.reshape(self.shape) for o in outs]
         _, _, leading, _, dtype, out_shape = self.red
         kept = cshape[csplit:] if leading else cshape[:csplit]
-        red = np.empty(kept or (1,), dtype)
-        k(*ins, *outs, red, dims)
+        half = dtype in fusion.HALF
+        red = np.empty(kept or (1,), np.float32 if half else dtype)
+        k(*ins, *[_u16(o) for o in outs], red, dims)
+        red = red.astype(dtype) if half else red
         return [o.reshape(self.shape) for o in outs] + [red.reshape(out_shape)]
+
+
+def _u16(a):
+    # numba computes with neither float16 nor bfloat16 arrays: kernels read and write their bits as uint16
+    return a.view(np.uint16) if a.dtype in fusion.HALF else a
 
 
 def build(group: Group) -> FusedStep:
