@@ -32,8 +32,8 @@ from .dtypes import (  # noqa: F401
 )
 from .dtypes import bool_ as bool  # noqa: F401, A001
 from .jaxpr import ClosedJaxpr, Jaxpr, eval_jaxpr, typecheck  # noqa: F401
-from .ops import methods as _methods  # noqa: F401
 from .ops import fft, linalg  # noqa: F401
+from .ops import methods as _methods  # noqa: F401
 from .ops.creation import *  # noqa: F401, F403
 from .ops.elementwise import *  # noqa: F401, F403
 from .ops.elementwise import pow, round  # noqa: F401, A004
@@ -52,6 +52,7 @@ from .ops.sorting import *  # noqa: F401, F403
 from .primitives.collectives import all_gather, axis_index, pmax, pmean, pmin, psum  # noqa: F401
 from .primitives.elementwise import stop_gradient  # noqa: F401, F811
 from .primitives.shape import dynamic_slice, dynamic_update_slice  # noqa: F401
+from .serialization import SerializationError, load, save  # noqa: F401
 
 __version__ = "0.1.0"
 __array_api_version__ = "2023.12"

@@ -427,6 +427,8 @@ class Tensor:
     def _scalar(self, what):
         if self.size != 1:
             raise TypeError(f"only one-element tensors can be converted to Python {what}, got shape {self.shape}")
+        if what != "complex" and self.dtype.kind == "c":
+            raise TypeError(f"cannot convert a complex tensor to Python {what}; use fl.real(x) or fl.abs(x)")
         return self._value.reshape(())[()]
 
     def __hash__(self):

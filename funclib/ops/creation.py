@@ -64,7 +64,9 @@ def asarray(obj, /, *, dtype=None, device=None, copy: bool | None = None) -> Ten
         if want is None or obj.dtype == want:
             return obj
         if copy is False:
-            raise ValueError(f"asarray: converting {obj.dtype.name} to {want.name} needs a copy, but copy=False")
+            raise ValueError(
+                f"asarray: converting {obj.dtype.name} to {want.name} needs a copy, but copy=False"
+            )
         return convert(obj, want)
     if type(obj) in _PY_SCALARS:
         d = want or dtypes.python_scalar_dtype(obj)
@@ -108,7 +110,9 @@ def asarray(obj, /, *, dtype=None, device=None, copy: bool | None = None) -> Ten
         if d is None:
             d0 = dtypes.canonicalize(arr.dtype) if arr.dtype in dtypes._KNOWN else None
             if d0 is None:
-                raise DTypeError(f"asarray: the sequence holds values of unsupported type (NumPy dtype {arr.dtype})")
+                raise DTypeError(
+                    f"asarray: the sequence holds values of unsupported type (NumPy dtype {arr.dtype})"
+                )
         return _wrap(arr)
     if hasattr(obj, "__array__"):
         return asarray(np.asarray(obj), dtype=dtype, copy=copy)
@@ -120,8 +124,8 @@ def asarray(obj, /, *, dtype=None, device=None, copy: bool | None = None) -> Ten
         # buffer protocol: shared when read-only (bytes), else copied like a writable NumPy array
         return asarray(np.asarray(view), dtype=dtype, copy=copy)
     raise TypeError(
-        f"asarray: cannot convert {type(obj).__name__} to a Tensor; pass a Tensor, a NumPy array, a Python scalar "
-        "or a nested list of them"
+        f"asarray: cannot convert {type(obj).__name__} to a Tensor; pass a Tensor, a NumPy array, a Python "
+        "scalar, a buffer or a nested list of them"
     )
 
 
@@ -162,7 +166,8 @@ def astype(x, dtype, /, *, copy: bool = True, device=None) -> Tensor:
     d = dtypes.canonicalize(dtype)
     if x.dtype in dtypes.COMPLEX and d not in dtypes.COMPLEX:
         raise DTypeError(
-            f"astype: casting {x.dtype.name} to {d.name} would drop the imaginary part; use fl.real(x) or fl.abs(x)"
+            f"astype: casting {x.dtype.name} to {d.name} would drop the imaginary part; "
+            "use fl.real(x) or fl.abs(x)"
         )
     return convert(x, d)
 
@@ -218,7 +223,7 @@ def ones(shape, *, dtype=None, device=None) -> Tensor:
 
 
 def empty(shape, *, dtype=None, device=None) -> Tensor:
-    """An uninitialized tensor; funclib fills it with zeros (immutable tensors are never observed uninitialized)."""
+    """A tensor of ``shape`` filled with zeros (an immutable tensor is never observed uninitialized)."""
     return zeros(shape, dtype=dtype, device=device)
 
 
@@ -271,7 +276,9 @@ def arange(start, /, stop=None, step=1, *, dtype=None, device=None) -> Tensor:
     _check_device(device, "arange")
     for v in (start, stop, step):
         if isinstance(v, Tracer):
-            raise TypeError("arange: start/stop/step must be concrete numbers (the output shape depends on them)")
+            raise TypeError(
+                "arange: start/stop/step must be concrete numbers (the output shape depends on them)"
+            )
     if stop is None:
         start, stop = 0, start
     if step == 0:
@@ -282,9 +289,19 @@ def arange(start, /, stop=None, step=1, *, dtype=None, device=None) -> Tensor:
         d = dtypes.default_float if is_float else dtypes.default_int
     else:
         d = dtypes.canonicalize(dtype)
-    n = builtins.max(int(np.ceil((stop - start) / step)), 0)
+    if all(isinstance(v, int) for v in (start, stop, step)):
+        n = builtins.max(-((start - stop) // step), 0)  # ceil((stop - start) / step), exact for any int size
+    else:
+        n = builtins.max(int(np.ceil((stop - start) / step)), 0)
     if _state.trace is None:
-        return _wrap((start + step * np.arange(n, dtype=np.float64 if d in dtypes.INEXACT else np.int64)).astype(d))
+        if d in dtypes.INTEGER and isinstance(start, int) and isinstance(step, int):
+            # computed in the target dtype, so uint64 values beyond the int64 range stay exact
+            i = np.arange(n, dtype=d)
+            if step > 0:
+                return _wrap(np.asarray(start, d) + np.asarray(step, d) * i)
+            return _wrap(np.asarray(start, d) - np.asarray(-step, d) * i)
+        wide = np.float64 if d in dtypes.INEXACT else np.int64
+        return _wrap((start + step * np.arange(n, dtype=wide)).astype(d))
     from .elementwise import add, multiply
 
     base = convert(S.iota(dtypes.int64, (n,), 0), d)
@@ -330,10 +347,13 @@ def eye(n_rows: int, n_cols: int | None = None, /, *, k: int = 0, dtype=None, de
 
 
 def from_dlpack(x, /, *, device=None, copy=None) -> Tensor:
-    """A Tensor from any object supporting DLPack (copied unless read-only)."""
+    """A Tensor from any object supporting DLPack; a writable source is copied, as in ``asarray``.
+
+    >>> fl.from_dlpack(np.arange(3))
+    Tensor([0, 1, 2], dtype=int64)
+    """
     _check_device(device, "from_dlpack")
-    arr = np.from_dlpack(x)
-    return asarray(arr if (copy is False or not arr.flags.writeable) else arr.copy())
+    return asarray(np.from_dlpack(x), copy=copy)
 
 
 def meshgrid(*arrays, indexing: str = "xy") -> list[Tensor]:

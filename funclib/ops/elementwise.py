@@ -11,6 +11,7 @@ from ..core import Tensor, _state, _wrap
 from ..errors import DTypeError
 from ..primitives import elementwise as E
 from ..primitives.elementwise import (  # noqa: F401  (re-exported)
+    _to_tensor,
     abs,
     acos,
     acosh,
@@ -27,7 +28,6 @@ from ..primitives.elementwise import (  # noqa: F401  (re-exported)
     bitwise_right_shift,
     bitwise_xor,
     cbrt,
-    conj,
     convert,
     copysign,
     cos,
@@ -41,7 +41,6 @@ from ..primitives.elementwise import (  # noqa: F401  (re-exported)
     floor_divide,
     greater,
     greater_equal,
-    imag,
     integer_pow,
     isfinite,
     isinf,
@@ -58,7 +57,7 @@ from ..primitives.elementwise import (  # noqa: F401  (re-exported)
     nextafter,
     not_equal,
     polygamma,
-    real,
+    promote_pair,
     remainder,
     safe_mul,
     sigmoid,
@@ -70,7 +69,6 @@ from ..primitives.elementwise import (  # noqa: F401  (re-exported)
     tan,
     tanh,
 )
-from ..primitives.elementwise import _to_tensor, promote_pair
 
 _LN2 = 0.6931471805599453
 _LN10 = 2.302585092994046
@@ -111,6 +109,41 @@ def pow(x1, x2, /):
     return E.pow(x1, x2)
 
 
+def _real_identity(name, complex_fn, real_fn, doc):
+    def f(x, /):
+        x = _to_tensor(x, name)
+        if x.dtype in dtypes.COMPLEX:
+            return complex_fn(x)
+        if x.dtype == dtypes.bool_:
+            raise DTypeError(f"{name}: unsupported dtype bool; expected a numeric dtype")
+        return real_fn(x)
+
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = doc
+    return f
+
+
+conj = _real_identity(
+    "conj",
+    E.conj,
+    lambda x: x,
+    "Complex conjugate (the identity on real tensors).\n\n>>> fl.conj(fl.asarray([1 + 2j]))\n"
+    "Tensor([1.-2.j], dtype=complex64)",
+)
+real = _real_identity(
+    "real",
+    E.real,
+    lambda x: x,
+    "Real part (the identity on real tensors).\n\n>>> fl.real(fl.asarray([1 + 2j]))\nTensor([1.], dtype=float32)",
+)
+imag = _real_identity(
+    "imag",
+    E.imag,
+    lambda x: E.select(_wrap(np.zeros((), dtypes.bool_)), x, _wrap(np.zeros((), x.dtype))),
+    "Imaginary part (zeros on real tensors).\n\n>>> fl.imag(fl.asarray([1 + 2j]))\nTensor([2.], dtype=float32)",
+)
+
+
 def positive(x, /):
     """``+x``."""
     x = _to_tensor(x, "positive")
@@ -133,14 +166,32 @@ def exp2(x, /):
     return E.pow(_wrap(np.full((), 2, x.dtype)), x)
 
 
+def _log_base(x, ln_base, name):
+    x = _float(x, name)
+    y = log(x)
+    if x.dtype in dtypes.COMPLEX:
+        # scale the parts separately: a complex division would turn log(inf + 0j) = inf + 0j into inf + nan j
+        c = _wrap(np.asarray(ln_base, dtypes.real_dtype(x.dtype)))
+        return E.complex_from(divide(E.real(y), c), divide(E.imag(y), c))
+    return divide(y, _wrap(np.asarray(ln_base, x.dtype)))
+
+
 def log2(x, /):
-    x = _float(x, "log2")
-    return divide(log(x), _wrap(np.asarray(_LN2, x.dtype)) if x.dtype not in dtypes.COMPLEX else _LN2)
+    """Base-2 logarithm, ``log(x) / log(2)``.
+
+    >>> fl.log2(fl.asarray([1.0, 8.0]))
+    Tensor([0., 3.], dtype=float32)
+    """
+    return _log_base(x, _LN2, "log2")
 
 
 def log10(x, /):
-    x = _float(x, "log10")
-    return divide(log(x), _wrap(np.asarray(_LN10, x.dtype)) if x.dtype not in dtypes.COMPLEX else _LN10)
+    """Base-10 logarithm, ``log(x) / log(10)``.
+
+    >>> fl.log10(fl.asarray([1.0, 100.0]))
+    Tensor([0., 2.], dtype=float32)
+    """
+    return _log_base(x, _LN10, "log10")
 
 
 def logaddexp(x1, x2, /):

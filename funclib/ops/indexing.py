@@ -1,9 +1,9 @@
 """NumPy-style indexing (``x[idx]``) and functional updates (``x.at[idx].set(v)``), take, take_along_axis.
 
-Basic indices (ints, slices, ``...``, ``None``) lower to static ``slice``/``rev``/``reshape``. Anything with
-integer arrays, traced integers or boolean masks lowers to one ``gather`` over index tuples built here; ``.at``
-always lowers to one ``scatter``/``scatter_add``. Boolean masks need a concrete mask (eager, or a mask that is not
-traced, e.g. under ``grad``): their output shape depends on the data.
+Basic indices (ints, slices, ``...``, ``None``) lower to static ``slice``/``rev``/``reshape``. Anything
+with integer arrays, traced integers or boolean masks lowers to one ``gather`` over index tuples built
+here; ``.at`` always lowers to one ``scatter``/``scatter_add``. Boolean masks need a concrete mask
+(eager, or a mask that is not traced, e.g. under ``grad``): their output shape depends on the data.
 """
 
 from __future__ import annotations
@@ -165,10 +165,10 @@ def _basic_get(x, keys):
 
 def _index_plan(x, keys):
     """Build full index tuples for ``x[keys]``: returns (idx (result_shape + (ndim,)) int64, result_shape)."""
-    adv_pos = [i for i, k in enumerate(keys) if _is_array_index(k) or isinstance(k, Tracer) or _is_int_scalar(k)]
-    has_array = builtins.any(_is_array_index(k) or isinstance(k, Tracer) for k in keys)
-    if not has_array:
-        adv_pos = []
+    # ints count as 0-d index arrays: with no arrays around they broadcast to (), which only drops the axis
+    adv_pos = [
+        i for i, k in enumerate(keys) if _is_array_index(k) or isinstance(k, Tracer) or _is_int_scalar(k)
+    ]
     adv = []
     for i in adv_pos:
         k = keys[i]
@@ -258,7 +258,9 @@ class _IndexUpdateRef:
         x = self.x
         keys = _expand_key(x, self.key)
         if any(type(k) is _NewAxis for k in keys):
-            raise IndexError("at[...]: 0-d boolean indices are not supported in updates; use fl.where(cond, new, x)")
+            raise IndexError(
+                "at[...]: 0-d boolean indices are not supported in updates; use fl.where(cond, new, x)"
+            )
         none_pos = [i for i, k in enumerate(keys) if k is None]
         keys_wo = [k for k in keys if k is not None]
         idx, rshape = _index_plan(x, keys_wo)
@@ -276,7 +278,8 @@ class _IndexUpdateRef:
             v = S.broadcast_to(v, tuple(full)) if tuple(v.shape) != tuple(full) else v
         except ShapeError:
             raise ShapeError(
-                f"at[...]: update of shape {tuple(v.shape)} does not broadcast to the indexed shape {tuple(full)}"
+                f"at[...]: update of shape {tuple(v.shape)} does not broadcast to the indexed shape "
+                f"{tuple(full)}"
             ) from None
         return S.reshape(v, rshape) if tuple(full) != rshape else v
 
@@ -359,11 +362,14 @@ def take_along_axis(x, indices, /, *, axis: int = -1) -> Tensor:
 
     ax = normalize_axis(axis, x.ndim, "take_along_axis")
     if indices.ndim != x.ndim:
-        raise ShapeError(f"take_along_axis: indices rank {indices.ndim} must equal the tensor's rank {x.ndim}")
+        raise ShapeError(
+            f"take_along_axis: indices rank {indices.ndim} must equal the tensor's rank {x.ndim}"
+        )
     from ..primitives._util import broadcast_shapes
 
     oshape = list(broadcast_shapes(
-        tuple(d for i, d in enumerate(x.shape) if i != ax), tuple(d for i, d in enumerate(indices.shape) if i != ax)
+        tuple(d for i, d in enumerate(x.shape) if i != ax),
+        tuple(d for i, d in enumerate(indices.shape) if i != ax),
     ))
     oshape.insert(ax, indices.shape[ax])
     oshape = tuple(oshape)

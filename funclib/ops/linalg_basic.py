@@ -86,7 +86,7 @@ def vecdot(x1, x2, /, *, axis: int = -1):
         a = E.conj(a)
     from .reductions import sum
 
-    return sum(E.multiply(a, b), axis=ax)
+    return sum(E.multiply(a, b), axis=ax, dtype=a.dtype)  # keep the promoted dtype (no int widening)
 
 
 def outer(x1, x2, /):

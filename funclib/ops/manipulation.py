@@ -106,7 +106,9 @@ def squeeze(x, /, axis=None) -> Tensor:
     if axis is None:
         axes = tuple(i for i, d in enumerate(x.shape) if d == 1)
     else:
-        axes = tuple(normalize_axis(a, x.ndim, "squeeze") for a in ((axis,) if isinstance(axis, int) else axis))
+        axes = tuple(
+            normalize_axis(a, x.ndim, "squeeze") for a in ((axis,) if isinstance(axis, int) else axis)
+        )
     return S.squeeze(x, axes)
 
 
@@ -144,7 +146,9 @@ def stack(arrays, /, *, axis: int = 0) -> Tensor:
     shape = tuple(arrays[0].shape)
     for a in arrays:
         if tuple(a.shape) != shape:
-            raise ShapeError(f"stack: all tensors must have one shape, got {[tuple(b.shape) for b in arrays]}")
+            raise ShapeError(
+                f"stack: all tensors must have one shape, got {[tuple(b.shape) for b in arrays]}"
+            )
     ax = normalize_axis(axis, len(shape) + 1, "stack")
     return S.concatenate([S.expand_dims(a, [ax]) for a in arrays], ax)
 
@@ -303,7 +307,10 @@ def pad(x, pad_width, mode: str = "constant", constant_values=0) -> Tensor:
     pw = np.broadcast_to(np.asarray(pad_width, dtype=np.int64), (x.ndim, 2))
     from ..core import _wrap
 
-    v = constant_values if isinstance(constant_values, Tensor) else _wrap(np.asarray(constant_values, x.dtype))
+    if isinstance(constant_values, Tensor):
+        v = constant_values
+    else:
+        v = _wrap(np.asarray(constant_values, x.dtype))
     if v.dtype != x.dtype:
         v = convert(v, x.dtype)
     return S.pad(x, v, tuple((int(lo), int(hi), 0) for lo, hi in pw))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import numpy as np
 
 from .. import dtypes
@@ -99,12 +98,13 @@ def mean(x, /, *, axis=None, keepdims: bool = False) -> Tensor:
     """
     x = _to_tensor(x, "mean")
     if x.dtype not in dtypes.INEXACT:
-        raise DTypeError(f"mean: expected a floating-point dtype, got {x.dtype.name}; cast with .astype(fl.float32)")
+        raise DTypeError(
+            f"mean: expected a floating-point dtype, got {x.dtype.name}; cast with .astype(fl.float32)"
+        )
     axes = _axes(x, axis, "mean")
     n = _count(x, axes)
     s = R.reduce_sum(x, axes)
-    return _keep(E.divide(s, _wrap(np.asarray(n, x.dtype))) if n else E.divide(s, _wrap(np.asarray(0, x.dtype))),
-                 x, axes, keepdims)
+    return _keep(E.divide(s, _wrap(np.asarray(n, x.dtype))), x, axes, keepdims)
 
 
 def var(x, /, *, axis=None, correction=0.0, keepdims: bool = False) -> Tensor:

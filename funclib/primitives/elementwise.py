@@ -586,7 +586,7 @@ conj_p.def_transpose(lambda ct, x: [conj(ct)])
 def _safe_mul_np(x, y):
     with np.errstate(invalid="ignore", over="ignore"):
         out = np.multiply(x, y)
-    if out.dtype.kind in "fc":
+    if out.dtype in FLOAT:  # not dtype.kind: bfloat16's kind is "V"
         bad = ~np.isfinite(out)
         if bad.any():
             # an exactly-zero factor annihilates inf/nan in the other: zero cotangents stay zero (DESIGN §5)
@@ -640,9 +640,9 @@ safe_div_p, safe_div = binary(
 
 
 def _pow_dx(x, y, o, t):
-    # y * x**(y-1), with the y == 0 case exactly 0 (so d/dx x**0 = 0 even at x = 0)
-    ym1 = select(y == 0, _wrap(np.ones((), y.dtype)), y - 1.0)
-    return safe_mul(t, y * pow(x, ym1))
+    # y * x**(y-1), exactly 0 where y == 0 (so d/dx x**0 = 0 even at x = 0); safe_mul rather than a select on
+    # y keeps the y-derivative of this expression right at y == 0 (second order)
+    return safe_mul(t, safe_mul(y, pow(x, y - 1.0)))
 
 
 def _pow_dy(x, y, o, t):
@@ -653,7 +653,7 @@ def _pow_dy(x, y, o, t):
 
 def _pow_np(x, y):
     out = np.power(x, y)
-    if np.ndim(y) == 0 and y == 0.5 and out.dtype in REAL_FLOAT:
+    if (y.__class__ is builtins.float or getattr(y, "ndim", 1) == 0) and y == 0.5 and out.dtype in REAL_FLOAT:
         # NumPy computes x ** 0.5 as sqrt(x): -0 at -0 and nan at -inf, where the standard wants +0 and +inf
         out = np.where(np.isinf(x) | (x == 0), np.abs(x), out)
     return out
@@ -800,9 +800,11 @@ def _complex_jvp(primals, tangents):
 
 @complex_p.def_transpose
 def _complex_transpose(ct, x, y):
+    # a cotangent c pairs with a tangent as Re(c * t) (JAX's convention, as in imag's transpose): Re(c * i dy)
+    # is -Im(c) dy
     return [
         unbroadcast(real(ct), x.aval) if is_undefined(x) else None,
-        unbroadcast(imag(ct), y.aval) if is_undefined(y) else None,
+        unbroadcast(negative(imag(ct)), y.aval) if is_undefined(y) else None,
     ]
 
 
@@ -924,6 +926,7 @@ stop_gradient_p.kernel = "copy"
 stop_gradient_p.def_impl(lambda x: x)
 stop_gradient_p.def_abstract_eval(lambda x: ShapedArray(x.shape, x.dtype))
 stop_gradient_p.no_rule["transpose"] = "its tangent is always zero, so no cotangent flows through it"
+stop_gradient_p.no_rule["jvp"] = "its derivative is zero by definition"
 
 
 @stop_gradient_p.def_jvp
