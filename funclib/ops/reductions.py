@@ -30,12 +30,16 @@ def _keep(y, x, axes, keepdims):
     return S.reshape(y, tuple(1 if i in axes else d for i, d in enumerate(x.shape)))
 
 
+_TO_INT64 = frozenset(dtypes.SIGNED + dtypes.BOOL)
+_TO_UINT64 = frozenset(dtypes.UNSIGNED)
+
+
 def _sum_dtype(d, dtype):
     if dtype is not None:
         return dtypes.canonicalize(dtype)
-    if d == dtypes.bool_ or d in dtypes.SIGNED:
+    if d in _TO_INT64:
         return dtypes.default_int
-    if d in dtypes.UNSIGNED:
+    if d in _TO_UINT64:
         return dtypes.uint64
     return d
 
