@@ -1,0 +1,196 @@
+"""Containers: ``Sequential``, ``ModuleList``, ``ModuleDict``. Children are named ``"0"``, ``"1"``, ... (or by
+key), so state_dict names match PyTorch's (``layers.0.weight``).
+
+>>> import funclib as fl, funclib.nn as nn
+>>> net = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+>>> net(fl.ones((3, 4))).shape
+(3, 2)
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator, Mapping
+
+from .module import Module
+
+__all__ = ["Sequential", "ModuleList", "ModuleDict"]
+
+
+def _index(idx, n: int, what: str) -> int:
+    if isinstance(idx, str):
+        idx = int(idx)
+    idx = int(idx)
+    if not -n <= idx < n:
+        raise IndexError(f"{what}: index {idx} is out of range for {n} modules")
+    return idx % n
+
+
+class Sequential(Module):
+    """Modules applied in order: ``Sequential(a, b, c)(x) == c(b(a(x)))``; also takes an ``OrderedDict`` of named
+    modules. Indexing with an int gives a module, with a slice a new ``Sequential``."""
+
+    def __init__(self, *args):
+        super().__init__()
+        if len(args) == 1 and isinstance(args[0], OrderedDict):
+            for name, m in args[0].items():
+                self.add_module(name, m)
+        else:
+            for i, m in enumerate(args):
+                self.add_module(str(i), m)
+
+    def __getitem__(self, idx):
+        items = list(self._modules.items())
+        if isinstance(idx, slice):
+            return Sequential(OrderedDict(items[idx]))
+        if isinstance(idx, str) and idx in self._modules:
+            return self._modules[idx]
+        return items[_index(idx, len(items), "Sequential")][1]
+
+    def __setitem__(self, idx, module: Module) -> None:
+        key = list(self._modules)[_index(idx, len(self._modules), "Sequential")]
+        self.add_module(key, module)
+
+    def __delitem__(self, idx) -> None:
+        keys = list(self._modules)
+        if isinstance(idx, slice):
+            for k in keys[idx]:
+                del self._modules[k]
+        else:
+            del self._modules[keys[_index(idx, len(keys), "Sequential")]]
+        if all(k.isdigit() for k in self._modules):
+            mods = list(self._modules.values())
+            self._modules.clear()
+            for i, m in enumerate(mods):
+                self._modules[str(i)] = m
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self) -> Iterator[Module]:
+        return iter(self._modules.values())
+
+    def append(self, module: Module) -> Sequential:
+        self.add_module(str(len(self)), module)
+        return self
+
+    def extend(self, modules: Iterable[Module]) -> Sequential:
+        for m in modules:
+            self.append(m)
+        return self
+
+    def insert(self, index: int, module: Module) -> Sequential:
+        mods = list(self._modules.values())
+        mods.insert(index if index >= 0 else len(mods) + 1 + index, module)
+        self._modules.clear()
+        for i, m in enumerate(mods):
+            self.add_module(str(i), m)
+        return self
+
+    def forward(self, input):
+        for m in self._modules.values():
+            input = m(input)
+        return input
+
+
+class ModuleList(Module):
+    """A list of modules, registered as children ``"0"``, ``"1"``, ...; index, iterate, ``append``, ``extend``."""
+
+    def __init__(self, modules: Iterable[Module] | None = None):
+        super().__init__()
+        if modules is not None:
+            self.extend(modules)
+
+    def __getitem__(self, idx):
+        mods = list(self._modules.values())
+        if isinstance(idx, slice):
+            return ModuleList(mods[idx])
+        return mods[_index(idx, len(mods), "ModuleList")]
+
+    def __setitem__(self, idx, module: Module) -> None:
+        self.add_module(str(_index(idx, len(self._modules), "ModuleList")), module)
+
+    def __delitem__(self, idx) -> None:
+        mods = list(self._modules.values())
+        del mods[idx if isinstance(idx, slice) else _index(idx, len(mods), "ModuleList")]
+        self._modules.clear()
+        for i, m in enumerate(mods):
+            self._modules[str(i)] = m
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self) -> Iterator[Module]:
+        return iter(self._modules.values())
+
+    def __add__(self, other: Iterable[Module]) -> ModuleList:
+        return ModuleList([*self, *other])
+
+    def append(self, module: Module) -> ModuleList:
+        self.add_module(str(len(self)), module)
+        return self
+
+    def extend(self, modules: Iterable[Module]) -> ModuleList:
+        for m in modules:
+            self.append(m)
+        return self
+
+    def insert(self, index: int, module: Module) -> None:
+        mods = list(self._modules.values())
+        mods.insert(index, module)
+        self._modules.clear()
+        for i, m in enumerate(mods):
+            self.add_module(str(i), m)
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError("ModuleList has no forward(); iterate over it in your module's forward")
+
+
+class ModuleDict(Module):
+    """A dict of modules registered under their keys; ``model.blocks["enc"]``, ``keys()``, ``items()``."""
+
+    def __init__(self, modules: Mapping[str, Module] | Iterable[tuple[str, Module]] | None = None):
+        super().__init__()
+        if modules is not None:
+            self.update(modules)
+
+    def __getitem__(self, key: str) -> Module:
+        return self._modules[key]
+
+    def __setitem__(self, key: str, module: Module) -> None:
+        self.add_module(key, module)
+
+    def __delitem__(self, key: str) -> None:
+        del self._modules[key]
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._modules)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._modules
+
+    def keys(self):
+        return self._modules.keys()
+
+    def items(self):
+        return self._modules.items()
+
+    def values(self):
+        return self._modules.values()
+
+    def pop(self, key: str) -> Module:
+        return self._modules.pop(key)
+
+    def clear(self) -> None:
+        self._modules.clear()
+
+    def update(self, modules) -> None:
+        items = modules.items() if isinstance(modules, Mapping) else modules
+        for k, m in items:
+            self.add_module(k, m)
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError("ModuleDict has no forward(); index it in your module's forward")

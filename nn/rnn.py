@@ -1,0 +1,396 @@
+"""Recurrent layers ``RNN``, ``LSTM``, ``GRU`` (multi-layer, bidirectional, ``batch_first``, inter-layer dropout,
+LSTM ``proj_size``), with PyTorch's parameter names (``weight_ih_l0``, ``bias_hh_l1_reverse``, ...), gate order
+and init. Each layer and direction is one ``fl.scan`` over time (the loop is traced once, not unrolled); the input
+projection of all time steps is one matrix multiply before the loop.
+
+>>> import funclib as fl, funclib.nn as nn
+>>> lstm = nn.LSTM(8, 16, num_layers=2, batch_first=True)
+>>> out, (h, c) = lstm(fl.ones((4, 10, 8)))
+>>> out.shape, h.shape
+((4, 10, 16), (2, 4, 16))
+"""
+
+from __future__ import annotations
+
+import math
+
+import funclib as fl
+from funclib.errors import ShapeError
+
+from . import functional as F
+from . import init
+from .layers import _dtype
+from .module import Module, Parameter, _split_key
+
+__all__ = ["RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell"]
+
+
+def _linear(x, w, b):
+    y = fl.matmul(x, fl.matrix_transpose(w))
+    return y if b is None else y + b
+
+
+def _rnn_step(nonlinearity):
+    act = fl.tanh if nonlinearity == "tanh" else fl.relu
+
+    def step(state, gi, w_hh, b_hh, w_hr):
+        (h,) = state
+        return (act(gi + _linear(h, w_hh, b_hh)),)
+
+    return step
+
+
+def _lstm_step(state, gi, w_hh, b_hh, w_hr):
+    h, c = state
+    gates = gi + _linear(h, w_hh, b_hh)
+    i, f, g, o = fl.split(gates, 4, axis=-1)
+    c = fl.sigmoid(f) * c + fl.sigmoid(i) * fl.tanh(g)
+    h = fl.sigmoid(o) * fl.tanh(c)
+    if w_hr is not None:
+        h = _linear(h, w_hr, None)
+    return h, c
+
+
+def _gru_step(state, gi, w_hh, b_hh, w_hr):
+    (h,) = state
+    gh = _linear(h, w_hh, b_hh)
+    r_x, z_x, n_x = fl.split(gi, 3, axis=-1)
+    r_h, z_h, n_h = fl.split(gh, 3, axis=-1)
+    r = fl.sigmoid(r_x + r_h)
+    z = fl.sigmoid(z_x + z_h)
+    n = fl.tanh(n_x + r * n_h)
+    return ((1.0 - z) * n + z * h,)
+
+
+class _RNNBase(Module):
+    _mode = "RNN_TANH"
+    _gates = 1
+
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        num_layers: int = 1,
+        bias: bool = True,
+        batch_first: bool = False,
+        dropout: float = 0.0,
+        bidirectional: bool = False,
+        proj_size: int = 0,
+        device=None,
+        dtype=None,
+        *,
+        key=None,
+    ):
+        super().__init__()
+        name = type(self).__name__
+        if not 0.0 <= dropout <= 1.0:
+            raise ValueError(f"{name}: dropout must be in [0, 1], got {dropout}")
+        if proj_size < 0 or (proj_size and self._mode != "LSTM"):
+            raise ValueError(f"{name}: proj_size must be 0 (only LSTM supports projections), got {proj_size}")
+        if proj_size >= hidden_size and proj_size:
+            raise ValueError(f"{name}: proj_size={proj_size} must be smaller than hidden_size={hidden_size}")
+        d = _dtype(dtype, device)
+        self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
+        self.bias, self.batch_first, self.dropout = bias, batch_first, float(dropout)
+        self.bidirectional, self.proj_size = bidirectional, proj_size
+        dirs = 2 if bidirectional else 1
+        real_hidden = proj_size or hidden_size
+        gate = self._gates * hidden_size
+        names = []
+        shapes = []
+        for layer in range(num_layers):
+            in_size = input_size if layer == 0 else real_hidden * dirs
+            for direction in range(dirs):
+                sfx = f"_l{layer}" + ("_reverse" if direction else "")
+                entries = [(f"weight_ih{sfx}", (gate, in_size)), (f"weight_hh{sfx}", (gate, real_hidden))]
+                if bias:
+                    entries += [(f"bias_ih{sfx}", (gate,)), (f"bias_hh{sfx}", (gate,))]
+                if proj_size:
+                    entries.append((f"weight_hr{sfx}", (proj_size, hidden_size)))
+                for n, s in entries:
+                    names.append(n)
+                    shapes.append(s)
+        keys = _split_key(key, len(names))
+        bound = 1.0 / math.sqrt(hidden_size) if hidden_size > 0 else 0.0
+        for n, s, k in zip(names, shapes, keys):
+            setattr(self, n, Parameter(init.uniform_(fl.empty(s, dtype=d), -bound, bound, key=k)))
+        self._flat_names = tuple(names)
+
+    def _weights(self, layer, direction):
+        sfx = f"_l{layer}" + ("_reverse" if direction else "")
+        g = lambda n: getattr(self, n + sfx) if (n + sfx) in self._parameters else None  # noqa: E731
+        return g("weight_ih"), g("weight_hh"), g("bias_ih"), g("bias_hh"), g("weight_hr")
+
+    def _step(self):
+        return {
+            "RNN_TANH": _rnn_step("tanh"),
+            "RNN_RELU": _rnn_step("relu"),
+            "LSTM": _lstm_step,
+            "GRU": _gru_step,
+        }[self._mode]
+
+    def _check_input(self, input):
+        name = type(self).__name__
+        if input.ndim not in (2, 3) or input.shape[-1] != self.input_size:
+            raise ShapeError(
+                f"{name}(input_size={self.input_size}): expected input of shape (L, N, {self.input_size}) "
+                f"({'(N, L, ...)' if self.batch_first else ''}) or unbatched (L, {self.input_size}), got "
+                f"{tuple(input.shape)}"
+            )
+
+    def forward(self, input, hx=None):
+        self._check_input(input)
+        name = type(self).__name__
+        unbatched = input.ndim == 2
+        x = (
+            fl.expand_dims(input, axis=1)
+            if unbatched
+            else (fl.permute_dims(input, (1, 0, 2)) if self.batch_first else input)
+        )
+        n = x.shape[1]
+        dirs = 2 if self.bidirectional else 1
+        real_hidden = self.proj_size or self.hidden_size
+        lstm = self._mode == "LSTM"
+        h_shape = (self.num_layers * dirs, n, real_hidden)
+        c_shape = (self.num_layers * dirs, n, self.hidden_size)
+        if hx is None:
+            h0 = fl.zeros(h_shape, dtype=x.dtype)
+            c0 = fl.zeros(c_shape, dtype=x.dtype) if lstm else None
+        else:
+            h0, c0 = hx if lstm else (hx, None)
+            if unbatched:
+                h0 = fl.expand_dims(h0, axis=1)
+                c0 = fl.expand_dims(c0, axis=1) if c0 is not None else None
+            if tuple(h0.shape) != h_shape or (lstm and tuple(c0.shape) != c_shape):
+                raise ShapeError(
+                    f"{name}: initial state shapes {tuple(h0.shape)}"
+                    f"{'' if not lstm else ', ' + str(tuple(c0.shape))} do not match the expected {h_shape}"
+                    f"{'' if not lstm else ', ' + str(c_shape)}"
+                )
+        step = self._step()
+        h_n, c_n = [], []
+        for layer in range(self.num_layers):
+            outs = []
+            for direction in range(dirs):
+                w_ih, w_hh, b_ih, b_hh, w_hr = self._weights(layer, direction)
+                gi = _linear(x, w_ih, b_ih)  # (L, N, gates) for every step at once
+                i = layer * dirs + direction
+                state0 = (h0[i], c0[i]) if lstm else (h0[i],)
+
+                def body(state, g, w_hh=w_hh, b_hh=b_hh, w_hr=w_hr):
+                    new = step(state, g, w_hh, b_hh, w_hr)
+                    return new, new[0]
+
+                state, ys = fl.scan(body, state0, gi, reverse=bool(direction))
+                outs.append(ys)
+                h_n.append(state[0])
+                if lstm:
+                    c_n.append(state[1])
+            x = outs[0] if dirs == 1 else fl.concat(outs, axis=-1)
+            if self.dropout > 0.0 and self.training and layer < self.num_layers - 1:
+                x = F.dropout(x, self.dropout, True)
+        out = x
+        hn = fl.stack(h_n)
+        cn = fl.stack(c_n) if lstm else None
+        if unbatched:
+            out, hn = out[:, 0], hn[:, 0]
+            cn = cn[:, 0] if lstm else None
+        elif self.batch_first:
+            out = fl.permute_dims(out, (1, 0, 2))
+        return (out, (hn, cn)) if lstm else (out, hn)
+
+    def extra_repr(self):
+        s = f"{self.input_size}, {self.hidden_size}"
+        if self.proj_size:
+            s += f", proj_size={self.proj_size}"
+        if self.num_layers != 1:
+            s += f", num_layers={self.num_layers}"
+        if self._mode == "RNN_RELU":
+            s += ", nonlinearity='relu'"
+        if not self.bias:
+            s += ", bias=False"
+        if self.batch_first:
+            s += ", batch_first=True"
+        if self.dropout:
+            s += f", dropout={self.dropout}"
+        if self.bidirectional:
+            s += ", bidirectional=True"
+        return s
+
+
+class RNN(_RNNBase):
+    """Elman RNN: ``h_t = tanh(x_t W_ih^T + b_ih + h_{t-1} W_hh^T + b_hh)`` (or relu with
+    ``nonlinearity='relu'``). Returns ``(output, h_n)``."""
+
+    _gates = 1
+
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        num_layers: int = 1,
+        nonlinearity: str = "tanh",
+        bias: bool = True,
+        batch_first: bool = False,
+        dropout: float = 0.0,
+        bidirectional: bool = False,
+        device=None,
+        dtype=None,
+        *,
+        key=None,
+    ):
+        if nonlinearity not in ("tanh", "relu"):
+            raise ValueError(f"RNN: nonlinearity must be 'tanh' or 'relu', got {nonlinearity!r}")
+        self.__dict__["_mode"] = "RNN_TANH" if nonlinearity == "tanh" else "RNN_RELU"
+        super().__init__(
+            input_size,
+            hidden_size,
+            num_layers,
+            bias,
+            batch_first,
+            dropout,
+            bidirectional,
+            0,
+            device,
+            dtype,
+            key=key,
+        )
+        self.nonlinearity = nonlinearity
+
+
+class LSTM(_RNNBase):
+    """Long short-term memory, gates ``i, f, g, o`` in PyTorch's order; returns ``(output, (h_n, c_n))``.
+    ``proj_size > 0`` projects the hidden state with ``weight_hr``."""
+
+    _mode = "LSTM"
+    _gates = 4
+
+
+class GRU(_RNNBase):
+    """Gated recurrent unit, gates ``r, z, n`` in PyTorch's order
+    (``n = tanh(W_in x + b_in + r * (W_hn h + b_hn))``); returns ``(output, h_n)``."""
+
+    _mode = "GRU"
+    _gates = 3
+
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        num_layers: int = 1,
+        bias: bool = True,
+        batch_first: bool = False,
+        dropout: float = 0.0,
+        bidirectional: bool = False,
+        device=None,
+        dtype=None,
+        *,
+        key=None,
+    ):
+        super().__init__(
+            input_size,
+            hidden_size,
+            num_layers,
+            bias,
+            batch_first,
+            dropout,
+            bidirectional,
+            0,
+            device,
+            dtype,
+            key=key,
+        )
+
+
+class _CellBase(Module):
+    _gates = 1
+
+    def __init__(
+        self, input_size: int, hidden_size: int, bias: bool = True, device=None, dtype=None, *, key=None
+    ):
+        super().__init__()
+        d = _dtype(dtype, device)
+        self.input_size, self.hidden_size, self.bias = input_size, hidden_size, bias
+        gate = self._gates * hidden_size
+        bound = 1.0 / math.sqrt(hidden_size) if hidden_size > 0 else 0.0
+        ks = _split_key(key, 4)
+        u = lambda s, k: Parameter(init.uniform_(fl.empty(s, dtype=d), -bound, bound, key=k))  # noqa: E731
+        self.weight_ih = u((gate, input_size), ks[0])
+        self.weight_hh = u((gate, hidden_size), ks[1])
+        if bias:
+            self.bias_ih = u((gate,), ks[2])
+            self.bias_hh = u((gate,), ks[3])
+        else:
+            self.register_parameter("bias_ih", None)
+            self.register_parameter("bias_hh", None)
+
+    def _prep(self, input, hx, n_states):
+        if input.ndim not in (1, 2) or input.shape[-1] != self.input_size:
+            raise ShapeError(
+                f"{type(self).__name__}({self.input_size}, {self.hidden_size}): expected input (N, {self.input_size}) "
+                f"or ({self.input_size},), got {tuple(input.shape)}"
+            )
+        unbatched = input.ndim == 1
+        x = fl.expand_dims(input, axis=0) if unbatched else input
+        if hx is None:
+            z = fl.zeros((x.shape[0], self.hidden_size), dtype=x.dtype)
+            hx = (z,) * n_states
+        else:
+            hx = tuple(hx) if n_states == 2 else (hx,)
+            if unbatched:
+                hx = tuple(fl.expand_dims(h, axis=0) for h in hx)
+        return x, hx, unbatched
+
+    def extra_repr(self):
+        return f"{self.input_size}, {self.hidden_size}" + ("" if self.bias else ", bias=False")
+
+
+class RNNCell(_CellBase):
+    """One step of ``RNN``: ``h' = tanh(x W_ih^T + b_ih + h W_hh^T + b_hh)``."""
+
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        bias: bool = True,
+        nonlinearity: str = "tanh",
+        device=None,
+        dtype=None,
+        *,
+        key=None,
+    ):
+        super().__init__(input_size, hidden_size, bias, device, dtype, key=key)
+        if nonlinearity not in ("tanh", "relu"):
+            raise ValueError(f"RNNCell: nonlinearity must be 'tanh' or 'relu', got {nonlinearity!r}")
+        self.nonlinearity = nonlinearity
+
+    def forward(self, input, hx=None):
+        x, (h,), unbatched = self._prep(input, hx, 1)
+        (h,) = _rnn_step(self.nonlinearity)(
+            (h,), _linear(x, self.weight_ih, self.bias_ih), self.weight_hh, self.bias_hh, None
+        )
+        return h[0] if unbatched else h
+
+
+class LSTMCell(_CellBase):
+    """One step of ``LSTM``; returns ``(h', c')``."""
+
+    _gates = 4
+
+    def forward(self, input, hx=None):
+        x, (h, c), unbatched = self._prep(input, hx, 2)
+        h, c = _lstm_step(
+            (h, c), _linear(x, self.weight_ih, self.bias_ih), self.weight_hh, self.bias_hh, None
+        )
+        return (h[0], c[0]) if unbatched else (h, c)
+
+
+class GRUCell(_CellBase):
+    """One step of ``GRU``."""
+
+    _gates = 3
+
+    def forward(self, input, hx=None):
+        x, (h,), unbatched = self._prep(input, hx, 1)
+        (h,) = _gru_step((h,), _linear(x, self.weight_ih, self.bias_ih), self.weight_hh, self.bias_hh, None)
+        return h[0] if unbatched else h

@@ -1,0 +1,633 @@
+"""Learning-rate schedulers with PyTorch's names, arguments and step semantics: each ``step()`` advances
+``last_epoch`` and writes the new rates into ``optimizer.param_groups[i]["lr"]`` (the recursive, chainable form,
+so schedulers compose and respect manual changes); ``get_last_lr()`` reads them back.
+
+Under ``fl.jit`` pass ``optimizer.hyperparams()`` into the jitted step: the rates are arguments, so a changing
+schedule does not retrace.
+
+>>> import funclib as fl, funclib.optim as optim
+>>> opt = optim.SGD([fl.zeros(2)], lr=0.1)
+>>> sched = optim.lr_scheduler.CosineAnnealingLR(opt, T_max=10)
+>>> sched.step(); round(sched.get_last_lr()[0], 6)
+0.097553
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_right
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .optimizer import Optimizer
+
+__all__ = [
+    "LRScheduler",
+    "LambdaLR",
+    "MultiplicativeLR",
+    "StepLR",
+    "MultiStepLR",
+    "ConstantLR",
+    "LinearLR",
+    "ExponentialLR",
+    "PolynomialLR",
+    "CosineAnnealingLR",
+    "CosineAnnealingWarmRestarts",
+    "OneCycleLR",
+    "ReduceLROnPlateau",
+    "SequentialLR",
+    "ChainedScheduler",
+]
+
+
+def _per_group(name: str, optimizer: Optimizer, value) -> list:
+    if isinstance(value, (list, tuple)):
+        if len(value) != len(optimizer.param_groups):
+            raise ValueError(
+                f"expected {len(optimizer.param_groups)} values for {name} (one per parameter group), got {len(value)}"
+            )
+        return list(value)
+    return [value] * len(optimizer.param_groups)
+
+
+class LRScheduler:
+    """Base class: subclasses define ``get_lr()`` (recursive form) and optionally ``_get_closed_form_lr()``.
+
+    Args:
+        optimizer: the optimizer whose ``param_groups`` learning rates are scheduled.
+        last_epoch: ``-1`` starts fresh; a saved value resumes (the groups must hold ``initial_lr``).
+    """
+
+    def __init__(self, optimizer: Optimizer, last_epoch: int = -1):
+        if not isinstance(optimizer, Optimizer):
+            raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
+        self.optimizer = optimizer
+        if last_epoch == -1:
+            for g in optimizer.param_groups:
+                g.setdefault("initial_lr", g["lr"])
+        else:
+            for i, g in enumerate(optimizer.param_groups):
+                if "initial_lr" not in g:
+                    raise KeyError(
+                        f"param 'initial_lr' is not specified in param_groups[{i}] when resuming a scheduler with "
+                        "last_epoch >= 0; load the optimizer's state_dict first"
+                    )
+        self.base_lrs = [g["initial_lr"] for g in optimizer.param_groups]
+        self.last_epoch = last_epoch
+        self._initial_step()
+
+    def _initial_step(self) -> None:
+        self._step_count = 0
+        self._is_initial = True
+        try:
+            self.step()
+        finally:
+            self._is_initial = False
+
+    def _current(self) -> list:
+        return [g["lr"] for g in self.optimizer.param_groups]
+
+    def get_lr(self) -> list[float]:
+        raise NotImplementedError
+
+    def get_last_lr(self) -> list[float]:
+        """The learning rates set by the last ``step``."""
+        return self._last_lr
+
+    def step(self, epoch: int | None = None) -> None:
+        """Advance one epoch (or jump to ``epoch``, using the closed form where there is one)."""
+        self._step_count += 1
+        if epoch is None:
+            self.last_epoch += 1
+            values = self.get_lr()
+        else:
+            self.last_epoch = epoch
+            closed = getattr(self, "_get_closed_form_lr", None)
+            values = closed() if closed is not None else self.get_lr()
+        for g, lr in zip(self.optimizer.param_groups, values):
+            g["lr"] = lr
+        self._last_lr = self._current()
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything but the optimizer (and functions, which are not data)."""
+        return {
+            k: v
+            for k, v in self.__dict__.items()
+            if k != "optimizer" and not callable(v) and k != "lr_lambdas"
+        }
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.__dict__.update(state_dict)
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(last_epoch={self.last_epoch}, last_lr={getattr(self, '_last_lr', None)})"
+        )
+
+
+class LambdaLR(LRScheduler):
+    """``lr = initial_lr * lr_lambda(epoch)`` (one function, or one per group)."""
+
+    def __init__(
+        self,
+        optimizer: Optimizer,
+        lr_lambda: Callable[[int], float] | Sequence[Callable[[int], float]],
+        last_epoch: int = -1,
+    ):
+        self.lr_lambdas = _per_group("lr_lambda", optimizer, lr_lambda)
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        return [base * f(self.last_epoch) for base, f in zip(self.base_lrs, self.lr_lambdas)]
+
+
+class MultiplicativeLR(LRScheduler):
+    """``lr *= lr_lambda(epoch)`` each step after the first."""
+
+    def __init__(self, optimizer: Optimizer, lr_lambda, last_epoch: int = -1):
+        self.lr_lambdas = _per_group("lr_lambda", optimizer, lr_lambda)
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        if self.last_epoch > 0:
+            return [
+                g["lr"] * f(self.last_epoch) for g, f in zip(self.optimizer.param_groups, self.lr_lambdas)
+            ]
+        return self._current()
+
+
+class StepLR(LRScheduler):
+    """Multiply by ``gamma`` every ``step_size`` epochs."""
+
+    def __init__(self, optimizer: Optimizer, step_size: int, gamma: float = 0.1, last_epoch: int = -1):
+        self.step_size, self.gamma = step_size, gamma
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        if self.last_epoch == 0 or self.last_epoch % self.step_size != 0:
+            return self._current()
+        return [lr * self.gamma for lr in self._current()]
+
+    def _get_closed_form_lr(self):
+        return [base * self.gamma ** (self.last_epoch // self.step_size) for base in self.base_lrs]
+
+
+class MultiStepLR(LRScheduler):
+    """Multiply by ``gamma`` at each epoch in ``milestones``."""
+
+    def __init__(
+        self, optimizer: Optimizer, milestones: Sequence[int], gamma: float = 0.1, last_epoch: int = -1
+    ):
+        self.milestones = Counter(milestones)
+        self.gamma = gamma
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        if self.last_epoch not in self.milestones:
+            return self._current()
+        return [lr * self.gamma ** self.milestones[self.last_epoch] for lr in self._current()]
+
+    def _get_closed_form_lr(self):
+        ms = sorted(self.milestones.elements())
+        return [base * self.gamma ** bisect_right(ms, self.last_epoch) for base in self.base_lrs]
+
+
+class ConstantLR(LRScheduler):
+    """``lr * factor`` for the first ``total_iters`` epochs, then ``lr``."""
+
+    def __init__(
+        self, optimizer: Optimizer, factor: float = 1.0 / 3, total_iters: int = 5, last_epoch: int = -1
+    ):
+        if not 0 <= factor <= 1.0:
+            raise ValueError("ConstantLR: factor must be between 0 and 1")
+        self.factor, self.total_iters = factor, total_iters
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        if self.last_epoch == 0:
+            return [lr * self.factor for lr in self._current()]
+        if self.last_epoch != self.total_iters:
+            return self._current()
+        return [lr * (1.0 / self.factor) for lr in self._current()]
+
+    def _get_closed_form_lr(self):
+        on = self.last_epoch >= self.total_iters
+        return [base * (self.factor + on * (1 - self.factor)) for base in self.base_lrs]
+
+
+class LinearLR(LRScheduler):
+    """Scale linearly from ``start_factor * lr`` to ``end_factor * lr`` over ``total_iters`` epochs (warm-up)."""
+
+    def __init__(
+        self,
+        optimizer: Optimizer,
+        start_factor: float = 1.0 / 3,
+        end_factor: float = 1.0,
+        total_iters: int = 5,
+        last_epoch: int = -1,
+    ):
+        if start_factor > 1.0 or start_factor <= 0:
+            raise ValueError("LinearLR: start_factor must be in (0, 1]")
+        if end_factor > 1.0 or end_factor < 0:
+            raise ValueError("LinearLR: end_factor must be in [0, 1]")
+        self.start_factor, self.end_factor, self.total_iters = start_factor, end_factor, total_iters
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        if self.last_epoch == 0:
+            return [lr * self.start_factor for lr in self._current()]
+        if self._is_initial or self.last_epoch > self.total_iters:
+            return self._current()
+        span = self.end_factor - self.start_factor
+        mult = 1.0 + span / (self.total_iters * self.start_factor + (self.last_epoch - 1) * span)
+        return [lr * mult for lr in self._current()]
+
+    def _get_closed_form_lr(self):
+        frac = min(self.total_iters, self.last_epoch) / self.total_iters
+        return [
+            base * (self.start_factor + (self.end_factor - self.start_factor) * frac)
+            for base in self.base_lrs
+        ]
+
+
+class ExponentialLR(LRScheduler):
+    """Multiply by ``gamma`` every epoch."""
+
+    def __init__(self, optimizer: Optimizer, gamma: float, last_epoch: int = -1):
+        self.gamma = gamma
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        if self.last_epoch == 0 or self._is_initial:
+            return self._current()
+        return [lr * self.gamma for lr in self._current()]
+
+    def _get_closed_form_lr(self):
+        return [base * self.gamma**self.last_epoch for base in self.base_lrs]
+
+
+class PolynomialLR(LRScheduler):
+    """Decay to zero over ``total_iters`` epochs as ``(1 - t / total_iters) ** power``."""
+
+    def __init__(self, optimizer: Optimizer, total_iters: int = 5, power: float = 1.0, last_epoch: int = -1):
+        self.total_iters, self.power = total_iters, power
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        if self.last_epoch == 0 or self.last_epoch > self.total_iters:
+            return self._current()
+        t, n = self.last_epoch, self.total_iters
+        factor = ((1.0 - t / n) / (1.0 - (t - 1) / n)) ** self.power
+        return [lr * factor for lr in self._current()]
+
+    def _get_closed_form_lr(self):
+        frac = min(self.total_iters, self.last_epoch) / self.total_iters
+        return [base * (1.0 - frac) ** self.power for base in self.base_lrs]
+
+
+class CosineAnnealingLR(LRScheduler):
+    """Cosine annealing from ``initial_lr`` to ``eta_min`` over ``T_max`` epochs:
+    ``eta_min + (base - eta_min) * (1 + cos(pi * t / T_max)) / 2``."""
+
+    def __init__(self, optimizer: Optimizer, T_max: int, eta_min: float = 0.0, last_epoch: int = -1):  # noqa: N803
+        self.T_max, self.eta_min = T_max, eta_min
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        t, tm, emin = self.last_epoch, self.T_max, self.eta_min
+        if self._is_initial:
+            return self._current()
+        if self._step_count == 1 and t > 0:
+            return [emin + (base - emin) * (1 + math.cos(t * math.pi / tm)) / 2 for base in self.base_lrs]
+        if (t - 1 - tm) % (2 * tm) == 0:
+            return [
+                g["lr"] + (base - emin) * (1 - math.cos(math.pi / tm)) / 2
+                for base, g in zip(self.base_lrs, self.optimizer.param_groups)
+            ]
+        ratio = (1 + math.cos(math.pi * t / tm)) / (1 + math.cos(math.pi * (t - 1) / tm))
+        return [ratio * (g["lr"] - emin) + emin for g in self.optimizer.param_groups]
+
+    def _get_closed_form_lr(self):
+        t, tm, emin = self.last_epoch, self.T_max, self.eta_min
+        return [emin + (base - emin) * (1 + math.cos(math.pi * t / tm)) / 2 for base in self.base_lrs]
+
+
+class CosineAnnealingWarmRestarts(LRScheduler):
+    """Cosine annealing restarted every ``T_i`` epochs, ``T_i`` growing by ``T_mult`` (SGDR)."""
+
+    def __init__(
+        self,
+        optimizer: Optimizer,
+        T_0: int,
+        T_mult: int = 1,
+        eta_min: float = 0.0,  # noqa: N803
+        last_epoch: int = -1,
+    ):
+        if T_0 <= 0 or not isinstance(T_0, int):
+            raise ValueError(f"CosineAnnealingWarmRestarts: expected a positive integer T_0, got {T_0}")
+        if T_mult < 1 or not isinstance(T_mult, int):
+            raise ValueError(f"CosineAnnealingWarmRestarts: expected an integer T_mult >= 1, got {T_mult}")
+        self.T_0, self.T_i, self.T_mult, self.eta_min = T_0, T_0, T_mult, eta_min
+        self.T_cur = last_epoch
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        return [
+            self.eta_min + (base - self.eta_min) * (1 + math.cos(math.pi * self.T_cur / self.T_i)) / 2
+            for base in self.base_lrs
+        ]
+
+    def step(self, epoch: float | None = None) -> None:
+        if epoch is None and self.last_epoch < 0:
+            epoch = 0
+        if epoch is None:
+            epoch = self.last_epoch + 1
+            self.T_cur += 1
+            if self.T_cur >= self.T_i:
+                self.T_cur %= self.T_i
+                self.T_i *= self.T_mult
+        else:
+            if epoch < 0:
+                raise ValueError(f"CosineAnnealingWarmRestarts: expected a non-negative epoch, got {epoch}")
+            if epoch >= self.T_0:
+                if self.T_mult == 1:
+                    self.T_cur = epoch % self.T_0
+                else:
+                    n = int(math.log(epoch / self.T_0 * (self.T_mult - 1) + 1, self.T_mult))
+                    self.T_cur = epoch - self.T_0 * (self.T_mult**n - 1) / (self.T_mult - 1)
+                    self.T_i = self.T_0 * self.T_mult**n
+            else:
+                self.T_i, self.T_cur = self.T_0, epoch
+        self.last_epoch = math.floor(epoch)
+        self._step_count = getattr(self, "_step_count", 0) + 1
+        for g, lr in zip(self.optimizer.param_groups, self.get_lr()):
+            g["lr"] = lr
+        self._last_lr = self._current()
+
+
+class OneCycleLR(LRScheduler):
+    """The 1cycle policy (Smith): warm up from ``max_lr / div_factor`` to ``max_lr`` over ``pct_start`` of
+    ``total_steps``, then anneal to ``initial_lr / final_div_factor``; momentum (or Adam's beta1) cycles
+    inversely between ``max_momentum`` and ``base_momentum``. Step it once per batch."""
+
+    def __init__(
+        self,
+        optimizer: Optimizer,
+        max_lr,
+        total_steps: int | None = None,
+        epochs: int | None = None,
+        steps_per_epoch: int | None = None,
+        pct_start: float = 0.3,
+        anneal_strategy: str = "cos",
+        cycle_momentum: bool = True,
+        base_momentum=0.85,
+        max_momentum=0.95,
+        div_factor: float = 25.0,
+        final_div_factor: float = 1e4,
+        three_phase: bool = False,
+        last_epoch: int = -1,
+    ):
+        if not isinstance(optimizer, Optimizer):
+            raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
+        self.optimizer = optimizer
+        if total_steps is not None:
+            if total_steps <= 0 or not isinstance(total_steps, int):
+                raise ValueError(f"OneCycleLR: expected a positive integer total_steps, got {total_steps}")
+            self.total_steps = total_steps
+        elif epochs is not None and steps_per_epoch is not None:
+            if epochs <= 0 or steps_per_epoch <= 0:
+                raise ValueError("OneCycleLR: epochs and steps_per_epoch must be positive")
+            self.total_steps = epochs * steps_per_epoch
+        else:
+            raise ValueError("OneCycleLR: define either total_steps or (epochs and steps_per_epoch)")
+        if not 0 <= pct_start <= 1 or not isinstance(pct_start, float):
+            raise ValueError(f"OneCycleLR: expected a float pct_start in [0, 1], got {pct_start}")
+        if anneal_strategy not in ("cos", "linear"):
+            raise ValueError(
+                f"OneCycleLR: anneal_strategy must be 'cos' or 'linear', got {anneal_strategy!r}"
+            )
+        self.anneal_strategy = anneal_strategy
+        n = self.total_steps
+        if three_phase:
+            self._phases = [
+                (float(pct_start * n) - 1, "initial_lr", "max_lr", "max_momentum", "base_momentum"),
+                (float(2 * pct_start * n) - 2, "max_lr", "initial_lr", "base_momentum", "max_momentum"),
+                (n - 1, "initial_lr", "min_lr", "max_momentum", "max_momentum"),
+            ]
+        else:
+            self._phases = [
+                (float(pct_start * n) - 1, "initial_lr", "max_lr", "max_momentum", "base_momentum"),
+                (n - 1, "max_lr", "min_lr", "base_momentum", "max_momentum"),
+            ]
+        max_lrs = _per_group("max_lr", optimizer, max_lr)
+        if last_epoch == -1:
+            for m, g in zip(max_lrs, optimizer.param_groups):
+                g["initial_lr"] = m / div_factor
+                g["max_lr"] = m
+                g["min_lr"] = g["initial_lr"] / final_div_factor
+        self.cycle_momentum = cycle_momentum
+        if cycle_momentum:
+            if "momentum" not in optimizer.defaults and "betas" not in optimizer.defaults:
+                raise ValueError(
+                    "OneCycleLR: the optimizer must support momentum or beta1 with cycle_momentum=True"
+                )
+            self.use_beta1 = "betas" in optimizer.defaults
+            maxm = _per_group("max_momentum", optimizer, max_momentum)
+            basem = _per_group("base_momentum", optimizer, base_momentum)
+            if last_epoch == -1:
+                for mx, bs, g in zip(maxm, basem, optimizer.param_groups):
+                    if self.use_beta1:
+                        g["betas"] = (mx, *g["betas"][1:])
+                    else:
+                        g["momentum"] = mx
+                    g["max_momentum"], g["base_momentum"] = mx, bs
+        super().__init__(optimizer, last_epoch)
+
+    def _anneal(self, start, end, pct):
+        if self.anneal_strategy == "cos":
+            return end + (start - end) / 2.0 * (math.cos(math.pi * pct) + 1)
+        return (end - start) * pct + start
+
+    def get_lr(self):
+        t = self.last_epoch
+        if t > self.total_steps:
+            raise ValueError(f"OneCycleLR: tried to step {t} times; total_steps is {self.total_steps}")
+        lrs = []
+        for g in self.optimizer.param_groups:
+            start = 0.0
+            for i, (end, lr0, lr1, m0, m1) in enumerate(self._phases):
+                if t <= end or i == len(self._phases) - 1:
+                    pct = (t - start) / (end - start)
+                    lr = self._anneal(g[lr0], g[lr1], pct)
+                    if self.cycle_momentum:
+                        mom = self._anneal(g[m0], g[m1], pct)
+                    break
+                start = end
+            lrs.append(lr)
+            if self.cycle_momentum:
+                if self.use_beta1:
+                    g["betas"] = (mom, *g["betas"][1:])
+                else:
+                    g["momentum"] = mom
+        return lrs
+
+
+class ReduceLROnPlateau:
+    """Multiply the rate by ``factor`` when ``step(metric)`` has not improved for ``patience`` epochs.
+
+    Args:
+        mode: ``"min"`` (loss) or ``"max"`` (accuracy). threshold, threshold_mode (``"rel"``/``"abs"``): what
+            counts as an improvement. cooldown: epochs to wait after a reduction. min_lr: floor (or one per
+            group). eps: smaller changes are skipped.
+    """
+
+    def __init__(
+        self,
+        optimizer: Optimizer,
+        mode: str = "min",
+        factor: float = 0.1,
+        patience: int = 10,
+        threshold: float = 1e-4,
+        threshold_mode: str = "rel",
+        cooldown: int = 0,
+        min_lr=0.0,
+        eps: float = 1e-8,
+    ):
+        if factor >= 1.0:
+            raise ValueError("ReduceLROnPlateau: factor should be < 1.0")
+        if mode not in ("min", "max"):
+            raise ValueError(f"ReduceLROnPlateau: mode {mode!r} is unknown (use 'min' or 'max')")
+        if threshold_mode not in ("rel", "abs"):
+            raise ValueError(
+                f"ReduceLROnPlateau: threshold_mode {threshold_mode!r} is unknown (use 'rel' or 'abs')"
+            )
+        if not isinstance(optimizer, Optimizer):
+            raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
+        self.optimizer = optimizer
+        self.min_lrs = _per_group("min_lr", optimizer, min_lr)
+        self.factor, self.patience, self.cooldown, self.eps = factor, patience, cooldown, eps
+        self.mode, self.threshold, self.threshold_mode = mode, threshold, threshold_mode
+        self.cooldown_counter = 0
+        self.best = math.inf if mode == "min" else -math.inf
+        self.num_bad_epochs = 0
+        self.last_epoch = 0
+        self._last_lr = [g["lr"] for g in optimizer.param_groups]
+
+    def _is_better(self, a: float) -> bool:
+        best, th = self.best, self.threshold
+        if self.mode == "min":
+            return a < best * (1.0 - th) if self.threshold_mode == "rel" else a < best - th
+        return a > best * (th + 1.0) if self.threshold_mode == "rel" else a > best + th
+
+    def step(self, metrics) -> None:
+        """Record ``metrics`` (a number or 0-d tensor) for this epoch."""
+        current = float(metrics)
+        self.last_epoch += 1
+        if self._is_better(current):
+            self.best = current
+            self.num_bad_epochs = 0
+        else:
+            self.num_bad_epochs += 1
+        if self.cooldown_counter > 0:
+            self.cooldown_counter -= 1
+            self.num_bad_epochs = 0
+        if self.num_bad_epochs > self.patience:
+            for g, floor in zip(self.optimizer.param_groups, self.min_lrs):
+                old = g["lr"]
+                new = max(old * self.factor, floor)
+                if old - new > self.eps:
+                    g["lr"] = new
+            self.cooldown_counter = self.cooldown
+            self.num_bad_epochs = 0
+        self._last_lr = [g["lr"] for g in self.optimizer.param_groups]
+
+    def get_last_lr(self) -> list[float]:
+        return self._last_lr
+
+    def state_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "optimizer"}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.__dict__.update(state_dict)
+
+
+class SequentialLR(LRScheduler):
+    """Run ``schedulers`` one after another, switching at the epochs in ``milestones``."""
+
+    def __init__(
+        self,
+        optimizer: Optimizer,
+        schedulers: Sequence[LRScheduler],
+        milestones: Sequence[int],
+        last_epoch: int = -1,
+    ):
+        if len(schedulers) < 1:
+            raise ValueError("SequentialLR expects at least one scheduler")
+        for i, s in enumerate(schedulers):
+            if isinstance(s, ReduceLROnPlateau):
+                raise ValueError(f"SequentialLR does not support ReduceLROnPlateau (scheduler {i})")
+            if s.optimizer is not optimizer:
+                raise ValueError(f"SequentialLR: scheduler {i} belongs to another optimizer")
+        if len(milestones) != len(schedulers) - 1:
+            raise ValueError(
+                f"SequentialLR: expected {len(schedulers) - 1} milestones for {len(schedulers)} schedulers, got "
+                f"{len(milestones)}"
+            )
+        self._schedulers = list(schedulers)
+        self._milestones = list(milestones)
+        self.last_epoch = last_epoch + 1
+        self.optimizer = optimizer
+        for g in optimizer.param_groups:
+            g["lr"] = g["initial_lr"]
+        for s in self._schedulers:
+            s.last_epoch -= 1
+        first = self._schedulers[bisect_right(self._milestones, 0)]
+        first._initial_step()
+        self._last_lr = first.get_last_lr()
+
+    def step(self) -> None:
+        self.last_epoch += 1
+        idx = bisect_right(self._milestones, self.last_epoch)
+        sched = self._schedulers[idx]
+        if idx > 0 and self._milestones[idx - 1] == self.last_epoch:
+            sched.step(0)
+        else:
+            sched.step()
+        self._last_lr = sched.get_last_lr()
+
+    def state_dict(self) -> dict[str, Any]:
+        sd = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
+        sd["_schedulers"] = [s.state_dict() for s in self._schedulers]
+        return sd
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        state_dict = dict(state_dict)
+        subs = state_dict.pop("_schedulers")
+        self.__dict__.update(state_dict)
+        for s, sd in zip(self._schedulers, subs):
+            s.load_state_dict(sd)
+
+
+class ChainedScheduler(LRScheduler):
+    """Step several schedulers together each epoch (their effects multiply)."""
+
+    def __init__(self, schedulers: Sequence[LRScheduler], optimizer: Optimizer | None = None):
+        if len(schedulers) < 1:
+            raise ValueError("ChainedScheduler expects at least one scheduler")
+        self.optimizer = optimizer or schedulers[0].optimizer
+        self._schedulers = list(schedulers)
+        self._last_lr = self._current()
+
+    def step(self) -> None:
+        for s in self._schedulers:
+            s.step()
+        self._last_lr = self._current()
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"_schedulers": [s.state_dict() for s in self._schedulers], "_last_lr": self._last_lr}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        for s, sd in zip(self._schedulers, state_dict["_schedulers"]):
+            s.load_state_dict(sd)
+        self._last_lr = state_dict["_last_lr"]
