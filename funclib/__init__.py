@@ -52,6 +52,9 @@ from .ops.sorting import *  # noqa: F401, F403
 from .primitives.collectives import all_gather, axis_index, pmax, pmean, pmin, psum  # noqa: F401
 from .primitives.elementwise import stop_gradient  # noqa: F401, F811
 from .primitives.shape import dynamic_slice, dynamic_update_slice  # noqa: F401
+from . import random  # noqa: F401, E402
+from .random import global_randint as randint  # noqa: F401
+from .random import manual_seed, rand, rand_like, randn, randn_like, randperm  # noqa: F401
 from .serialization import SerializationError, load, save  # noqa: F401
 
 __version__ = "0.1.0"

@@ -241,7 +241,8 @@ def generate_source(spec: KernelSpec) -> str:
     for dn in ("float32", "float64"):
         lines.append(f"_ZERO_{dn} = np.{dn}(0)")
     for (val, dt), name in consts.items():
-        lines.append(f"{name} = np.{dt}({val})")
+        # repr of inf/nan is not Python source; float('inf') is
+        lines.append(f"{name} = np.{dt}({val})" if val not in ("inf", "-inf", "nan") else f"{name} = np.{dt}(float('{val}'))")
     lines += ["", ""]
     # reductions may reassociate (that is what vectorizes them); pure elementwise kernels keep IEEE semantics
     fm = ", fastmath={'reassoc', 'contract'}" if red is not None and red.kind == "sum" else ""

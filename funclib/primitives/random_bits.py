@@ -17,6 +17,7 @@ from ..core import Primitive, ShapedArray, Zero, aval_of
 from ..errors import DTypeError, ShapeError
 from ..kernels import threefry as _tf
 from ._util import bdim_to_front, broadcast_shapes
+from .elementwise import _batch_align, _binary_vmap
 
 _U32 = dtypes.uint32
 
@@ -26,6 +27,7 @@ _U32 = dtypes.uint32
 threefry2x32_p = Primitive("threefry2x32", multiple_results=True)
 threefry2x32_p.family = "random"
 threefry2x32_p.no_rule["transpose"] = "not linear"
+threefry2x32_p.no_rule["jvp"] = "integer outputs"
 
 
 @threefry2x32_p.def_impl
@@ -58,8 +60,6 @@ def _threefry_jvp(primals, tangents):
 
 @threefry2x32_p.def_vmap
 def _threefry_vmap(args, dims):
-    from .elementwise import _batch_align
-
     shapes = [a.shape if d is None else a.shape[:d] + a.shape[d + 1 :] for a, d in zip(args, dims)]
     rank = max(len(s) for s in shapes)
     outs = threefry2x32_p.bind(*[_batch_align(a, d, rank) for a, d in zip(args, dims)])
@@ -79,9 +79,10 @@ def _check_key(name, key):
 
 
 def _lanes(key):
-    if type(key) is np.ndarray and key.dtype == _U32 and key.flags.c_contiguous:
+    if type(key) is np.ndarray and key.dtype == _U32 and key.flags.c_contiguous and key.flags.writeable:
         return key.reshape(-1, 2)
-    return np.ascontiguousarray(key, dtype=_U32).reshape(-1, 2)
+    # a fresh writeable copy: numba compiles read-only arrays as a separate type
+    return np.array(key, dtype=_U32, order="C").reshape(-1, 2)
 
 
 def _run(kernel, key, shape, dtype):
@@ -100,6 +101,7 @@ def _keyed(name, kernels, doc):
     p = Primitive(name)
     p.family = "random"
     p.no_rule["transpose"] = "not linear"
+    p.no_rule["jvp"] = "its only input is the key, an integer tensor"
     p.doc = doc
 
     def pick(dtype, flags):
@@ -151,9 +153,22 @@ random_normal_p = _keyed(
 )
 
 
+# a primitive (rather than log/log1p of a uniform) so eager and jit share one kernel and agree bit for bit
+random_standard_p = _keyed(
+    "random_standard",
+    {
+        (d, name): kernels[i]
+        for name, kernels in _tf.STANDARD.items()
+        for i, d in enumerate((dtypes.float32, dtypes.float64))
+    },
+    "Standard exponential, Gumbel, Laplace or logistic floats (dist=...), by inversion of open uniforms.",
+)
+
+
 # ----------------------------------------------------------------------------------------------------
-# Samplers with a parameter per element: random_gamma (shape alpha), random_poisson (rate lam).
-# Inputs: key (*lanes, 2) and the parameter (*lanes, *sample_shape), already broadcast by the caller.
+# Samplers with parameters per element: random_gamma (shape alpha), random_truncated_normal (bounds),
+# random_poisson (rate). Inputs: key (*lanes, 2) and parameters (*lanes, *sample_shape), already broadcast by
+# the caller.
 
 
 def _check_param(name, key, x, ok):
@@ -169,18 +184,17 @@ def _check_param(name, key, x, ok):
 
 
 def _param_vmap(p):
+    """Key and parameters all get the batch axis in front; an unbatched one is broadcast (shared by lanes)."""
+
     def rule(args, dims, **params):
         from .shape import broadcast_to
 
-        (key, x), (dk, dx) = args, dims
-        size = key.shape[dk] if dk is not None else x.shape[dx]
-        key = bdim_to_front(key, dk)
-        x = bdim_to_front(x, dx)
-        if dk is None:
-            key = broadcast_to(key, (size,) + key.shape)
-        if dx is None:
-            x = broadcast_to(x, (size,) + x.shape)
-        return p.bind(key, x, **params), 0
+        size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
+        moved = [
+            bdim_to_front(a, d) if d is not None else broadcast_to(a, (size,) + tuple(a.shape))
+            for a, d in zip(args, dims)
+        ]
+        return p.bind(*moved, **params), 0
 
     return rule
 
@@ -188,7 +202,8 @@ def _param_vmap(p):
 def _run_param(kernel, key, x, dtype):
     keys = _lanes(key)
     lanes = keys.shape[0]
-    x = np.ascontiguousarray(x).reshape(lanes, x.size // lanes if lanes else 0)
+    x = np.array(x, order="C", copy=not (x.flags.c_contiguous and x.flags.writeable))
+    x = x.reshape(lanes, x.size // lanes if lanes else 0)
     if x.shape[1] >= 2**32:
         raise ValueError("random samplers with per-element parameters support at most 2**32 elements per key")
     out = np.empty(x.shape, dtype)
@@ -243,11 +258,12 @@ random_gamma_grad_p.no_rule["jvp"] = (
 
 @random_gamma_grad_p.def_impl
 def _gamma_grad_impl(alpha, z):
-    a, x = np.broadcast_arrays(np.asarray(alpha), np.asarray(z))
+    shape = np.broadcast_shapes(np.shape(alpha), np.shape(z))
+    a, x = (np.array(np.broadcast_to(v, shape), np.float64).reshape(-1) for v in (alpha, z))
     out = np.empty(a.size, np.float64)
     if out.size:
-        _tf.gamma_grad(np.ascontiguousarray(a).reshape(-1), np.ascontiguousarray(x).reshape(-1), out)
-    return out.reshape(a.shape).astype(np.result_type(alpha, z), copy=False)
+        _tf.gamma_grad(a, x, out)
+    return out.reshape(shape).astype(np.result_type(alpha, z), copy=False)
 
 
 @random_gamma_grad_p.def_abstract_eval
@@ -260,16 +276,73 @@ def _gamma_grad_abstract(alpha, z):
     return ShapedArray(broadcast_shapes(alpha.shape, z.shape, op="random_gamma_grad"), alpha.dtype)
 
 
-@random_gamma_grad_p.def_vmap
-def _gamma_grad_vmap(args, dims):
-    from .elementwise import _binary_vmap
+random_gamma_grad_p.def_vmap(_binary_vmap(random_gamma_grad_p))
 
-    return _binary_vmap(random_gamma_grad_p)(args, dims)
+
+# a primitive for its float64 inverse CDF, accurate deep in either tail (erf/erfinv of float32 bounds is not)
+random_truncated_normal_p = Primitive("random_truncated_normal")
+random_truncated_normal_p.family = "random"
+random_truncated_normal_p.no_rule["transpose"] = "not linear"
+
+
+@random_truncated_normal_p.def_impl
+def _truncnorm_impl(key, lower, upper):
+    lower, upper = np.asarray(lower), np.asarray(upper)
+    keys = _lanes(key)
+    lanes = keys.shape[0]
+    n = lower.size // lanes if lanes else 0
+    lo, hi = (np.array(v, np.float64).reshape(lanes, n) for v in (lower, upper))
+    out = np.empty((lanes, n), np.float64)
+    if out.size:
+        _tf.truncated_normal(keys, lo, hi, out)
+    out = out.reshape(lower.shape).astype(lower.dtype)
+    # rounding to the output dtype must not land on a bound
+    inside_lo = np.nextafter(lower, np.asarray(np.inf, lower.dtype))
+    inside_hi = np.nextafter(upper, np.asarray(-np.inf, lower.dtype))
+    return np.minimum(np.maximum(out, inside_lo), inside_hi)
+
+
+@random_truncated_normal_p.def_abstract_eval
+def _truncnorm_abstract(key, lower, upper):
+    _check_param("random_truncated_normal", key, lower, _FLOATS)
+    if upper.shape != lower.shape or upper.dtype != lower.dtype:
+        raise ShapeError(
+            f"random_truncated_normal: bounds must share shape and dtype, got {lower.str_short()} and "
+            f"{upper.str_short()}"
+        )
+    return ShapedArray(lower.shape, lower.dtype)
+
+
+@random_truncated_normal_p.def_jvp
+def _truncnorm_jvp(primals, tangents):
+    # x = F^-1(F(a) + u (F(b) - F(a))) with u the element's uniform, so dx/da = (1 - u) pdf(a) / pdf(x) and
+    # dx/db = u pdf(b) / pdf(x); the pdf ratios are exp((x^2 - a^2) / 2), finite in the tails
+    from .elementwise import convert, exp
+
+    key, lo, hi = primals
+    _, t_lo, t_hi = tangents
+    x = random_truncated_normal_p.bind(key, lo, hi)
+    if type(t_lo) is Zero and type(t_hi) is Zero:
+        return x, Zero(aval_of(x))
+    shape = tuple(lo.shape[key.ndim - 1 :])
+    u = convert(random_uniform_p.bind(key, shape=shape, dtype=dtypes.float64, open=True), x.dtype)
+    xx = x * x
+    out = None
+    if type(t_lo) is not Zero:
+        out = t_lo * ((1.0 - u) * exp((xx - lo * lo) * 0.5))
+    if type(t_hi) is not Zero:
+        d = t_hi * (u * exp((xx - hi * hi) * 0.5))
+        out = d if out is None else out + d
+    return x, out
+
+
+random_truncated_normal_p.def_vmap(_param_vmap(random_truncated_normal_p))
 
 
 random_poisson_p = Primitive("random_poisson")
 random_poisson_p.family = "random"
 random_poisson_p.no_rule["transpose"] = "not linear"
+random_poisson_p.no_rule["jvp"] = "integer output"
 
 
 @random_poisson_p.def_impl
