@@ -1,0 +1,527 @@
+"""Branch-free float32 math for generated numba loop kernels.
+
+numba lowers ``np.exp``/``np.tanh``/... on float32 to scalar C-library calls, which keeps loops from
+vectorizing. The functions here use only arithmetic, bit casts and selects, so a loop such as
+``for i in range(n): out[i] = fexp(x[i])`` compiles to SIMD code (AVX2/AVX-512) with no calls.
+
+Functions (float32 in, float32 out; other argument types are converted to float32 first):
+``fexp, flog, flog1p, fexpm1, ftanh, flogistic, ferf, fsin, fcos`` and ``fpow(x, y)``.
+``FUNCS`` maps the plain names (``"exp"``, ...) to them. float64 kernels should call ``math.*``.
+
+Accuracy: each is within 2 ulp of the float64 function rounded to float32 over the whole float32 range,
+subnormal inputs and outputs included (no flush to zero), with C99 special values: NaN propagates,
+``exp(+-inf) = inf, 0``, ``log(0) = -inf``, ``log(x < 0) = nan``, ``tanh(+-inf) = +-1``, odd functions
+keep the sign of zero (``tanh(-0) = sin(-0) = -0``), overflow gives ``inf``. ``fpow`` follows the C99
+``pow`` special cases (``pow(x, 0) = 1``, ``pow(1, y) = 1``, ``pow(-8, 1/3) = nan``, signed zeros and
+infinities for odd integer exponents, ...).
+
+Methods: argument reduction plus minimax polynomials (weighted least-squares fits refined towards
+minimax, coefficients rounded to float32 one at a time with the rest refitted). ``exp``-type functions
+reduce by ``n*ln2`` with a two-part ``ln2`` and scale by ``2**n`` in two halves so that subnormal results
+round once. ``log`` splits the exponent off so the mantissa lies in ``[sqrt(1/2), sqrt(2))``; ``log1p``
+keeps the rounding error of ``1 + x`` as a correction term. ``tanh``, ``erf`` and ``logistic`` switch
+between a polynomial near zero and an ``exp``-based form by a select, computing both. ``erf`` uses
+``1 - exp(h(x) - x*x)`` with a polynomial ``h`` for ``1 <= |x| < 4``. ``tanh`` and ``logistic`` finish in
+float64 from the float32 ``exp`` reduction so that ``1 + e**x`` is not rounded twice.
+
+``sin``/``cos`` reduce modulo pi/2 exactly for every finite float32, with no large-argument fallback (a
+libm call anywhere in the loop body would stop it vectorizing): ``|x| = M * 2**E`` with an integer
+``M < 2**24``, so for ``E >= k`` the product ``x * T_k`` with ``T_k = 2**-k * ((2**k * 2/pi) mod 4)``
+equals ``x * 2/pi`` modulo 4. ``T_k`` is held as three float64 pieces (29, 29, 53 bits) whose products
+with ``x`` are exact, exact, and good to ``2**-57``; four ranges of ``E`` cover the float32 range and are
+picked by selects. The reduced argument goes to float32 as hi + lo for the two polynomials. ``fpow``
+computes ``exp2(y * log2|x|)`` in float64 and rounds once.
+
+Example:
+    >>> import numpy as np, numba
+    >>> from funclib.kernels.vmath import fexp
+    >>> @numba.njit(error_model="numpy")
+    ... def k(x, out):
+    ...     for i in range(x.shape[0]):
+    ...         out[i] = fexp(x[i])
+    >>> x = np.array([0.0, 1.0], np.float32); out = np.empty_like(x); k(x, out); out
+    array([1.       , 2.7182817], dtype=float32)
+
+Kernels compiled with ``cache=True`` that call these functions are not invalidated by numba when this
+file changes: put ``VERSION`` (a hash of this file) into the kernel cache key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import pathlib
+
+import numpy as np
+from llvmlite import ir
+from numba import njit, types
+from numba.extending import intrinsic
+
+__all__ = [
+    "FUNCS",
+    "VERSION",
+    "fcos",
+    "ferf",
+    "fexp",
+    "fexpm1",
+    "flog",
+    "flog1p",
+    "flogistic",
+    "fpow",
+    "fsin",
+    "ftanh",
+]
+
+VERSION: str = hashlib.sha256(pathlib.Path(__file__).read_bytes()).hexdigest()[:16]
+
+# Compiled once and cached; forceinline makes LLVM inline them into the calling loop, which then vectorizes.
+# error_model="numpy" keeps divisions free of the zero check (a branch). fastmath is set explicitly so that a
+# fastmath caller cannot pass its flags down: reassociation would fold the rounding tricks away.
+_OPTS = dict(cache=True, nogil=True, error_model="numpy", fastmath=False, forceinline=True)
+_INNER = dict(inline="always", error_model="numpy")
+
+_F = np.float32
+_D = np.float64
+_I = np.int32
+_L = np.int64
+
+
+@intrinsic
+def _bits(typingctx, x):
+    def codegen(context, builder, sig, args):
+        return builder.bitcast(args[0], ir.IntType(32))
+
+    return types.int32(types.float32), codegen
+
+
+@intrinsic
+def _float(typingctx, i):
+    def codegen(context, builder, sig, args):
+        return builder.bitcast(args[0], ir.FloatType())
+
+    return types.float32(types.int32), codegen
+
+
+@intrinsic
+def _bits64(typingctx, x):
+    def codegen(context, builder, sig, args):
+        return builder.bitcast(args[0], ir.IntType(64))
+
+    return types.int64(types.float64), codegen
+
+
+@intrinsic
+def _float64(typingctx, i):
+    def codegen(context, builder, sig, args):
+        return builder.bitcast(args[0], ir.DoubleType())
+
+    return types.float64(types.int64), codegen
+
+
+# ------------------------------------------------------------------------------------------- constants
+
+_ZERO, _HALF, _ONE, _TWO = _F(0.0), _F(0.5), _F(1.0), _F(2.0)
+_MONE = _F(-1.0)
+_INF, _NINF, _NAN = _F(np.inf), _F(-np.inf), _F(np.nan)
+_SIGN = _I(-0x80000000)
+_MANT = _I(0x007FFFFF)
+_B127 = _I(127)
+_TWO23 = _F(2.0**23)
+_FLT_MIN = _F(2.0**-126)
+
+_DONE, _DTWO = _D(1.0), _D(2.0)
+_B1023 = _L(1023)
+_SHIFT64 = _D(1.5 * 2.0**52)
+
+_LOG2E = _F(1.4426950408889634)
+# Adding 1.5 * 2**23 rounds a float32 of magnitude < 2**22 to an integer kept in the low mantissa bits.
+_SHIFT = _F(1.5 * 2.0**23)
+_SHIFT_BITS = _I(0x4B400000)
+# ln2 in two parts; the first has 15 significant bits so n * _LN2_HI is exact for |n| < 512.
+_LN2_HI = _F(0.693145751953125)
+_LN2_LO = _F(1.4286068203094173e-06)
+
+# ---------------------------------------------------------------------------------------------- exp
+
+_EXP_HI = _F(89.0)  # exp(89) overflows; n stays <= 128
+_EXP_LO = _F(-104.0)  # exp(-104) rounds to 0; n stays >= -150
+# e**r = 1 + r + r*r*P(r) on |r| <= ln2/2
+_E0, _E1, _E2, _E3, _E4 = _F(0.49999994), _F(0.1666652), _F(0.0416684), _F(0.008368851), _F(0.001381432)
+
+
+@njit(**_INNER)
+def _exp_reduce(x):
+    """e**x = 2**n * (1 + u), |u| < 0.42, for x clamped to [-104, 89] (nan passes)."""
+    x = _EXP_HI if x > _EXP_HI else x
+    x = _EXP_LO if x < _EXP_LO else x
+    t = x * _LOG2E + _SHIFT
+    n = _I(_bits(t) - _SHIFT_BITS)
+    nf = t - _SHIFT
+    rh = x - nf * _LN2_HI  # exact
+    rl = nf * _LN2_LO
+    r = rh - rl
+    p = (((_E4 * r + _E3) * r + _E2) * r + _E1) * r + _E0
+    return n, rh + ((r * r) * p - rl)
+
+
+@njit(**_INNER)
+def _exp(x):
+    n, u = _exp_reduce(x)
+    # 2**n as two factors, so that n in [-150, 128] never leaves the normal range and a subnormal
+    # result is rounded only by the last multiplication.
+    n1 = _I(n >> 1)
+    n2 = _I(n - n1)
+    return (_ONE + u) * _float(_I((n1 + _B127) << 23)) * _float(_I((n2 + _B127) << 23))
+
+
+@njit(**_INNER)
+def _exp_wide(x):
+    """e**x as float64 from the float32 reduction: relative error about 2**-25, no rounding of 1 + u."""
+    n, u = _exp_reduce(x)
+    return (_DONE + _D(u)) * _float64(_L((_L(n) + _B1023) << 52))
+
+
+@njit(**_OPTS)
+def fexp(x):
+    """``e**x`` for float32 (<= 1 ulp). Example: ``fexp(np.float32(1)) == np.float32(2.7182817)``."""
+    return _exp(_F(x))
+
+
+# -------------------------------------------------------------------------------------------- expm1
+
+_EM1_LO = _F(-20.0)  # expm1(x) rounds to -1 below -17.4
+_EM1_TINY = _F(2.0**-25)  # expm1(x) rounds to x below this
+# expm1(r) = r + r*r/2 + r**3 * Q(r)
+_M0, _M1, _M2, _M3, _M4 = _F(0.16666666), _F(0.04166648), _F(0.00833342), _F(0.0013933422), _F(1.9824061e-04)
+
+
+@njit(**_OPTS)
+def fexpm1(x):
+    """``e**x - 1`` for float32, accurate near 0. Example: ``fexpm1(np.float32(1e-10)) == np.float32(1e-10)``."""
+    x = _F(x)
+    xc = _EXP_HI if x > _EXP_HI else x
+    xc = _EM1_LO if xc < _EM1_LO else xc
+    t = xc * _LOG2E + _SHIFT
+    n = _I(_bits(t) - _SHIFT_BITS)
+    nf = t - _SHIFT
+    rh = xc - nf * _LN2_HI  # exact
+    rl = nf * _LN2_LO
+    r = rh - rl
+    z = r * r
+    q = _HALF * z + z * r * ((((_M4 * r + _M3) * r + _M2) * r + _M1) * r + _M0)
+    # 2**n * (1 + r + q) - 1 = 2 * ((s - 1/2) + s*rh + s*(q - rl)) with s = 2**(n-1) <= 2**127; the
+    # first two terms are exact and summed first.
+    s = _float(_I((n + _I(126)) << 23))
+    res = _TWO * (((s - _HALF) + s * rh) + s * (q - rl))
+    return x if abs(x) < _EM1_TINY else res
+
+
+# ---------------------------------------------------------------------------------------- log, log1p
+
+_SQRTH_BITS = _I(0x3F3504F3)  # sqrt(1/2)
+_LOG1P_TINY = _F(2.0**-24)  # log1p(x) rounds to x below this
+# log(1 + f) = f - f*f/2 + f**3 * R(f) on sqrt(1/2) - 1 <= f < sqrt(2) - 1
+_R0, _R1, _R2, _R3, _R4, _R5, _R6, _R7 = (
+    _F(c) for c in (0.3333333, -0.25000826, 0.20001236, -0.16623144, 0.14201368, -0.13162003, 0.12765427, -0.07634387)
+)
+
+
+@njit(**_INNER)
+def _log_split(x):
+    """x > 0 normal -> (e, f) with x = 2**e * (1 + f), 1 + f in [sqrt(1/2), sqrt(2))."""
+    ix = _I(_bits(x) - _SQRTH_BITS)
+    e = _F(_I(ix >> 23))
+    m = _float(_I((ix & _MANT) + _SQRTH_BITS))
+    return e, m - _ONE
+
+
+@njit(**_INNER)
+def _log_tail(f):
+    """log(1 + f) - f."""
+    z = f * f
+    p = (((((((_R7 * f + _R6) * f + _R5) * f + _R4) * f + _R3) * f + _R2) * f + _R1) * f) + _R0
+    return f * z * p - _HALF * z
+
+
+@njit(**_OPTS)
+def flog(x):
+    """Natural log for float32 (<= 1 ulp). Example: ``flog(np.float32(np.e)) == np.float32(1)``."""
+    x = _F(x)
+    sub = x < _FLT_MIN
+    xs = x * _TWO23 if sub else x
+    e, f = _log_split(xs)
+    e = e - _F(23.0) if sub else e
+    res = e * _LN2_HI + (f + (_log_tail(f) + e * _LN2_LO))
+    res = x if not x < _INF else res  # +inf, nan
+    res = _NAN if x < _ZERO else res
+    return _NINF if x == _ZERO else res
+
+
+@njit(**_OPTS)
+def flog1p(x):
+    """``log(1 + x)`` for float32, accurate near 0. Example: ``flog1p(np.float32(1e-10)) == np.float32(1e-10)``."""
+    x = _F(x)
+    s = _ONE + x
+    # exact rounding error of 1 + x (TwoSum); log(s + c) = log(s) + c/s to first order
+    bb = s - _ONE
+    c = (_ONE - (s - bb)) + (x - bb)
+    e, f = _log_split(s)
+    res = e * _LN2_HI + (f + (_log_tail(f) + (e * _LN2_LO + c / s)))
+    res = x if not abs(x) >= _LOG1P_TINY else res  # tiny, +-0, nan
+    res = x if x == _INF else res
+    res = _NAN if x < _MONE else res
+    return _NINF if x == _MONE else res
+
+
+# --------------------------------------------------------------------------------------------- tanh
+
+_TANH_X0 = _F(0.55)
+# tanh(a) = a + a**3 * T(a*a) on 0 <= a < _TANH_X0
+_T0, _T1, _T2, _T3, _T4 = (_F(c) for c in (-0.33333316, 0.1333258, -0.053851683, 0.02106892, -0.0062700924))
+
+
+@njit(**_INNER)
+def _copysign(v, x):
+    """|v| with the sign of x, for v >= +0."""
+    return _float(_I(_bits(v) | (_bits(x) & _SIGN)))
+
+
+@njit(**_OPTS)
+def ftanh(x):
+    """tanh for float32. Example: ``ftanh(np.float32(-0.0))`` is ``-0.0``."""
+    x = _F(x)
+    a = abs(x)
+    z = x * x
+    small = a + a * z * ((((_T4 * z + _T3) * z + _T2) * z + _T1) * z + _T0)
+    large = _F(_DONE - _DTWO / (_exp_wide(a + a) + _DONE))
+    return _copysign(small if a < _TANH_X0 else large, x)
+
+
+# ----------------------------------------------------------------------------------------- logistic
+
+
+@njit(**_OPTS)
+def flogistic(x):
+    """``1 / (1 + e**-x)`` for float32, relative accuracy kept for large negative x (subnormal results).
+
+    Example: ``flogistic(np.float32(0)) == 0.5``.
+    """
+    x = _F(x)
+    e = _exp_wide(-abs(x))
+    return _F((_DONE if x >= _ZERO else e) / (_DONE + e))
+
+
+# ---------------------------------------------------------------------------------------------- erf
+
+_ERF_CLAMP = _F(4.0)  # erf rounds to 1 above 3.92
+_ERF_C = _F(2.5)
+_ERF_TS = _F(2.0 / np.sqrt(np.pi) - 1.0)
+# erf(x) = x + x * (TS + x*x * S(x*x)) on |x| < 1
+_S0, _S1, _S2, _S3, _S4, _S5, _S6 = (
+    _F(c) for c in (-0.37612638, 0.112837836, -0.02686547, 0.00522111, -8.4849104e-04, 1.1270336e-04, -9.67593e-06)
+)
+# erfc(a) = exp(H(a - 2.5) - a*a) on 1 <= a <= 4
+_H0, _H1, _H2, _H3, _H4, _H5, _H6, _H7 = (
+    _F(c)
+    for c in (
+        -1.5568153,
+        -0.3526806,
+        0.056108177,
+        -0.010853502,
+        0.0021664589,
+        -4.3100663e-04,
+        6.17645e-05,
+        -2.1697599e-05,
+    )
+)
+
+
+@njit(**_OPTS)
+def ferf(x):
+    """Error function for float32. Example: ``ferf(np.float32(10)) == 1``."""
+    x = _F(x)
+    a = abs(x)
+    z = x * x
+    sp = (((((_S6 * z + _S5) * z + _S4) * z + _S3) * z + _S2) * z + _S1) * z + _S0
+    small = x + x * (_ERF_TS + z * sp)
+    ac = _ERF_CLAMP if a > _ERF_CLAMP else a
+    t = ac - _ERF_C
+    h = ((((((_H7 * t + _H6) * t + _H5) * t + _H4) * t + _H3) * t + _H2) * t + _H1) * t + _H0
+    large = _ONE - _exp(h - ac * ac)
+    return small if a < _ONE else _copysign(large, x)
+
+
+# ------------------------------------------------------------------------------------------ sin, cos
+
+
+def _two_over_pi_pieces(k: int) -> tuple[float, float, float]:
+    """2**-k * ((2**k * 2/pi) mod 4) as three float64 pieces of 29, 29 and 53 significant bits."""
+    prec = 300
+
+    def atan_inv(n: int, one: int) -> int:
+        term = one // n
+        total, j, sign = term, 3, -1
+        while term:
+            term //= n * n
+            total += sign * (term // j)
+            sign, j = -sign, j + 2
+        return total
+
+    one = 1 << (prec + 64)
+    pi = 16 * atan_inv(5, one) - 4 * atan_inv(239, one)  # pi * 2**(prec + 64)
+    t = ((one << (prec + 1)) // pi) % (1 << (prec - k + 2))  # the value in units of 2**-prec
+    nb = t.bit_length()
+    hi = t >> (nb - 29) << (nb - 29)
+    mid = (t - hi) >> (nb - 58) << (nb - 58)
+    return tuple(math.ldexp(float(v), -prec) for v in (hi, mid, t - hi - mid))
+
+
+# |x| = M * 2**E with an integer M < 2**24. For E >= k, x * 2**-k is an integer, so x * 2/pi = x * T_k
+# (mod 4) with T_k = 2**-k * ((2**k * 2/pi) mod 4). Split into 29 + 29 + 53 bits, the first two products
+# are exact and the third is good to 2**-57 while E - k <= 28; four ranges (k = 0, 29, 58, 87) cover every
+# finite float32, chosen by |x| >= 2**(k + 23).
+(_K00, _K01, _K02), (_K10, _K11, _K12), (_K20, _K21, _K22), (_K30, _K31, _K32) = (
+    tuple(_D(v) for v in _two_over_pi_pieces(k)) for k in (0, 29, 58, 87)
+)
+_RANGE1, _RANGE2, _RANGE3 = _F(2.0**52), _F(2.0**81), _F(2.0**110)
+_DQUARTER, _D4 = _D(0.25), _D(4.0)
+_PIO2 = _D(np.pi / 2)
+# sin(r) = r + r**3 * S(r*r), cos(r) = 1 - r*r/2 + r**4 * C(r*r) on |r| <= pi/4
+_SN0, _SN1, _SN2 = _F(-0.16666655), _F(0.008332156), _F(-1.9514632e-04)
+_CS0, _CS1, _CS2 = _F(0.041666646), _F(-0.001388731), _F(2.4432413e-05)
+
+
+@njit(**_INNER)
+def _sincos_reduce(x):
+    """|x| = (q + 4i) * pi/2 + r, r as float32 hi + lo; exact for every finite x."""
+    a = abs(x)
+    xd = _D(a)
+    c0 = _K30 if a >= _RANGE3 else (_K20 if a >= _RANGE2 else (_K10 if a >= _RANGE1 else _K00))
+    c1 = _K31 if a >= _RANGE3 else (_K21 if a >= _RANGE2 else (_K11 if a >= _RANGE1 else _K01))
+    c2 = _K32 if a >= _RANGE3 else (_K22 if a >= _RANGE2 else (_K12 if a >= _RANGE1 else _K02))
+    p0 = xd * c0
+    p0 = p0 - _D4 * np.floor(p0 * _DQUARTER)  # exact; keeps p0 + p1 below 2**51 for the rounding below
+    p1 = xd * c1
+    p2 = xd * c2  # up to 2**-4: part of the rounding, or |r| could exceed pi/4 by 0.1
+    t = ((p0 + p1) + p2) + _SHIFT64
+    j = t - _SHIFT64
+    f = ((p0 - j) + p1) + p2
+    r = f * _PIO2
+    rh = _F(r)
+    return rh, _F(r - _D(rh)), _I(_bits64(t) & _L(3))
+
+
+@njit(**_INNER)
+def _sin_cos_poly(rh, rl):
+    z = rh * rh
+    s = rh + (rh * z * ((_SN2 * z + _SN1) * z + _SN0) + rl)
+    w = _HALF * z
+    hw = _ONE - w
+    c = hw + (((_ONE - hw) - w) + (z * z * ((_CS2 * z + _CS1) * z + _CS0) - rh * rl))
+    return s, c
+
+
+@njit(**_OPTS)
+def fsin(x):
+    """sin for float32 with exact argument reduction for every input.
+
+    Example: ``fsin(np.float32(-0.0))`` is ``-0.0``.
+    """
+    x = _F(x)
+    rh, rl, q = _sincos_reduce(x)
+    s, c = _sin_cos_poly(rh, rl)
+    v = c if (q & 1) != 0 else s
+    res = _float(_I(_bits(v) ^ ((q & 2) << 30) ^ (_bits(x) & _SIGN)))
+    return res if abs(x) < _INF else _NAN
+
+
+@njit(**_OPTS)
+def fcos(x):
+    """cos for float32 with exact argument reduction for every input.
+
+    Example: ``fcos(np.float32(0)) == 1``.
+    """
+    x = _F(x)
+    rh, rl, q = _sincos_reduce(x)
+    s, c = _sin_cos_poly(rh, rl)
+    q = q + 1
+    v = c if (q & 1) != 0 else s
+    res = _float(_I(_bits(v) ^ ((q & 2) << 30)))
+    return res if abs(x) < _INF else _NAN
+
+
+# ---------------------------------------------------------------------------------------------- pow
+
+_SQRTH_BITS64 = _L(0x3FE6A09E667F3BCD)
+_MANT64 = _L(0x000FFFFFFFFFFFFF)
+_INVLN2 = _D(1.0 / np.log(2.0))
+_DNINF = _D(-np.inf)
+# log(1 + f) = 2*atanh(s), s = f/(2 + f): 2s + s * s*s * sum 2/(2k+1) (s*s)**(k-1), |s| < 0.172
+_A1, _A2, _A3, _A4, _A5, _A6, _A7, _A8 = (_D(2.0 / (2 * k + 1)) for k in range(1, 9))
+_EXP2_LIM = _D(200.0)
+_SHIFT64_BITS = _L(0x4338000000000000)
+# 2**r = sum (r ln2)**k / k!, k <= 9, on |r| <= 1/2 (truncation < 2**-37)
+_X0, _X1, _X2, _X3, _X4, _X5, _X6, _X7, _X8, _X9 = (_D(math.log(2.0) ** k / math.factorial(k)) for k in range(10))
+_TWO24 = _F(2.0**24)
+
+
+@njit(**_INNER)
+def _log2_64(a):
+    """log2 of a positive normal float64, relative error about 2**-50."""
+    ix = _L(_bits64(a) - _SQRTH_BITS64)
+    e = _D(_L(ix >> 52))
+    f = _float64(_L((ix & _MANT64) + _SQRTH_BITS64)) - _DONE
+    s = f / (_DTWO + f)
+    z = s * s
+    p = ((((((_A8 * z + _A7) * z + _A6) * z + _A5) * z + _A4) * z + _A3) * z + _A2) * z + _A1
+    return e + ((s + s) + s * z * p) * _INVLN2
+
+
+@njit(**_INNER)
+def _exp2_64(t):
+    t = _EXP2_LIM if t > _EXP2_LIM else t
+    t = -_EXP2_LIM if t < -_EXP2_LIM else t
+    u = t + _SHIFT64
+    n = _L(_bits64(u) - _SHIFT64_BITS)
+    r = t - (u - _SHIFT64)
+    r2 = r * r
+    lo = (((_X4 * r + _X3) * r + _X2) * r + _X1) * r + _X0
+    hi = (((_X9 * r + _X8) * r + _X7) * r + _X6) * r + _X5
+    p = lo + (r2 * r2 * r) * hi
+    return p * _float64(_L((n + _B1023) << 52))
+
+
+@njit(**_OPTS)
+def fpow(x, y):
+    """``x**y`` for float32 with the C99 ``pow`` special cases (<= 1 ulp).
+
+    Example: ``fpow(np.float32(-2), np.float32(3)) == -8``.
+    """
+    x = _F(x)
+    y = _F(y)
+    ax = abs(x)
+    axd = _D(ax)
+    lg = _log2_64(axd)
+    lg = _DNINF if ax == _ZERO else lg
+    lg = axd if not ax < _INF else lg  # inf, nan
+    res = _F(_exp2_64(_D(y) * lg))
+    y_int = np.floor(y) == y  # true for +-inf
+    hy = y * _HALF
+    y_odd = y_int and abs(y) < _TWO24 and np.floor(hy) != hy
+    res = -res if (_bits(x) < 0 and y_odd) else res
+    res = _NAN if (x < _ZERO and x > _NINF and not y_int) else res
+    return _ONE if (y == _ZERO or x == _ONE or (ax == _ONE and abs(y) == _INF)) else res
+
+
+FUNCS = {
+    "exp": fexp,
+    "expm1": fexpm1,
+    "log": flog,
+    "log1p": flog1p,
+    "tanh": ftanh,
+    "logistic": flogistic,
+    "erf": ferf,
+    "sin": fsin,
+    "cos": fcos,
+    "pow": fpow,
+}
