@@ -599,8 +599,8 @@ def _safe_div_np(x, y):
     shape = x.shape if x.shape == y.shape else np.broadcast_shapes(x.shape, y.shape)
     out = np.zeros(shape, np.result_type(x, y))
     # skipping the zero numerators avoids 0/0 = nan; a nonzero over zero is a genuine infinity, kept silently
-    if (y == 0).any():
-        with np.errstate(divide="ignore", over="ignore"):
+    if (y == 0).any() or not np.isfinite(y).all():
+        with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
             np.divide(x, y, out=out, where=x != 0)
     else:
         np.divide(x, y, out=out, where=x != 0)
