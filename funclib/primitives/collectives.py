@@ -144,6 +144,7 @@ def _ag_vmap(args, dims, *, axis_name, axis_size):
 
 axis_index_p = _collective("axis_index")
 axis_index_p.no_rule["transpose"] = "has no inputs"
+axis_index_p.no_rule["jvp"] = "has no inputs (and an integer output)"
 axis_index_p.def_abstract_eval(lambda *, axis_name: ShapedArray((), np.dtype(np.int64)))
 
 

@@ -186,7 +186,9 @@ def _scatter_transpose(ct, x, idx, upd, *, axes):
     from ._util import zeros
 
     return [
-        scatter_p.bind(ct, idx, zeros(upd.aval), axes=axes) if is_undefined(x) else None,
+        scatter_p.bind(ct, idx, zeros(upd.aval if is_undefined(upd) else aval_of(upd)), axes=axes)
+        if is_undefined(x)
+        else None,
         None,
         gather_p.bind(ct, idx, axes=axes) if is_undefined(upd) else None,
     ]

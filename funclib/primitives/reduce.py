@@ -145,25 +145,31 @@ reduce_min_p.def_jvp(_minmax_jvp(reduce_min_p))
 
 @reduce_prod_p.def_jvp
 def _prod_jvp(primals, tangents, *, axes):
-    from .elementwise import convert, divide, equal, select
+    from ..ops.reductions import cumprod
+    from .elementwise import multiply
+    from .shape import concatenate, full, reshape, rev, slice_, transpose
 
     (x,), (t,) = primals, tangents
     out = reduce_prod_p.bind(x, axes=axes)
-    if type(t) is Zero or out.dtype not in FLOAT:
+    n = int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
+    if type(t) is Zero or out.dtype not in FLOAT or n == 0:
         return out, Zero(aval_of(out))
-    # d prod / d x_i, exact at zeros: prod/x_i with no zero; the product of the others at the single zero; else 0
-    zero = _wrap(np.zeros((), x.dtype))
-    one = _wrap(np.ones((), x.dtype))
-    is_zero = equal(x, zero)
-    nz = _keepdims_bcast(reduce_sum_p.bind(convert(is_zero, x.dtype), axes=axes), x.shape, axes)
-    x_safe = select(is_zero, one, x)
-    p_nonzero = _keepdims_bcast(reduce_prod_p.bind(x_safe, axes=axes), x.shape, axes)
-    g = select(
-        equal(nz, zero),
-        divide(p_nonzero, x_safe),
-        select(is_zero & equal(nz, one), p_nonzero, _wrap(np.zeros((), x.dtype))),
-    )
-    return out, reduce_sum_p.bind(t * g, axes=axes)
+    # d prod / d x_i is the product of the others: exclusive cumulative products from both ends. Exact at zeros
+    # and built from multiplications, so every higher order is exact too (dividing by x_i is not, at zeros)
+    kept = tuple(i for i in range(x.ndim) if i not in axes)
+    lead = tuple(x.shape[i] for i in kept)
+    last = len(lead)
+
+    def flat(v):
+        return reshape(transpose(v, kept + tuple(axes)), lead + (n,))
+
+    def exclusive(v):
+        c = cumprod(v, last)
+        return concatenate([full(lead + (1,), 1, x.dtype), slice_(c, (0,) * v.ndim, lead + (n - 1,))], last)
+
+    xf = flat(x)
+    others = multiply(exclusive(xf), rev(exclusive(rev(xf, (last,))), (last,)))
+    return out, reduce_sum_p.bind(multiply(flat(t), others), axes=(last,))
 
 
 def _bool_jvp(p):

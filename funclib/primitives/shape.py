@@ -594,7 +594,7 @@ def _dus_transpose(ct, x, u, *starts):
 
     out = [None, None] + [None] * len(starts)
     if is_undefined(x):
-        out[0] = dynamic_update_slice_p.bind(ct, zeros(u.aval), *starts)
+        out[0] = dynamic_update_slice_p.bind(ct, zeros(u.aval if is_undefined(u) else aval_of(u)), *starts)
     if is_undefined(u):
         out[1] = dynamic_slice_p.bind(ct, *starts, slice_sizes=u.aval.shape)
     return out
@@ -632,6 +632,7 @@ def dynamic_update_slice(x, update, starts):
 iota_p = Primitive("iota")
 iota_p.family = "creation"
 iota_p.no_rule["transpose"] = "has no inputs"
+iota_p.no_rule["jvp"] = "has no inputs"
 
 
 def _iota_impl(*, dtype, shape, dimension):
