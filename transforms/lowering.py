@@ -103,6 +103,13 @@ def _lower_scan(eqn):
                 buf[i] = y
         return [np.asarray(c) for c in carry] + ys
 
+    if config.fuse_kernels and config.native_loops:
+        # the whole loop as one generated numba function where the body allows; the executor loop otherwise
+        from .native_scan import native_scan
+
+        native = native_scan(eqn, run)
+        if native is not None:
+            return native
     return run
 
 

@@ -1,0 +1,748 @@
+"""Whole loops as one numba function: a scan's body inlined into a generated ``for`` loop.
+
+A ``LoopSpec`` describes the body with no reference to tracing: numbered values (dtype and static shape; the
+first ones are the loop-invariant constants, the carry and the per-iteration slices of the scanned inputs) and
+steps over them (fused elementwise regions with an optional reduction, ``dot_general``, transposes, reshapes,
+broadcasts, slices, reversals). ``build(spec)`` generates one module whose ``kernel`` runs the whole loop:
+
+- every scratch buffer is allocated by the caller and passed in (``np.empty`` inside numba costs compile time
+  and, for large buffers, run time); nothing is allocated inside the loop;
+- every value is a C-ordered array read through an affine index map: transposes, broadcasts, slices and
+  reversals only rewrite the map, reshapes of C-ordered values are numba views, and anything else is copied;
+- elementwise regions become loop nests built from ``fusion``'s scalar expressions (float32 transcendentals
+  from ``vmath``); a region ending in a sum reduction becomes a helper function compiled with
+  ``fastmath={'reassoc', 'contract'}``, exactly as the stand-alone fused kernels are;
+- ``dot_general`` calls BLAS ``gemm`` (through numba's own BLAS entry) on 2-D C- or F-ordered views;
+  transposed operands pass as ``.T`` views, other layouts are copied first; batch dimensions are loops;
+- copies of loop-invariant values (constants) are made once, before the loop;
+- stacked outputs are written in place at row ``i`` (``length - 1 - i`` when reversed); a new carry is
+  computed straight into its buffer when nothing reads the old one afterwards, and copied in at the end of the
+  iteration otherwise (through a staging buffer where it is a view of an old carry, e.g. a swap).
+
+Sizes never appear in the source: they are read from an ``int64`` table passed at run time, so the kernel
+(keyed by a content hash, written to the kernel cache dir and compiled with ``cache=True``) serves every trip
+count and every batch size with the same structure. ``Unsupported`` is raised for what it cannot generate;
+callers then run the loop some other way.
+
+Example:
+    >>> import numpy as np
+    >>> from funclib.kernels import loopgen
+    >>> from funclib.kernels.fusion import OpSpec
+    >>> # carry h (f32[3]), scanned x (f32[3]); body: h = h * 0.5 + x, ys = h
+    >>> ops = (OpSpec("mul", (("in", 0), ("const", "0.5", "float32")), "float32"),
+    ...        OpSpec("add", (("op", 0), ("in", 1)), "float32"))
+    >>> step = loopgen.Elementwise(inputs=(0, 1), ops=ops, outputs=((1, 2),), shape=(3,))
+    >>> v = loopgen.Value("float32", (3,))
+    >>> spec = loopgen.LoopSpec(values=(v, v, v), n_consts=0, n_carry=1, n_xs=1, steps=(step,),
+    ...                         carry_out=(2,), ys=(2,), reverse=False)
+    >>> k = loopgen.build(spec)
+    >>> carry, ys = k(4, [], [np.zeros(3, np.float32)], [np.ones((4, 3), np.float32)])
+    >>> carry[0]
+    array([1.875, 1.875, 1.875], dtype=float32)
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+from . import fusion
+
+GENERATOR_VERSION = "5"
+
+_DOT_DTYPES = frozenset({np.dtype(np.float32), np.dtype(np.float64)})
+VALUE_DTYPES = frozenset(d for d in fusion.FUSIBLE_DTYPES if d not in fusion.HALF)
+
+
+def _gemm_intrinsic():
+    # numba's own BLAS entry (scipy's cython_blas behind ``numba_xxgemm``), without np.dot's typing machinery,
+    # which costs about a second of compile time per operand layout
+    from numba.np.arrayobj import make_array
+    from numba.np.linalg import call_xxgemm, ensure_blas
+
+    floats = (types.float32, types.float64)
+
+    @intrinsic
+    def gemm(typingctx, a, b, out):
+        arrs = (a, b, out)
+        if not all(isinstance(t, types.Array) and t.ndim == 2 and t.dtype == a.dtype for t in arrs):
+            return None
+        if a.dtype not in floats or a.layout not in "CF" or b.layout not in "CF" or out.layout != "C":
+            return None
+        if not out.mutable:
+            return None
+        ensure_blas()
+
+        def codegen(context, builder, sig, args):
+            vals = []
+            for ty, v in zip(sig.args, args):
+                arr = make_array(ty)(context, builder, v)
+                vals += [ty, cgutils.unpack_tuple(builder, arr.shape), arr.data]
+            call_xxgemm(context, builder, *vals)
+            return context.get_dummy_value()
+
+        return types.void(a, b, out), codegen
+
+    return gemm
+
+
+try:
+    _gemm = _gemm_intrinsic()
+
+    # a function of its own (cached per operand layout), so each loop kernel only emits a call
+    @numba.njit(cache=True, nogil=True, no_cpython_wrapper=True)
+    def gemm(a, b, out):
+        _gemm(a, b, out)
+
+except ImportError:  # numba moved its BLAS helpers: np.dot does the same, compiling more slowly
+
+    @numba.njit(cache=True, nogil=True)
+    def gemm(a, b, out):
+        np.dot(a, b, out)
+
+
+gemm.__doc__ = """``out[:] = a @ b`` for 2-D float32/float64 arrays inside numba code: ``a``, ``b`` C- or F-ordered,
+``out`` C-ordered, shapes already checked by the caller."""
+
+
+class Unsupported(Exception):
+    """The loop body holds something the generator does not emit; run the loop another way."""
+
+
+@dataclass(frozen=True)
+class Value:
+    dtype: str
+    shape: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Reduction:
+    kind: str  # "sum" | "max" | "min"
+    op: int  # index of the reduced op
+    axes: tuple[int, ...]  # axes of the region's shape, sorted
+    out: int  # value id
+
+
+@dataclass(frozen=True)
+class Elementwise:
+    """A fused region: scalar ops (``fusion.OpSpec``, ``("in", k)`` meaning ``inputs[k]``) over ``shape``."""
+
+    inputs: tuple[int, ...]
+    ops: tuple[fusion.OpSpec, ...]
+    outputs: tuple[tuple[int, int], ...]  # (op index, value id) stored at the full shape
+    shape: tuple[int, ...]
+    reduction: Reduction | None = None
+
+
+@dataclass(frozen=True)
+class Dot:
+    lhs: int
+    rhs: int
+    out: int
+    contract: tuple[tuple[int, ...], tuple[int, ...]]
+    batch: tuple[tuple[int, ...], tuple[int, ...]]
+
+
+@dataclass(frozen=True)
+class Transpose:
+    src: int
+    out: int
+    perm: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Reshape:
+    src: int
+    out: int
+
+
+@dataclass(frozen=True)
+class Broadcast:
+    src: int
+    out: int
+    dims: tuple[int, ...]  # broadcast_in_dim's broadcast_dimensions
+
+
+@dataclass(frozen=True)
+class Slice:
+    src: int
+    out: int
+    start: tuple[int, ...]
+    limit: tuple[int, ...]
+    strides: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Rev:
+    src: int
+    out: int
+    dims: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class LoopSpec:
+    """Values ``0 .. n_consts+n_carry+n_xs-1`` are the constants, the carry and the per-iteration slices."""
+
+    values: tuple[Value, ...]
+    n_consts: int
+    n_carry: int
+    n_xs: int
+    steps: tuple
+    carry_out: tuple[int, ...]  # value id of each new carry
+    ys: tuple[int, ...]  # value id of each per-iteration output
+    reverse: bool
+
+
+_VIEWS = (Transpose, Reshape, Slice, Rev, Broadcast)
+
+
+def _io(st) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    if type(st) is Elementwise:
+        outs = tuple(v for _, v in st.outputs) + ((st.reduction.out,) if st.reduction is not None else ())
+        return tuple(st.inputs), outs
+    if type(st) is Dot:
+        return (st.lhs, st.rhs), (st.out,)
+    return (st.src,), (st.out,)
+
+
+def _inplace(spec: LoopSpec) -> dict[int, int]:
+    """Values computed straight into their carry's buffer: those produced after the last read of the old carry.
+
+    An elementwise region may also read the old carry itself, at the very index it writes. Stacked outputs are
+    copied right after their value exists, so only old-carry reads by steps, or by final copies into other
+    carries (a swap), keep a new carry out of its buffer.
+    """
+    nc, nk = spec.n_consts, spec.n_carry
+    n_in = nc + nk + spec.n_xs
+    root = {v: v for v in range(n_in)}
+    pos = {v: -1 for v in range(n_in)}
+    last: dict[int, int] = {}
+
+    def read(p: int, r: int) -> None:
+        last[r] = max(last.get(r, p), p)
+
+    for s, st in enumerate(spec.steps):
+        ins, outs = _io(st)
+        for v in ins:
+            read(s, root[v])
+        for v in outs:
+            root[v] = root[ins[0]] if type(st) in _VIEWS else v
+            pos[v] = s
+    for v in spec.ys:
+        read(pos[v], root[v])
+    carry_ids = range(nc, nc + nk)
+    for k, v in enumerate(spec.carry_out):
+        if v != nc + k and root[v] in carry_ids:
+            read(len(spec.steps), root[v])
+    chosen: dict[int, int] = {}
+    for s, st in enumerate(spec.steps):
+        if type(st) in _VIEWS:
+            continue
+        ins, outs = _io(st)
+        for v in outs:
+            if type(st) is Elementwise and st.reduction is not None:
+                continue
+            ks = [k for k, c in enumerate(spec.carry_out) if c == v and k not in chosen.values()]
+            if not ks:
+                continue
+            k = ks[0]
+            cid = nc + k
+            lr = last.get(cid, -2)
+            if lr > s:
+                continue
+            if lr == s:
+                if type(st) is not Elementwise:
+                    continue
+                shape = tuple(spec.values[cid].shape)
+                if any(root[u] == cid and (u != cid or shape != tuple(st.shape)) for u in ins):
+                    continue
+            chosen[v] = k
+    return chosen
+
+
+def _ishape(shape: tuple[int, ...]) -> tuple[int, ...]:
+    # rank-0 values live in 1-element arrays: numba indexes those like any other
+    return tuple(shape) if shape else (1,)
+
+
+def _tuple(items: list[str]) -> str:
+    return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+
+
+def _affine(off: str, mult: int, j: str) -> str:
+    if mult == 0:
+        return off
+    term = j if mult == 1 else (f"-{j}" if mult == -1 else f"{mult} * {j}")
+    if off == "0":
+        return term
+    return f"{off} - {j}" if mult == -1 else f"{off} + {term}"
+
+
+class _Gen:
+    """Every value is a C-ordered numba array (``base``) read through an affine index map (``terms``).
+
+    ``terms`` has one ``(value_axis or None, multiplier, offset)`` per axis of the base: transposes, slices and
+    reversals only rewrite the map. Strided numba views ('A' layout) would do the same, but a 3-D loop over one
+    takes LLVM over ten seconds to compile, and a C array read at permuted or affine indices does not.
+    """
+
+    def __init__(self, spec: LoopSpec):
+        self.spec = spec
+        self.sizes: list[int] = []
+        self.pre: list[str] = []  # before the loop
+        self.body: list[str] = []  # inside the loop
+        self.helpers: list[str] = []
+        self.consts: dict = {}
+        self.base: dict[int, str] = {}
+        self.terms: dict[int, tuple] = {}
+        self.root: dict[int, int] = {}
+        self.invariant: set[int] = set(range(spec.n_consts))
+        self.temps: list[tuple[tuple[int, ...], str]] = []  # (shape, dtype) of each scratch buffer
+        self.direct_ys: dict[int, int] = {}  # value id -> ys index it is computed into
+        self.inplace: dict[int, int] = {}  # value id -> carry index it is computed into
+
+    # -- helpers ------------------------------------------------------------------------------------------------
+    def dim(self, n: int) -> str:
+        self.sizes.append(int(n))
+        return f"d[{len(self.sizes) - 1}]"
+
+    def shape_expr(self, shape) -> str:
+        return _tuple([self.dim(n) for n in shape])
+
+    def prod(self, sizes) -> str:
+        return " * ".join(self.dim(n) for n in sizes) if len(sizes) else "1"
+
+    def val(self, vid: int) -> Value:
+        return self.spec.values[vid]
+
+    def ish(self, vid: int) -> tuple[int, ...]:
+        return _ishape(self.val(vid).shape)
+
+    def np_dtype(self, vid: int) -> str:
+        return np.dtype(self.val(vid).dtype).name
+
+    def tmp(self, shape, dtype: str) -> str:
+        # allocated by the caller and passed in: np.empty inside the kernel costs about 0.1 s of compile time each
+        self.temps.append((_ishape(tuple(shape)), dtype))
+        return f"b{len(self.temps) - 1}"
+
+    def identity(self, vid: int) -> tuple:
+        r = len(self.val(vid).shape)
+        return tuple((a, 1, "0") for a in range(r)) if r else ((None, 0, "0"),)
+
+    def is_c(self, vid: int) -> bool:
+        return self.terms[vid] == self.identity(vid)
+
+    def bind(self, vid: int, base: str, root: int, terms=None) -> None:
+        self.base[vid] = base
+        self.terms[vid] = self.identity(vid) if terms is None else terms
+        self.root[vid] = root
+
+    def at(self, vid: int, idx: list[str]) -> str:
+        """The element of ``vid`` at value indices ``idx`` (one per axis of the value)."""
+        parts = [off if a is None else _affine(off, m, idx[a]) for a, m, off in self.terms[vid]]
+        return f"{self.base[vid]}[{', '.join(parts)}]"
+
+    def emit(self, deps, lines: list[str]) -> bool:
+        """Loop-invariant work (it reads constants only) goes before the loop."""
+        if all(v in self.invariant for v in deps):
+            self.pre += lines
+            return True
+        self.body += lines
+        return False
+
+    def alloc(self, vid: int) -> str:
+        """Give a step's output its own C-ordered buffer (or its carry's buffer, or its row of a stacked output)."""
+        if vid in self.inplace:
+            base = f"h{self.inplace[vid]}"
+        elif vid in self.direct_ys:
+            base = f"v{vid}"
+            self.body.append(f"v{vid} = y{self.direct_ys[vid]}[i]")
+        else:
+            base = self.tmp(self.val(vid).shape, self.np_dtype(vid))
+        self.bind(vid, base, vid)
+        return base
+
+    def loops(self, shape, ind: str, prefix: str = "j") -> tuple[list[str], str]:
+        lines = []
+        for k, n in enumerate(shape):
+            lines.append(f"{ind}for {prefix}{k} in range({self.dim(n)}):")
+            ind += "    "
+        return lines, ind
+
+    def copy(self, dst: str, vid: int, perm=None) -> list[str]:
+        """Loops writing ``vid`` into the C array ``dst``; with ``perm``, ``dst`` axis ``k`` is axis ``perm[k]``."""
+        shape = self.val(vid).shape
+        perm = tuple(range(len(shape))) if perm is None else tuple(perm)
+        out_shape = _ishape(tuple(shape[p] for p in perm))
+        lines, inner = self.loops(out_shape, "")
+        where = {p: k for k, p in enumerate(perm)}
+        src = self.at(vid, [f"j{where[a]}" for a in range(len(shape))])
+        lines.append(f"{inner}{dst}[{', '.join(f'j{k}' for k in range(len(out_shape)))}] = {src}")
+        return lines
+
+    def materialize(self, vid: int, perm: tuple[int, ...]) -> str:
+        """A C-ordered copy of ``vid`` with its axes permuted by ``perm`` (made once if ``vid`` is invariant)."""
+        shape = self.val(vid).shape
+        buf = self.tmp(tuple(shape[p] for p in perm), self.np_dtype(vid))
+        self.emit([vid], self.copy(buf, vid, perm))
+        return buf
+
+    # -- steps --------------------------------------------------------------------------------------------------
+    def elementwise(self, st: Elementwise, n: int) -> None:
+        red = st.reduction
+        outs = [v for _, v in st.outputs] + ([red.out] if red is not None else [])
+        for v in outs:
+            self.alloc(v)
+        if red is not None and red.kind == "sum":
+            # its own function, so that only the reduction may reassociate (as the stand-alone kernels do)
+            names: dict = {}
+            for v in list(st.inputs) + outs:
+                names.setdefault(self.base[v], f"a{len(names)}")
+            lines = self.region(st, names, f"s{n}_", "    ")
+            self.helpers.append(
+                "@numba.njit(cache=True, error_model='numpy', nogil=True, fastmath={'reassoc', 'contract'})\n"
+                f"def step{n}(d, {', '.join(names.values())}):\n" + "\n".join(lines) + "\n"
+            )
+            self.body.append(f"step{n}(d, {', '.join(names)})")
+            return
+        self.body += self.region(st, {}, f"s{n}_", "")
+
+    def region(self, st: Elementwise, names: dict, pfx: str, ind: str) -> list[str]:
+        """The loop nest of a fused region; ``names`` renames bases (a helper function's parameters)."""
+
+        def ren(code: str) -> str:
+            b, _, rest = code.partition("[")
+            return f"{names.get(b, b)}[{rest}" if rest else names.get(b, b)
+
+        shape = _ishape(st.shape)
+        r = len(shape)
+        red = st.reduction
+        loads = []
+        for k, v in enumerate(st.inputs):
+            vs = self.val(v).shape
+            pad = r - len(vs)
+            idx = ["0" if (vs[a] == 1 and shape[pad + a] != 1) else f"j{pad + a}" for a in range(len(vs))]
+            loads.append(f"{pfx}x{k} = {ren(self.at(v, idx))}")
+        ops = []
+        for j, op in enumerate(st.ops):
+            ae = []
+            for ref in op.args:
+                if ref[0] == "in":
+                    ae.append(f"{pfx}x{ref[1]}")
+                elif ref[0] == "op":
+                    ae.append(f"{pfx}t{ref[1]}")
+                else:
+                    key = (ref[1], fusion._compute(np.dtype(ref[2])).name)
+                    if key not in self.consts:
+                        self.consts[key] = f"c{len(self.consts)}"
+                    ae.append(self.consts[key])
+            ops.append(f"{pfx}t{j} = {fusion._expr(op, ae, [])}")
+        full = ", ".join(f"j{k}" for k in range(r))
+        stores = [f"{ren(self.base[v])}[{full}] = {pfx}t{j}" for j, v in st.outputs]
+        inner = loads + ops + stores
+        if red is None:
+            lines, deep = self.loops(shape, ind)
+            return lines + [deep + s for s in inner]
+        axes = tuple(red.axes) if st.shape else (0,)
+        kept = [k for k in range(r) if k not in axes]
+        kidx = ", ".join(f"j{k}" for k in kept) or "0"
+        dt = fusion._compute(np.dtype(self.val(red.out).dtype))
+        t = f"{pfx}t{red.op}"
+        out = ren(self.base[red.out])
+        m = len(axes)
+        lines = []
+        if axes == tuple(range(r - m, r)):
+            cur = ind
+            for k in kept:
+                lines.append(f"{cur}for j{k} in range({self.dim(shape[k])}):")
+                cur += "    "
+            acc = f"{pfx}acc"
+            lines.append(f"{cur}{acc} = {fusion._init(red.kind, dt)}")
+            outer = cur
+            for k in axes:
+                lines.append(f"{cur}for j{k} in range({self.dim(shape[k])}):")
+                cur += "    "
+            lines += [cur + s for s in inner]
+            lines.append(f"{cur}{acc} = {fusion._combine(red.kind, acc, t, dt)}")
+            lines.append(f"{outer}{out}[{kidx}] = {acc}")
+            return lines
+        cur = ind
+        for k in kept:
+            lines.append(f"{cur}for j{k} in range({self.dim(shape[k])}):")
+            cur += "    "
+        lines.append(f"{cur}{out}[{kidx}] = {fusion._init(red.kind, dt)}")
+        body, cur = self.loops(shape, ind)
+        lines += body + [cur + s for s in inner]
+        lines.append(f"{cur}{out}[{kidx}] = {fusion._combine(red.kind, f'{out}[{kidx}]', t, dt)}")
+        return lines
+
+    def matrix(self, vid: int, rows, cols) -> str:
+        """``vid`` as a 2-D C- or F-ordered matrix with axes ``rows`` x ``cols`` (a copy where needed)."""
+        shape = self.val(vid).shape
+        r = len(shape)
+        order = tuple(rows) + tuple(cols)
+        base = self.base[vid]
+        if self.is_c(vid):
+            if r == 2 and len(rows) == 1:
+                return base if rows[0] == 0 else f"{base}.T"
+            if order == tuple(range(r)):
+                return f"{base}.reshape(({self.prod([shape[a] for a in rows])}, {self.prod([shape[a] for a in cols])}))"
+            if tuple(cols) + tuple(rows) == tuple(range(r)):
+                k, m = self.prod([shape[a] for a in cols]), self.prod([shape[a] for a in rows])
+                return f"{base}.reshape(({k}, {m})).T"
+        elif r == 2 and self.terms[vid] == ((1, 1, "0"), (0, 1, "0")) and len(rows) == 1:
+            return f"{base}.T" if rows[0] == 0 else base
+        buf = self.materialize(vid, order)
+        if r == 2 and len(rows) == 1:
+            return buf
+        m, k = self.prod([shape[a] for a in rows]), self.prod([shape[a] for a in cols])
+        return f"{buf}.reshape(({m}, {k}))"
+
+    def dot(self, st: Dot) -> None:
+        for v in (st.lhs, st.rhs):
+            if np.dtype(self.val(v).dtype) not in _DOT_DTYPES:
+                raise Unsupported(f"dot_general on {self.val(v).dtype}")
+        if importlib.util.find_spec("scipy") is None:
+            raise Unsupported("numba's np.dot needs scipy's BLAS")
+        (lc, rc), (lb, rb) = st.contract, st.batch
+        ls, rs = self.val(st.lhs).shape, self.val(st.rhs).shape
+        lf = [a for a in range(len(ls)) if a not in lc and a not in lb]
+        rf = [a for a in range(len(rs)) if a not in rc and a not in rb]
+        nb = len(lb)
+        if nb == 0:
+            a = self.matrix(st.lhs, lf, lc)
+            b = self.matrix(st.rhs, rc, rf)
+            out = self.alloc(st.out)
+            if not (len(lf) == 1 and len(rf) == 1):
+                out = f"{out}.reshape(({self.prod([ls[x] for x in lf])}, {self.prod([rs[x] for x in rf])}))"
+            self.body.append(f"gemm({a}, {b}, {out})")
+            return
+        # batch axes first, then one matmul per batch index
+        lperm, rperm = tuple(lb) + tuple(lf) + tuple(lc), tuple(rb) + tuple(rc) + tuple(rf)
+        lcode = self.base[st.lhs]
+        if not (self.is_c(st.lhs) and lperm == tuple(range(len(ls)))):
+            lcode = self.materialize(st.lhs, lperm)
+        rcode = self.base[st.rhs]
+        if not (self.is_c(st.rhs) and rperm == tuple(range(len(rs)))):
+            rcode = self.materialize(st.rhs, rperm)
+        out = self.alloc(st.out)
+        lines, ind = self.loops([ls[x] for x in lb], "", "q")
+        bidx = ", ".join(f"q{k}" for k in range(nb))
+
+        def mat(code: str, rows: list[int], cols: list[int]) -> str:
+            # a reshape is costly to compile: index the batch away and reshape only if the rest is not 2-D
+            if len(rows) == 1 and len(cols) == 1:
+                return f"{code}[{bidx}]"
+            return f"{code}[{bidx}].reshape(({self.prod(rows)}, {self.prod(cols)}))"
+
+        lf_n, lc_n, rf_n = [ls[x] for x in lf], [ls[x] for x in lc], [rs[x] for x in rf]
+        a, b, o = mat(lcode, lf_n, lc_n), mat(rcode, lc_n, rf_n), mat(out, lf_n, rf_n)
+        lines.append(f"{ind}gemm({a}, {b}, {o})")
+        self.body += lines
+
+    def view(self, st, terms) -> None:
+        self.bind(st.out, self.base[st.src], self.root[st.src], terms)
+        if st.src in self.invariant:
+            self.invariant.add(st.out)
+
+    def transpose(self, st: Transpose) -> None:
+        inv = {p: k for k, p in enumerate(st.perm)}
+        self.view(st, tuple((None if a is None else inv[a], m, off) for a, m, off in self.terms[st.src]))
+
+    def slice_(self, st: Slice) -> None:
+        terms = []
+        for a, m, off in self.terms[st.src]:
+            if a is None:
+                terms.append((a, m, off))
+            else:
+                shift = m * st.start[a]
+                terms.append((a, m * st.strides[a], _affine(off, 1, str(shift)) if shift else off))
+        self.view(st, tuple(terms))
+
+    def rev(self, st: Rev) -> None:
+        ss = self.val(st.src).shape
+        terms = []
+        for a, m, off in self.terms[st.src]:
+            if a is None or a not in st.dims:
+                terms.append((a, m, off))
+            else:  # j -> (n - 1) - j
+                last = f"({self.dim(ss[a])} - 1)"
+                terms.append((a, -m, _affine(off, m, last)))
+        self.view(st, tuple(terms))
+
+    def reshape(self, st: Reshape) -> None:
+        src = st.src
+        base = self.base[src]
+        if not self.is_c(src):
+            base = self.materialize(src, tuple(range(len(self.val(src).shape))))
+        if self.ish(src) == self.ish(st.out):
+            self.bind(st.out, base, self.root[src])
+        else:
+            self.bind(st.out, f"v{st.out}", self.root[src])
+            self.emit([src], [f"v{st.out} = {base}.reshape({self.shape_expr(self.ish(st.out))})"])
+        if src in self.invariant:
+            self.invariant.add(st.out)
+
+    def broadcast(self, st: Broadcast) -> None:
+        ss, os_ = self.val(st.src).shape, self.val(st.out).shape
+        terms = []
+        for a, m, off in self.terms[st.src]:
+            if a is None or (ss[a] == 1 and os_[st.dims[a]] != 1):
+                terms.append((None, 0, off))  # a broadcast axis reads index 0
+            else:
+                terms.append((st.dims[a], m, off))
+        self.view(st, tuple(terms))
+
+    def ys_copies(self, defined, copied: set) -> None:
+        """Copy stacked outputs into their row as soon as their value exists (before any carry is overwritten)."""
+        defined = set(defined)
+        for k, v in enumerate(self.spec.ys):
+            if v in defined and k not in copied and self.direct_ys.get(v) != k:
+                copied.add(k)
+                self.body.append(f"w{k} = y{k}[i]")
+                self.body += self.copy(f"w{k}", v)
+
+    # -- the whole function -------------------------------------------------------------------------------------
+    def generate(self) -> str:
+        sp = self.spec
+        for v in sp.values:
+            if np.dtype(v.dtype) not in VALUE_DTYPES:
+                raise Unsupported(f"values of dtype {v.dtype}")
+            if any(n == 0 for n in v.shape):
+                raise Unsupported("zero-size values")
+        nc, nk, nx = sp.n_consts, sp.n_carry, sp.n_xs
+        args = [f"k{j}" for j in range(nc)] + [f"h{j}" for j in range(nk)]
+        args += [f"x{j}" for j in range(nx)] + [f"y{j}" for j in range(len(sp.ys))]
+        for j in range(nc):
+            self.bind(j, f"k{j}", j)
+        for j in range(nk):
+            self.bind(nc + j, f"h{j}", nc + j)
+        for j in range(nx):
+            v = nc + nk + j
+            self.bind(v, f"v{v}", v)
+            self.body.append(f"v{v} = x{j}[i]")
+        n_in = nc + nk + nx
+        self.inplace = _inplace(sp)
+        allocated = {v for st in sp.steps if type(st) not in _VIEWS for v in _io(st)[1]}
+        for k, v in enumerate(sp.ys):
+            if v in allocated and v not in self.direct_ys and v not in self.inplace:
+                self.direct_ys[v] = k
+        copied: set = set()
+        self.ys_copies(range(n_in), copied)
+        for n, st in enumerate(sp.steps):
+            kind = type(st)
+            if kind is Elementwise:
+                self.elementwise(st, n)
+            elif kind is Dot:
+                self.dot(st)
+            elif kind is Transpose:
+                self.transpose(st)
+            elif kind is Reshape:
+                self.reshape(st)
+            elif kind is Broadcast:
+                self.broadcast(st)
+            elif kind is Slice:
+                self.slice_(st)
+            elif kind is Rev:
+                self.rev(st)
+            else:
+                raise Unsupported(f"step {kind.__name__}")
+            self.ys_copies(_io(st)[1], copied)
+        # the new carry may read an old one (a swap, or a view of one): stage those before overwriting any
+        carry_ids = set(range(nc, nc + nk))
+        final = []
+        for k, v in enumerate(sp.carry_out):
+            if v == nc + k or self.inplace.get(v) == k:
+                continue
+            if self.root[v] in carry_ids:
+                stage = self.tmp(self.val(v).shape, self.np_dtype(v))
+                self.body += self.copy(stage, v)
+                self.bind(v, stage, v)
+            final += self.copy(f"h{k}", v)
+        self.body += final
+        lines = [
+            f"# funclib loop kernel (generator {GENERATOR_VERSION})",
+            "import math",
+            "import numba",
+            "import numpy as np",
+            "from funclib.kernels.vmath import fexp, flog, flog1p, fexpm1, ftanh, flogistic, ferf, fsin, fcos, fpow",
+            "from funclib.kernels.fusion import _logistic64",
+            "from funclib.kernels.halfconv import bf2f, f2bf, f2h, h2f",
+            "from funclib.kernels.loopgen import gemm",
+            "",
+        ]
+        for dn in ("float32", "float64"):
+            lines.append(f"_ZERO_{dn} = np.{dn}(0)")
+        for (value, dt), name in self.consts.items():
+            lines.append(f"{name} = np.{dt}({value})")
+        lines += ["", ""]
+        for h in self.helpers:
+            lines += [h, ""]
+        lines.append("@numba.njit(cache=True, error_model='numpy', nogil=True)")
+        args += [f"b{j}" for j in range(len(self.temps))]
+        lines.append(f"def kernel(n, d, {', '.join(args)}):")
+        lines += ["    " + s for s in self.pre]
+        lines.append("    for it in range(n):")
+        lines.append("        i = n - 1 - it" if sp.reverse else "        i = it")
+        lines += ["        " + s for s in self.body]
+        return "\n".join(lines) + "\n"
+
+
+class LoopKernel:
+    """A generated whole-loop kernel: ``k(length, consts, init_carry, xs) -> (final_carry, ys)``."""
+
+    def __init__(self, spec: LoopSpec):
+        gen = _Gen(spec)
+        self.source: str = gen.generate()
+        self.spec = spec
+        self._dims = np.asarray(gen.sizes, dtype=np.int64)
+        self._temps = gen.temps
+        self._fn = None
+
+    def _dispatcher(self):
+        if self._fn is None:
+            self._fn = fusion.load_kernel(self.source)
+        return self._fn
+
+    def __call__(self, length: int, consts, carry, xs) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        sp = self.spec
+        vals = sp.values
+        nc, nk = sp.n_consts, sp.n_carry
+        # inputs are passed read-only and C-ordered so that every call has the same numba signature
+        cargs = [
+            _readonly(np.ascontiguousarray(c, dtype=vals[j].dtype).reshape(_ishape(vals[j].shape)))
+            for j, c in enumerate(consts)
+        ]
+        hargs = [
+            np.array(c, dtype=vals[nc + j].dtype, order="C", copy=True).reshape(_ishape(vals[nc + j].shape))
+            for j, c in enumerate(carry)
+        ]
+        xargs = []
+        for j, x in enumerate(xs):
+            v = vals[nc + nk + j]
+            xargs.append(_readonly(np.ascontiguousarray(x, dtype=v.dtype).reshape((length,) + _ishape(v.shape))))
+        yargs = [np.empty((length,) + _ishape(vals[v].shape), vals[v].dtype) for v in sp.ys]
+        temps = [np.empty(shape, dtype) for shape, dtype in self._temps]
+        self._dispatcher()(length, self._dims, *cargs, *hargs, *xargs, *yargs, *temps)
+        out_carry = [h.reshape(vals[nc + j].shape) for j, h in enumerate(hargs)]
+        out_ys = [y.reshape((length,) + vals[v].shape) for y, v in zip(yargs, sp.ys)]
+        return out_carry, out_ys
+
+
+def _readonly(a: np.ndarray) -> np.ndarray:
+    if a.flags.writeable:
+        a = a.view()
+        a.flags.writeable = False
+    return a
+
+
+def build(spec: LoopSpec) -> LoopKernel:
+    """Generate the loop kernel for ``spec`` (compiled, or loaded from the disk cache, at its first call)."""
+    return LoopKernel(spec)
