@@ -195,7 +195,10 @@ def compile_program(jaxpr: Jaxpr) -> Program:
                 and _kernel_name(eqn) is None
             ):
                 prog.fallback_names.add(eqn.prim.name)
-            raw_steps.append((_impl_step(eqn), ins, outs, eqn.prim.multiple_results, eqn.prim.name))
+            step = _impl_step(eqn)
+            if hasattr(step, "source"):  # a generated loop (native scan): show it with the fused kernels
+                prog.kernels.append(step)
+            raw_steps.append((step, ins, outs, eqn.prim.multiple_results, eqn.prim.name))
         else:  # a fused group
             group = item
             kernel = build(group)
