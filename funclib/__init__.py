@@ -7,7 +7,14 @@ Tensor([0.84147096, 0.9092974 ], dtype=float32)
 
 import math as _math
 
-from . import config, dtypes, errors, primitives, tree  # noqa: F401
+from . import (  # noqa: F401
+    config,
+    dtypes,
+    errors,
+    primitives,
+    random,  # noqa: F401, E402
+    tree,
+)
 from .core import ShapedArray, Tensor, Tracer  # noqa: F401
 from .dtypes import (  # noqa: F401
     bfloat16,
@@ -52,7 +59,6 @@ from .ops.sorting import *  # noqa: F401, F403
 from .primitives.collectives import all_gather, axis_index, pmax, pmean, pmin, psum  # noqa: F401
 from .primitives.elementwise import stop_gradient  # noqa: F401, F811
 from .primitives.shape import dynamic_slice, dynamic_update_slice  # noqa: F401
-from . import random  # noqa: F401, E402
 from .random import global_randint as randint  # noqa: F401
 from .random import manual_seed, rand, rand_like, randn, randn_like, randperm  # noqa: F401
 from .serialization import SerializationError, load, save  # noqa: F401

@@ -266,7 +266,9 @@ def typecheck(jaxpr: Jaxpr) -> None:
         out = eqn.prim.rule("abstract_eval")(*[a.aval for a in eqn.inputs], **eqn.params)
         outs = out if eqn.prim.multiple_results else [out]
         if len(outs) != len(eqn.outputs):
-            raise JaxprTypeError(f"equation {i} ({eqn.prim.name}) has {len(eqn.outputs)} outputs, rule says {len(outs)}")
+            raise JaxprTypeError(
+                f"equation {i} ({eqn.prim.name}) has {len(eqn.outputs)} outputs, rule says {len(outs)}"
+            )
         for o, v in zip(outs, eqn.outputs):
             if o != v.aval:
                 raise JaxprTypeError(
@@ -360,8 +362,10 @@ def pp_jaxpr(jaxpr: Jaxpr, indent: int = 0) -> str:
         rhs = f"{eqn.prim.name}{'[' + ps + ']' if ps else ''} {' '.join(name(a) for a in eqn.inputs)}".rstrip()
         lines.append(f"{pad}    {lhs} = {rhs}")
         for k, sub in eqn.params.items():
-            subs = [sub] if isinstance(sub, (Jaxpr, ClosedJaxpr)) else (
-                [s for s in sub if isinstance(s, (Jaxpr, ClosedJaxpr))] if isinstance(sub, (tuple, list)) else []
+            subs = (
+                [sub]
+                if isinstance(sub, (Jaxpr, ClosedJaxpr))
+                else ([s for s in sub if isinstance(s, (Jaxpr, ClosedJaxpr))] if isinstance(sub, (tuple, list)) else [])
             )
             for s in subs:
                 inner = s.jaxpr if isinstance(s, ClosedJaxpr) else s
@@ -399,9 +403,7 @@ def partial_eval_jaxpr(jaxpr: Jaxpr, in_unknowns: list[bool], instantiate: list[
             unknown_vars.update(eqn.outputs)
         else:
             known_eqns.append(eqn)
-    out_unknowns = [
-        (type(v) is Var and v in unknown_vars) or force for v, force in zip(jaxpr.outvars, inst)
-    ]
+    out_unknowns = [(type(v) is Var and v in unknown_vars) or force for v, force in zip(jaxpr.outvars, inst)]
     # residuals: known values that the unknown side reads (including known outputs forced to be unknown)
     res: list[Var] = []
     seen: set[Var] = set()

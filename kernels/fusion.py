@@ -74,11 +74,13 @@ F16 = np.dtype(np.float16)
 BF16 = np.dtype("bfloat16") if "bfloat16" in np.sctypeDict else None
 HALF = frozenset(d for d in (F16, BF16) if d is not None)
 
-FUSIBLE_DTYPES = frozenset(
-    np.dtype(t)
-    for t in (np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64, F32, F64)
-) | HALF
-
+FUSIBLE_DTYPES = (
+    frozenset(
+        np.dtype(t)
+        for t in (np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64, F32, F64)
+    )
+    | HALF
+)
 
 
 @dataclass(frozen=True)
@@ -242,7 +244,9 @@ def generate_source(spec: KernelSpec) -> str:
         lines.append(f"_ZERO_{dn} = np.{dn}(0)")
     for (val, dt), name in consts.items():
         # repr of inf/nan is not Python source; float('inf') is
-        lines.append(f"{name} = np.{dt}({val})" if val not in ("inf", "-inf", "nan") else f"{name} = np.{dt}(float('{val}'))")
+        lines.append(
+            f"{name} = np.{dt}({val})" if val not in ("inf", "-inf", "nan") else f"{name} = np.{dt}(float('{val}'))"
+        )
     lines += ["", ""]
     # reductions may reassociate (that is what vectorizes them); pure elementwise kernels keep IEEE semantics
     fm = ", fastmath={'reassoc', 'contract'}" if red is not None and red.kind == "sum" else ""

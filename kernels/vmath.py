@@ -21,8 +21,8 @@ reduce by ``n*ln2`` with a two-part ``ln2`` and scale by ``2**n`` in two halves 
 round once. ``log`` splits the exponent off so the mantissa lies in ``[sqrt(1/2), sqrt(2))``; ``log1p``
 keeps the rounding error of ``1 + x`` as a correction term. ``tanh``, ``erf`` and ``logistic`` switch
 between a polynomial near zero and an ``exp``-based form by a select, computing both. ``erf`` uses
-``1 - exp(h(x) - x*x)`` with a polynomial ``h`` for ``0.75 <= |x| < 4``. ``tanh``, ``logistic`` and ``erf`` finish
-in float64 from the float32 ``exp`` reduction, so that ``1 +- e**x`` is not rounded twice.
+``1 - exp(h(x) - x*x)`` with a polynomial ``h`` for ``0.85 <= |x| < 4``. ``tanh`` and ``logistic`` finish in
+float64 from the float32 ``exp`` reduction, so that ``1 + e**x`` is not rounded twice.
 
 ``sin``/``cos`` reduce modulo pi/2 exactly for every finite float32, with no large-argument fallback (a
 libm call anywhere in the loop body would stop it vectorizing): ``|x| = M * 2**E`` with an integer
@@ -314,17 +314,16 @@ def flogistic(x):
 # ---------------------------------------------------------------------------------------------- erf
 
 _ERF_CLAMP = _F(4.0)  # erf rounds to 1 above 3.92
-_ERF_X1 = _F(0.75)
+_ERF_X1 = _F(0.85)  # where both forms are near their best (about 1 ulp)
 _ERF_TS = _F(2.0 / np.sqrt(np.pi) - 1.0)
-# erf(x) = x + x * (TS + x*x * S(x*x)), fitted on |x| < 1 and used below 0.75
+# erf(x) = x + x * (TS + x*x * S(x*x)), fitted on |x| < 1
 _S0, _S1, _S2, _S3, _S4, _S5, _S6 = (
     _F(c) for c in (-0.37612638, 0.112837836, -0.02686547, 0.00522111, -8.4849104e-04, 1.1270336e-04, -9.67593e-06)
 )
-# erfc(a) = exp(H(a - 1) - a*a) on 0.75 <= a <= 4; the two leading coefficients are float64 and the sum is
-# taken in float64, so that erfc keeps its relative accuracy where erf is near 0.7
-_H0, _H1 = _D(-0.8496055111741636), _D(-0.6389675417163782)
-_H2, _H3, _H4, _H5, _H6, _H7 = (
-    _F(c) for c in (0.15689285, -0.041559853, 0.010030704, -0.001986546, 2.7225481e-04, -1.7549974e-05)
+# erfc(a) = exp(H(a - 1) - a*a), fitted on 0.75 <= a <= 4
+_H0, _H1, _H2, _H3, _H4, _H5, _H6, _H7 = (
+    _F(c)
+    for c in (-0.8496055, -0.6389675, 0.15689285, -0.041559853, 0.010030704, -0.001986546, 2.722548e-04, -1.7549974e-05)
 )
 
 
@@ -338,12 +337,9 @@ def ferf(x):
     small = x + x * (_ERF_TS + z * sp)
     ac = _ERF_CLAMP if a > _ERF_CLAMP else a
     t = ac - _ONE
-    q = ((((_H7 * t + _H6) * t + _H5) * t + _H4) * t + _H3) * t + _H2
-    td = _D(t)
-    arg = (_H0 + td * (_H1 + td * _D(q))) - _D(ac) * _D(ac)
-    arg32 = _F(arg)
-    erfc = _exp_wide(arg32) * (_DONE + (arg - _D(arg32)))
-    return small if a < _ERF_X1 else _copysign(_F(_DONE - erfc), x)
+    h = ((((((_H7 * t + _H6) * t + _H5) * t + _H4) * t + _H3) * t + _H2) * t + _H1) * t + _H0
+    large = _ONE - _exp(h - ac * ac)
+    return small if a < _ERF_X1 else _copysign(large, x)
 
 
 # ------------------------------------------------------------------------------------------ sin, cos

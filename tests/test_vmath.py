@@ -186,7 +186,7 @@ def _dense(name: str, rng: np.random.Generator) -> np.ndarray:
         "log1p": [u(-1, 3, 60000), np.exp(u(-40, 88, 20000)) * rng.choice([-1, 1], 20000), around(-1.0)],
         "tanh": [u(-10, 10, 60000), u(-1, 1, 20000), around(0.55), around(-0.55), around(9.01)],
         "logistic": [u(-110, 30, 60000), u(-5, 5, 20000), around(-87.33655), around(-103.97)],
-        "erf": [u(-5, 5, 60000), u(-1.2, 1.2, 20000), around(0.75), around(-0.75), around(3.92)],
+        "erf": [u(-5, 5, 60000), u(-1.2, 1.2, 20000), around(0.85), around(-0.85), around(3.92)],
         "sin": [u(-10, 10, 40000), u(-1e6, 1e6, 20000), np.exp(u(0, 88, 20000)), *_range_tops(rng)],
         "cos": [u(-10, 10, 40000), u(-1e6, 1e6, 20000), np.exp(u(0, 88, 20000)), *_range_tops(rng)],
     }[name]

@@ -116,7 +116,9 @@ def _ag_abstract(x, *, axis_name, axis_size):
 def _ag_jvp(primals, tangents, *, axis_name, axis_size):
     out = all_gather_p.bind(primals[0], axis_name=axis_name, axis_size=axis_size)
     t = tangents[0]
-    return out, Zero(aval_of(out)) if type(t) is Zero else all_gather_p.bind(t, axis_name=axis_name, axis_size=axis_size)
+    return out, Zero(aval_of(out)) if type(t) is Zero else all_gather_p.bind(
+        t, axis_name=axis_name, axis_size=axis_size
+    )
 
 
 @all_gather_p.def_transpose

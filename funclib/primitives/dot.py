@@ -148,7 +148,10 @@ def dot_general(x, y, dimension_numbers):
     The output is batch axes, then x's free axes, then y's free axes.
     """
     (lc, rc), (lb, rb) = dimension_numbers
-    dn = ((tuple(int(a) for a in lc), tuple(int(a) for a in rc)), (tuple(int(a) for a in lb), tuple(int(a) for a in rb)))
+    dn = (
+        (tuple(int(a) for a in lc), tuple(int(a) for a in rc)),
+        (tuple(int(a) for a in lb), tuple(int(a) for a in rb)),
+    )
     if _state.trace is None and type(x) is Tensor and type(y) is Tensor:
         _dot_abstract(aval_of(x), aval_of(y), dimension_numbers=dn)
         return _wrap(_dot_impl(x._value, y._value, dimension_numbers=dn))

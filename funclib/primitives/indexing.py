@@ -25,7 +25,9 @@ def _gather_impl(x, idx, *, axes):
     try:
         return _front(x, axes)[tuple(idx[..., i] for i in range(len(axes)))]
     except IndexError as e:
-        raise IndexError(f"gather: index out of bounds for operand shape {np.shape(x)} along axes {axes}: {e}") from None
+        raise IndexError(
+            f"gather: index out of bounds for operand shape {np.shape(x)} along axes {axes}: {e}"
+        ) from None
 
 
 def _gather_shape(x, idx, axes, op):
@@ -218,5 +220,3 @@ def scatter_add(x, idx, updates, axes):
 def scatter(x, idx, updates, axes):
     """``x`` with ``updates`` written at the index tuples ``idx`` (with repeats, the last write wins)."""
     return scatter_p.bind(x, idx, updates, axes=tuple(int(a) for a in axes))
-
-

@@ -238,12 +238,8 @@ def _concat_abstract(*xs, dimension):
     for x in xs:
         if x.dtype != first.dtype:
             raise ShapeError(f"concatenate: dtypes differ ({first.dtype.name} vs {x.dtype.name}); promote first")
-        if x.ndim != first.ndim or any(
-            a != b for i, (a, b) in enumerate(zip(x.shape, first.shape)) if i != dimension
-        ):
-            raise ShapeError(
-                f"concatenate: shapes {[s.shape for s in xs]} differ outside axis {dimension}"
-            )
+        if x.ndim != first.ndim or any(a != b for i, (a, b) in enumerate(zip(x.shape, first.shape)) if i != dimension):
+            raise ShapeError(f"concatenate: shapes {[s.shape for s in xs]} differ outside axis {dimension}")
     if not 0 <= dimension < first.ndim:
         raise ShapeError(f"concatenate: axis {dimension} out of range for rank {first.ndim}")
     shape = list(first.shape)
@@ -300,10 +296,7 @@ def _pad_impl(x, padding_value, *, padding_config):
     full_shape = tuple(lo + n + hi for n, (lo, hi, _) in zip(inner, padding_config))
     tmp_shape = tuple(max(lo, 0) + n + max(hi, 0) for n, (lo, hi, _) in zip(inner, padding_config))
     out = np.full(tmp_shape, padding_value, dtype=x.dtype)
-    idx = tuple(
-        slice(max(lo, 0), max(lo, 0) + n, interior + 1)
-        for n, (lo, hi, interior) in zip(inner, padding_config)
-    )
+    idx = tuple(slice(max(lo, 0), max(lo, 0) + n, interior + 1) for n, (lo, hi, interior) in zip(inner, padding_config))
     out[idx] = x
     crop = tuple(slice(-min(lo, 0), -min(lo, 0) + s) for s, (lo, _, _) in zip(full_shape, padding_config))
     return out[crop]
@@ -420,7 +413,7 @@ slice_p.def_jvp(_linear_jvp(slice_p))
 def _slice_transpose(ct, x, *, start_indices, limit_indices, strides):
     shape = x.aval.shape
     cfg = []
-    for n, s, l, st, c in zip(shape, start_indices, limit_indices, strides, ct.shape):
+    for n, s, st, c in zip(shape, start_indices, strides, ct.shape):
         used = s + (c - 1) * st + 1 if c else s
         cfg.append((s, n - used, st - 1) if c else (0, n, 0))
     if any(c == 0 for c in ct.shape):
@@ -570,9 +563,7 @@ dynamic_update_slice_p.def_impl(_dus_impl)
 @dynamic_update_slice_p.def_abstract_eval
 def _dus_abstract(x, update, *starts):
     if update.dtype != x.dtype or update.ndim != x.ndim or any(u > n for u, n in zip(update.shape, x.shape)):
-        raise ShapeError(
-            f"dynamic_update_slice: update {update.str_short()} does not fit into operand {x.str_short()}"
-        )
+        raise ShapeError(f"dynamic_update_slice: update {update.str_short()} does not fit into operand {x.str_short()}")
     if len(starts) != x.ndim:
         raise ShapeError(f"dynamic_update_slice: need {x.ndim} start indices")
     return ShapedArray(x.shape, x.dtype)
@@ -607,7 +598,11 @@ def _dus_vmap(args, dims):
     size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
 
     def front(a, d):
-        return bdim_to_front(a, d) if d is not None else broadcast_in_dim(a, (size,) + a.shape, tuple(range(1, a.ndim + 1)))
+        return (
+            bdim_to_front(a, d)
+            if d is not None
+            else broadcast_in_dim(a, (size,) + a.shape, tuple(range(1, a.ndim + 1)))
+        )
 
     if all(d is None for d in dstarts):
         zero = _wrap(np.zeros((), starts[0].dtype if starts else np.int64))
