@@ -7,7 +7,10 @@ STAMP := $(VENV)/.stamp-test
 EXAMPLES_STAMP := $(VENV)/.stamp-examples
 
 # one thread everywhere: the machines are shared, and timings and tolerances must not depend on the core count
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 NUMBA_NUM_THREADS=1
+export OMP_NUM_THREADS := 1
+export OPENBLAS_NUM_THREADS := 1
+export MKL_NUM_THREADS := 1
+export NUMBA_NUM_THREADS := 1
 
 .PHONY: venv test demo bench
 
