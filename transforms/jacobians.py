@@ -66,20 +66,7 @@ def jacfwd(
     """
 
     def jac(*args):
-        nums = _argnums_tuple(argnums)
-        diff = tuple(args[i] for i in nums)
-        leaves, in_tree = tree_util.flatten(diff)
-        leaves = [as_tensor_leaf(x, "jacfwd") for x in leaves]
-        for i, x in enumerate(leaves):
-            check_float_input(x, "jacfwd", f"differentiated input leaf {i}")
-
-        def f_flat(*xs):
-            d = tree_util.unflatten(in_tree, list(xs))
-            a = list(args)
-            for j, n in enumerate(nums):
-                a[n] = d[j]
-            return fun(*a)
-
+        leaves, in_tree, f_flat = _differentiated(fun, argnums, args, "jacfwd")
         basis, sizes, total = _std_basis(leaves)
 
         def push(*tans):
@@ -97,6 +84,24 @@ def jacfwd(
 
     jac.__name__ = f"jacfwd({getattr(fun, '__name__', 'fun')})"
     return jac
+
+
+def _differentiated(fun, argnums, args, name):
+    """The differentiated arguments' leaves, their tree, and ``fun`` as a function of those leaves."""
+    nums = _argnums_tuple(argnums)
+    leaves, in_tree = tree_util.flatten(tuple(args[i] for i in nums))
+    leaves = [as_tensor_leaf(x, name) for x in leaves]
+    for i, x in enumerate(leaves):
+        check_float_input(x, name, f"differentiated input leaf {i}")
+
+    def f_flat(*xs):
+        d = tree_util.unflatten(in_tree, list(xs))
+        a = list(args)
+        for j, n in enumerate(nums):
+            a[n] = d[j]
+        return fun(*a)
+
+    return leaves, in_tree, f_flat
 
 
 def _unwrap_single(per_in, argnums):
@@ -117,21 +122,7 @@ def jacrev(
     """
 
     def jac(*args):
-        nums = _argnums_tuple(argnums)
-        diff = tuple(args[i] for i in nums)
-        leaves, in_tree = tree_util.flatten(diff)
-        leaves = [as_tensor_leaf(x, "jacrev") for x in leaves]
-        for i, x in enumerate(leaves):
-            check_float_input(x, "jacrev", f"differentiated input leaf {i}")
-
-        def f_flat(*xs):
-            d = tree_util.unflatten(in_tree, list(xs))
-            a = list(args)
-            for j, n in enumerate(nums):
-                a[n] = d[j]
-            res = fun(*a)
-            return res
-
+        leaves, in_tree, f_flat = _differentiated(fun, argnums, args, "jacrev")
         res = vjp(f_flat, *leaves, has_aux=has_aux)
         out, f_vjp = res[0], res[1]
         aux = res[2] if has_aux else None
