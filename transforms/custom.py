@@ -96,6 +96,20 @@ def _to_front(a, d, size):
     return bdim_to_front(a, d)
 
 
+def _split_args(args, nondiff_argnums, name):
+    """Separate the non-differentiable arguments from the traced ones (flattened to Tensor leaves)."""
+    static = {i: args[i] for i in nondiff_argnums}
+    dyn = [a for i, a in enumerate(args) if i not in static]
+    leaves, in_tree = tree_util.flatten(tuple(dyn))
+    leaves = [as_tensor_leaf(x, name) for x in leaves]
+
+    def full_args(d):
+        it = iter(d)
+        return [static[i] if i in static else next(it) for i in range(len(args))]
+
+    return static, dyn, leaves, in_tree, full_args
+
+
 class custom_jvp:
     """A function with a custom forward-mode derivative rule (reverse mode follows by transposition).
 
@@ -127,15 +141,8 @@ class custom_jvp:
         if _state.trace is None:
             return self.fun(*args)
         nd = self.nondiff_argnums
-        static = {i: args[i] for i in nd}
-        dyn = [a for i, a in enumerate(args) if i not in static]
-        leaves, in_tree = tree_util.flatten(tuple(dyn))
-        leaves = [as_tensor_leaf(x, self.__name__) for x in leaves]
+        static, dyn, leaves, in_tree, full_args = _split_args(args, nd, self.__name__)
         store: dict = {}
-
-        def full_args(d):
-            it = iter(d)
-            return [static[i] if i in static else next(it) for i in range(len(args))]
 
         def fun_flat(*xs):
             d = tree_util.unflatten(in_tree, list(xs))
@@ -337,16 +344,9 @@ class custom_vjp:
         if _state.trace is None:
             return self.fun(*args)
         nd = self.nondiff_argnums
-        static = {i: args[i] for i in nd}
-        dyn = [a for i, a in enumerate(args) if i not in static]
-        leaves, in_tree = tree_util.flatten(tuple(dyn))
-        leaves = [as_tensor_leaf(x, self.__name__) for x in leaves]
+        static, dyn, leaves, in_tree, full_args = _split_args(args, nd, self.__name__)
         store: dict = {}
         nd_vals = [static[i] for i in nd]
-
-        def full_args(d):
-            it = iter(d)
-            return [static[i] if i in static else next(it) for i in range(len(args))]
 
         def fun_flat(*xs):
             out = self.fun(*full_args(tree_util.unflatten(in_tree, list(xs))))
