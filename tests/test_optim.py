@@ -541,7 +541,6 @@ def test_bad_inputs():
         optim.SGD([fl.zeros(2)], lr=0.1).update(_mlp(), {})
 
 
-@pytest.mark.skipif(not hasattr(fl, "jit"), reason="fl.jit is not available")
 @pytest.mark.parametrize(
     "name,kw", [("Adam", dict(lr=1e-2, amsgrad=True)), ("NAdam", dict(weight_decay=0.1)), ("RAdam", {})]
 )
