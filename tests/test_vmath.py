@@ -16,7 +16,21 @@ import pytest
 from funclib.kernels import halfconv, vmath
 
 F32 = np.float32
-ULP_BOUND = 2.0
+ULP_BOUND = 2.0  # the contract
+# Largest errors measured over all 2**32 inputs against libm in float64 (pow: over random samples), rounded
+# up. The samples below are held to these, so that a regression shows long before the contract breaks.
+MEASURED_MAX_ULP = {
+    "exp": 0.90,
+    "expm1": 1.24,
+    "log": 0.89,
+    "log1p": 0.95,
+    "tanh": 0.82,
+    "logistic": 0.93,
+    "erf": 1.13,
+    "sin": 0.99,
+    "cos": 0.98,
+    "pow": 0.75,
+}
 
 
 # ----------------------------------------------------------------------------------------- loop kernels
@@ -219,7 +233,7 @@ def test_ulp_accuracy(name):
         ref = REFERENCE[name](x.astype(np.float64))
     err = ulp_error(got, ref)
     worst = int(np.argmax(err))
-    assert err[worst] <= ULP_BOUND, (
+    assert err[worst] <= min(ULP_BOUND, MEASURED_MAX_ULP[name]), (
         f"{name}({x[worst]!r}) = {got[worst]!r}, float64 reference {ref[worst]!r}: {err[worst]:.3f} ulp"
     )
 
@@ -248,7 +262,8 @@ def test_pow_accuracy():
                 ref = np.power(x32.astype(np.float64), y32.astype(np.float64))
             err = ulp_error(got, ref)
             i = int(np.argmax(err))
-            assert err[i] <= ULP_BOUND, f"pow({x32[i]!r}, {y32[i]!r}) = {got[i]!r}, reference {ref[i]!r}"
+            bound = min(ULP_BOUND, MEASURED_MAX_ULP["pow"])
+            assert err[i] <= bound, f"pow({x32[i]!r}, {y32[i]!r}) = {got[i]!r}, reference {ref[i]!r}"
 
 
 # ---------------------------------------------------------------------------------------- special values
