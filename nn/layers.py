@@ -354,6 +354,46 @@ class Conv2d(_ConvNd):
 class _ConvTransposeNd(_ConvNd):
     _transposed = True
 
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size,
+        stride=1,
+        padding=0,
+        output_padding=0,
+        groups: int = 1,
+        bias: bool = True,
+        dilation=1,
+        padding_mode: str = "zeros",
+        device=None,
+        dtype=None,
+        *,
+        key=None,
+    ):
+        # PyTorch's argument order for transposed convolutions (output_padding before groups)
+        super().__init__(
+            in_channels,
+            out_channels,
+            kernel_size,
+            stride,
+            padding,
+            dilation,
+            groups,
+            bias,
+            padding_mode,
+            output_padding,
+            device,
+            dtype,
+            key,
+        )
+
+    def forward(self, input, output_size=None):
+        self._check(input)
+        op = self._output_padding(input, output_size)
+        conv = F.conv_transpose1d if self._nd == 1 else F.conv_transpose2d
+        return conv(input, self.weight, self.bias, self.stride, self.padding, op, self.groups, self.dilation)
+
     def _output_padding(self, input, output_size):
         if output_size is None:
             return self.output_padding
@@ -383,46 +423,6 @@ class ConvTranspose1d(_ConvTransposeNd):
 
     _nd = 1
 
-    def __init__(
-        self,
-        in_channels: int,
-        out_channels: int,
-        kernel_size,
-        stride=1,
-        padding=0,
-        output_padding=0,
-        groups: int = 1,
-        bias: bool = True,
-        dilation=1,
-        padding_mode: str = "zeros",
-        device=None,
-        dtype=None,
-        *,
-        key=None,
-    ):
-        super().__init__(
-            in_channels,
-            out_channels,
-            kernel_size,
-            stride,
-            padding,
-            dilation,
-            groups,
-            bias,
-            padding_mode,
-            output_padding,
-            device,
-            dtype,
-            key,
-        )
-
-    def forward(self, input, output_size=None):
-        self._check(input)
-        op = self._output_padding(input, output_size)
-        return F.conv_transpose1d(
-            input, self.weight, self.bias, self.stride, self.padding, op, self.groups, self.dilation
-        )
-
 
 class ConvTranspose2d(_ConvTransposeNd):
     """2-d transposed convolution over ``(N, C_in, H, W)``; ``weight: (in, out / groups, kh, kw)``; PyTorch's
@@ -434,46 +434,6 @@ class ConvTranspose2d(_ConvTransposeNd):
     """
 
     _nd = 2
-
-    def __init__(
-        self,
-        in_channels: int,
-        out_channels: int,
-        kernel_size,
-        stride=1,
-        padding=0,
-        output_padding=0,
-        groups: int = 1,
-        bias: bool = True,
-        dilation=1,
-        padding_mode: str = "zeros",
-        device=None,
-        dtype=None,
-        *,
-        key=None,
-    ):
-        super().__init__(
-            in_channels,
-            out_channels,
-            kernel_size,
-            stride,
-            padding,
-            dilation,
-            groups,
-            bias,
-            padding_mode,
-            output_padding,
-            device,
-            dtype,
-            key,
-        )
-
-    def forward(self, input, output_size=None):
-        self._check(input)
-        op = self._output_padding(input, output_size)
-        return F.conv_transpose2d(
-            input, self.weight, self.bias, self.stride, self.padding, op, self.groups, self.dilation
-        )
 
 
 # ---------------------------------------------------------------------------------------------------------------
