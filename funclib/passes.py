@@ -52,7 +52,23 @@ def _is_literal_value(a, value) -> bool:
     return v.shape == () and v.dtype.kind in "biufc" and v == value
 
 
-def _simplify(eqn: Eqn, producers: dict):
+def _swap_dot(dot: Eqn, perm: tuple) -> dict | None:
+    """Params for ``dot_general(y, x)`` if ``transpose(dot_general(x, y), perm)`` equals it, else None.
+
+    The transposed gradient of a weight matrix then comes out of BLAS in the layout its consumers read, instead of
+    as a strided view that a fused kernel would walk column by column.
+    """
+    (lc, rc), (lb, rb) = dot.params["dimension_numbers"]
+    x, y = dot.inputs
+    nb = len(lb)
+    nx = x.aval.ndim - len(lc) - nb
+    ny = y.aval.ndim - len(rc) - nb
+    if perm != tuple(range(nb)) + tuple(range(nb + nx, nb + nx + ny)) + tuple(range(nb, nb + nx)):
+        return None
+    return {**dot.params, "dimension_numbers": ((tuple(rc), tuple(lc)), (tuple(rb), tuple(lb)))}
+
+
+def _simplify(eqn: Eqn, producers: dict, uses: dict):
     """Return an atom that replaces the equation's (single) output, a rewritten equation, or None."""
     name = eqn.prim.name
     ins = eqn.inputs
@@ -101,6 +117,10 @@ def _simplify(eqn: Eqn, producers: dict):
         if perm == tuple(range(len(perm))):
             return ins[0]
         p = producers.get(ins[0])
+        if p is not None and p.prim.name == "dot_general" and uses.get(ins[0]) == 1:
+            swapped = _swap_dot(p, perm)
+            if swapped is not None:
+                return Eqn(p.prim, [p.inputs[1], p.inputs[0]], swapped, eqn.outputs)
         if p is not None and p.prim.name == "transpose":
             inner = tuple(p.params["permutation"])
             composed = tuple(inner[i] for i in perm)
@@ -130,6 +150,15 @@ def simplify_cse_fold(jaxpr: Jaxpr, consts: list) -> tuple[Jaxpr, list]:
             a = subst[a]
         return a
 
+    uses: dict = {}
+    for e in jaxpr.eqns:
+        for a in e.inputs:
+            if type(a) is Var:
+                uses[a] = uses.get(a, 0) + 1
+    for a in jaxpr.outvars:
+        if type(a) is Var:
+            uses[a] = uses.get(a, 0) + 1
+
     known: dict = {}
     for v, c in zip(constvars, consts):
         if isinstance(c, np.ndarray) or type(c) is Tensor:
@@ -142,8 +171,7 @@ def simplify_cse_fold(jaxpr: Jaxpr, consts: list) -> tuple[Jaxpr, list]:
         eqn = Eqn(eqn.prim, [r(a) for a in eqn.inputs], eqn.params, eqn.outputs)
         # constant folding: all inputs known, no sub-jaxprs, an impl that needs no traces
         if (
-            eqn.inputs
-            and all(type(a) is Literal or a in known for a in eqn.inputs)
+            all(type(a) is Literal or a in known for a in eqn.inputs)
             and eqn.prim.impl is not None
             and getattr(eqn.prim, "family", "") not in ("call", "collective", "control", "random")
             and all(v.aval.size <= _FOLD_LIMIT for v in eqn.outputs)
@@ -165,7 +193,7 @@ def simplify_cse_fold(jaxpr: Jaxpr, consts: list) -> tuple[Jaxpr, list]:
                         known[cv] = arr
                         subst[v] = cv
                 continue
-        res = _simplify(eqn, producers)
+        res = _simplify(eqn, producers, uses)
         if isinstance(res, Eqn):
             eqn = res
         elif res is not None:
