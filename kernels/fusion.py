@@ -412,3 +412,168 @@ def collapse(out_shape: tuple[int, ...], in_shapes: list[tuple[int, ...]]):
     out = tuple(int(np.prod([out_shape[k] for k in g])) for g in groups)
     ins = [tuple(int(np.prod([s[k] for k in g])) for g in groups) for s in in_shapes]
     return out, ins
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Staged row kernels: trailing reductions and what consumes them, in one pass over each row
+
+
+@dataclass(frozen=True)
+class StagedOp:
+    name: str  # an elementwise op name, or "reduce" (param: "sum" | "max" | "min")
+    args: tuple  # ("in", i) | ("op", j) | ("const", repr_value, dtype_str)
+    dtype: str
+    param: object = None
+    row: bool = False  # computed once per row (between passes) rather than per element
+    stage: int = 0  # elementwise: the pass that computes it; row-level: the pass before which it is available
+
+
+@dataclass(frozen=True)
+class StagedSpec:
+    """A kernel over a (rows, cols) iteration space. Pass ``s`` runs over the columns of a row, computing the
+    elementwise ops of stage ``s`` and accumulating the reductions of stage-``s`` values; row-level ops (on
+    reduction results, per-row inputs and constants) run between passes. Elementwise values needed by a later
+    pass are kept in a row-sized buffer, so each row is read from memory once and stays in cache."""
+
+    inputs: tuple  # (dtype, kind) with kind "full" (rows, cols) | "col" (1, cols) | "row" (rows, 1) | "scalar"
+    ops: tuple[StagedOp, ...]
+    outputs: tuple[int, ...]  # op indices; row-level ones are written per row, elementwise ones per element
+    n_stages: int
+
+
+def _staged_buffers(spec: StagedSpec) -> list[int]:
+    """Elementwise ops whose value is used in a later pass than the one computing it."""
+    need = set()
+    for op in spec.ops:
+        for ref in op.args:
+            if ref[0] == "op":
+                src = spec.ops[ref[1]]
+                use_stage = op.stage - 1 if op.row else op.stage
+                if op.name == "reduce":
+                    use_stage = op.stage - 1
+                if not src.row and use_stage > src.stage:
+                    need.add(ref[1])
+    return sorted(need)
+
+
+def generate_staged_source(spec: StagedSpec) -> str:
+    """numba source for a ``StagedSpec``: one loop over rows, with one inner loop per pass."""
+    consts: dict = {}
+    bufs = _staged_buffers(spec)
+    buf_of = {j: b for b, j in enumerate(bufs)}
+    n_in = len(spec.inputs)
+    args = [f"in{i}" for i in range(n_in)] + [f"out{k}" for k in range(len(spec.outputs))]
+    args += [f"buf{b}" for b in range(len(bufs))] + ["dims"]
+
+    def load(i: int, idx: str) -> str:
+        dt = np.dtype(spec.inputs[i][0])
+        e = f"in{i}[{idx}]"
+        return f"{'h2f' if dt == F16 else 'bf2f'}({e})" if dt in HALF else e
+
+    def ref(r) -> str:
+        if r[0] == "in":
+            return f"x{r[1]}"
+        if r[0] == "op":
+            return f"t{r[1]}"
+        key = (r[1], _compute(np.dtype(r[2])).name)
+        if key not in consts:
+            consts[key] = f"c{len(consts)}"
+        return consts[key]
+
+    def store(k: int, j: int, idx: str) -> str:
+        dt = np.dtype(spec.ops[j].dtype)
+        v = f"t{j}" if dt not in HALF else f"{'f2h' if dt == F16 else 'f2bf'}(t{j})"
+        return f"out{k}[{idx}] = {v}"
+
+    def value(j: int) -> str:
+        op = spec.ops[j]
+        if op.name == "reduce":
+            d = np.dtype(op.dtype)
+            acc = f"acc{j}"
+            if d == F16:
+                return f"h2f(f2h({acc}))"  # the reduction's result rounds to its dtype, as the unfused one does
+            if d in HALF:
+                return f"bf2f(f2bf({acc}))"
+            return acc
+        return _expr(_as_opspec(op), [ref(r) for r in op.args], [])
+
+    body: list[str] = ["    n0 = dims[0]", "    n1 = dims[1]", "    for i0 in range(n0):"]
+    ind = "        "
+    # per-row and scalar inputs are loaded once per row
+    for i, (_, kind) in enumerate(spec.inputs):
+        if kind in ("row", "scalar"):
+            body.append(f"{ind}x{i} = {load(i, 'i0, 0' if kind == 'row' else '0, 0')}")
+    out_at = {j: k for k, j in enumerate(spec.outputs)}
+    for s in range(spec.n_stages + 1):
+        for j, op in enumerate(spec.ops):
+            if op.row and op.stage == s:
+                body.append(f"{ind}t{j} = {value(j)}")
+                if j in out_at:
+                    body.append(ind + store(out_at[j], j, "i0"))
+        if s == spec.n_stages:
+            break
+        elem = [j for j, op in enumerate(spec.ops) if not op.row and op.stage == s]
+        reds = [j for j, op in enumerate(spec.ops) if op.name == "reduce" and op.stage - 1 == s]
+        if not elem and not reds:
+            continue
+        for j in reds:
+            d = _compute(np.dtype(spec.ops[j].dtype))
+            body.append(f"{ind}acc{j} = {_init(spec.ops[j].param, d)}")
+        body.append(f"{ind}for i1 in range(n1):")
+        inner = ind + "    "
+        used_in = set()
+        used_ops = set()
+        for j in elem + reds:
+            for r in spec.ops[j].args:
+                if r[0] == "in":
+                    used_in.add(r[1])
+                elif r[0] == "op":
+                    used_ops.add(r[1])
+        for i in sorted(used_in):
+            kind = spec.inputs[i][1]
+            if kind in ("full", "col"):
+                body.append(f"{inner}x{i} = {load(i, 'i0, i1' if kind == 'full' else '0, i1')}")
+        for j in sorted(used_ops):
+            src = spec.ops[j]
+            if not src.row and src.stage < s:
+                body.append(f"{inner}t{j} = buf{buf_of[j]}[i1]")
+        for j in elem:
+            body.append(f"{inner}t{j} = {value(j)}")
+            if j in buf_of:
+                body.append(f"{inner}buf{buf_of[j]}[i1] = t{j}")
+            if j in out_at:
+                body.append(inner + store(out_at[j], j, "i0, i1"))
+        for j in reds:
+            d = _compute(np.dtype(spec.ops[j].dtype))
+            src = ref(spec.ops[j].args[0])
+            body.append(f"{inner}acc{j} = {_combine(spec.ops[j].param, f'acc{j}', src, d)}")
+    lines = [
+        "import math",
+        "import numba",
+        "import numpy as np",
+        "from funclib.kernels.vmath import fexp, flog, flog1p, fexpm1, ftanh, flogistic, ferf, fsin, fcos, fpow",
+        "from funclib.kernels.fusion import _logistic64",
+        "from funclib.kernels.halfconv import bf2f, f2bf, f2h, h2f",
+        "",
+    ]
+    for dn in ("float32", "float64"):
+        lines.append(f"_ZERO_{dn} = np.{dn}(0)")
+    for (val, dt), name in consts.items():
+        lines.append(
+            f"{name} = np.{dt}({val})" if val not in ("inf", "-inf", "nan") else f"{name} = np.{dt}(float('{val}'))"
+        )
+    lines += ["", ""]
+    has_sum = any(op.name == "reduce" and op.param == "sum" for op in spec.ops)
+    fm = ", fastmath={'reassoc', 'contract'}" if has_sum else ""
+    lines.append(f"@numba.njit(cache=True, error_model='numpy', nogil=True{fm})")
+    lines.append(f"def kernel({', '.join(args)}):")
+    return "\n".join(lines + body) + "\n"
+
+
+def _as_opspec(op: StagedOp) -> OpSpec:
+    return OpSpec(op.name, op.args, op.dtype, op.param)
+
+
+def staged_buffer_dtypes(spec: StagedSpec) -> list[np.dtype]:
+    """The dtype of each row buffer the kernel takes, in argument order."""
+    return [_compute(np.dtype(spec.ops[j].dtype)) for j in _staged_buffers(spec)]

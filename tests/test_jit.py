@@ -81,7 +81,9 @@ def test_compositions():
 @settings(max_examples=8, deadline=None)
 @given(
     ops=st.lists(
-        st.sampled_from(["tanh", "mul", "add", "exp", "log1p_sq", "max0", "sum", "mm", "where"]), min_size=1, max_size=7
+        st.sampled_from(["tanh", "mul", "add", "exp", "log1p_sq", "max0", "sum", "mm", "where", "rowsum", "rowmax"]),
+        min_size=1,
+        max_size=7,
     ),
     seed=st.integers(0, 50),
 )
@@ -106,6 +108,10 @@ def test_random_programs_jit_equals_eager(ops, seed):
                 h = fl.maximum(h, 0.1)
             elif op == "sum":
                 h = h - h.sum(axis=0, keepdims=True)
+            elif op == "rowsum":
+                h = h * h.sum(axis=-1, keepdims=True)
+            elif op == "rowmax":
+                h = h - fl.max(h, axis=-1, keepdims=True)
             elif op == "mm":
                 h = h @ m
             elif op == "where":
@@ -118,6 +124,71 @@ def test_random_programs_jit_equals_eager(ops, seed):
     np.testing.assert_allclose(fl.jit(fl.grad(loss))(x).numpy(), fl.grad(loss)(x).numpy(), rtol=1e-10, atol=1e-12)
     xs = f64(rng.normal(size=(2, 3, 4)))
     np.testing.assert_allclose(fl.jit(fl.vmap(f))(xs).numpy(), fl.vmap(f)(xs).numpy(), rtol=1e-12, atol=1e-14)
+
+
+def _steps(jf, *args):
+    return jf.lower(*args).as_text().split("# program")[1].split("import math")[0].strip().splitlines()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_row_reductions_and_their_consumers_fuse_into_one_kernel(dtype):
+    """A normalization, a softmax and a log-softmax each become one staged kernel: every row is read once."""
+    tol = dict(rtol=1e-5, atol=1e-6) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-13)
+    x = rnd(6, 33, dtype=dtype)
+    layer_norm = lambda a: (a - a.mean(axis=-1, keepdims=True)) / fl.sqrt(a.var(axis=-1, keepdims=True) + 1e-5)  # noqa: E731
+    for f in (layer_norm, lambda a: fl.softmax(a, axis=-1), lambda a: fl.log_softmax(a * 2.0, axis=-1)):
+        jf = fl.jit(f)
+        np.testing.assert_allclose(jf(x).numpy(), f(x).numpy(), **tol)
+        steps = _steps(jf, x)
+        assert len(steps) == 1 and "fused[" in steps[0], steps
+        src = jf.lower(x).kernels[0]
+        assert src.count("for i1 in range(n1):") >= 2  # two or more passes over each row
+        g = fl.grad(lambda a: (f(a) * fl.cos(a)).sum())  # noqa: B023
+        np.testing.assert_allclose(fl.jit(g)(x).numpy(), g(x).numpy(), **tol)
+
+
+def test_staged_kernels_broadcasts_outputs_and_shapes():
+    rng = np.random.default_rng(3)
+    x = fl.asarray(rng.normal(size=(2, 3, 5, 4)))
+    w = fl.asarray(rng.normal(size=(4,)))  # broadcast along the rows
+    s = fl.asarray(rng.normal(size=(2, 3, 5, 1)))  # one value per row
+
+    def f(a, w, s):
+        m = a.mean(axis=-1, keepdims=True)
+        c = (a - m) * w
+        q = fl.sum(c * c, axis=-1, keepdims=True) * s + 1.0
+        return c / q, m, q[..., 0] * 2.0  # per-row values leave the kernel as outputs, keepdims or not
+
+    jf = fl.jit(f)
+    for got, want in zip(jf(x, w, s), f(x, w, s)):
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12, atol=1e-13)
+    assert len(_steps(jf, x, w, s)) == 1
+    # reductions over the last two axes, and over everything
+    g = lambda a: a - fl.max(a, axis=(-2, -1), keepdims=True) + fl.sum(a) * 0.5  # noqa: E731
+    np.testing.assert_allclose(fl.jit(g)(x).numpy(), g(x).numpy(), rtol=1e-12, atol=1e-13)
+    # a per-row result without keepdims broadcasts along the columns: it must not be treated as per-row
+    y = fl.asarray(rng.normal(size=(4, 4)))
+    h = lambda a: a * fl.sum(a, axis=-1) + fl.exp(a)  # noqa: E731
+    np.testing.assert_allclose(fl.jit(h)(y).numpy(), h(y).numpy(), rtol=1e-12)
+
+
+def test_staged_kernels_nan_integers_and_half_precision():
+    x = np.random.default_rng(4).normal(size=(3, 7)).astype(np.float32)
+    x[1, 2] = np.nan
+    f = lambda a: fl.exp(a - fl.max(a, axis=-1, keepdims=True))  # noqa: E731
+    np.testing.assert_array_equal(np.isnan(fl.jit(f)(fl.asarray(x)).numpy()), np.isnan(f(fl.asarray(x)).numpy()))
+    i = fl.asarray(np.arange(-10, 11, dtype=np.int32).reshape(3, 7) % 6)
+    gi = lambda a: a * 2 - fl.max(a, axis=-1, keepdims=True) + fl.min(a * 3, axis=-1, keepdims=True)  # noqa: E731
+    np.testing.assert_array_equal(fl.jit(gi)(i).numpy(), gi(i).numpy())
+    for d in (fl.float16, fl.bfloat16):
+        h = fl.asarray(np.nan_to_num(x), dtype=d)
+        ln = lambda a: (a - a.mean(axis=-1, keepdims=True)) * fl.sum(a * a, axis=-1, keepdims=True)  # noqa: E731
+        out = fl.jit(ln)(h)
+        assert out.dtype == d
+        np.testing.assert_allclose(
+            out.numpy().astype(np.float32), ln(h).numpy().astype(np.float32), rtol=2e-2, atol=2e-2
+        )
 
 
 def test_no_retrace_on_new_values_and_retrace_counting():

@@ -9,12 +9,14 @@ last use, so peak memory follows the live values, not the whole program.
 from __future__ import annotations
 
 import functools
+import math
 
 import numpy as np
 from funclib.kernels import fusion
 
 from funclib import config
 from funclib.jaxpr import Jaxpr, Literal, Var
+from funclib.primitives.dot import dot_runner
 
 
 class Program:
@@ -61,6 +63,9 @@ def _impl_step(eqn):
         step = lower(eqn)
         if step is not None:
             return step
+    if prim.name == "dot_general":
+        x, y = eqn.inputs
+        return dot_runner(x.aval.shape, y.aval.shape, x.aval.dtype, eqn.params["dimension_numbers"])
     impl = prim.rule("impl")
     return functools.partial(impl, **eqn.params) if eqn.params else impl
 
@@ -252,7 +257,7 @@ def _kernel_name(eqn) -> str | None:
 
 
 class Group:
-    __slots__ = ("shape", "eqns", "names", "vars", "inputs", "outputs", "reduction")
+    __slots__ = ("shape", "eqns", "names", "vars", "inputs", "outputs", "reduction", "split", "level")
 
     def __init__(self, shape):
         self.shape = shape
@@ -262,6 +267,14 @@ class Group:
         self.inputs: list = []
         self.outputs: list = []
         self.reduction = None  # a reduce_* equation fed by the group, computed in the same loop nest
+        # staged (row) groups: trailing reductions over the axes after ``split`` and what consumes them per row;
+        # level maps each member value to (is_row_level, stage)
+        self.split: int | None = None
+        self.level: dict = {}
+
+    @property
+    def staged(self) -> bool:
+        return self.split is not None
 
 
 _REDUCTIONS = {"reduce_sum": "sum", "reduce_max": "max", "reduce_min": "min"}
@@ -269,7 +282,7 @@ _REDUCTIONS = {"reduce_sum": "sum", "reduce_max": "max", "reduce_min": "min"}
 
 def _fusible_reduction(eqn, g) -> bool:
     kind = _REDUCTIONS.get(eqn.prim.name)
-    if kind is None or g is None or g.reduction is not None:
+    if kind is None or g is None or g.reduction is not None or g.staged:
         return False
     x = eqn.inputs[0]
     if type(x) is not Var or x not in g.vars or tuple(x.aval.shape) != tuple(g.shape):
@@ -283,8 +296,120 @@ def _fusible_reduction(eqn, g) -> bool:
     return k > 0 and (axes == tuple(range(k)) or axes == tuple(range(r - k, r)))
 
 
-def plan(jaxpr: Jaxpr) -> list:
-    """Split the equations into fused groups and single steps, in a valid execution order."""
+def _segments_ok(shape: tuple, full: tuple, split: int) -> bool:
+    """Whether an operand of ``shape`` (padded to the group's rank) is whole or broadcast on each side of split."""
+    a, b = shape[:split], shape[split:]
+    return (a == full[:split] or all(n == 1 for n in a)) and (b == full[split:] or all(n == 1 for n in b))
+
+
+def _elem_operand_ok(a, g) -> bool:
+    shape = tuple(a.aval.shape)
+    r = len(g.shape)
+    return len(shape) <= r and _segments_ok((1,) * (r - len(shape)) + shape, tuple(g.shape), g.split)
+
+
+def _row_shapes(g) -> tuple:
+    rows = tuple(g.shape[: g.split])
+    return rows, rows + (1,) * (len(g.shape) - g.split)
+
+
+def _trailing_reduction(eqn, g) -> bool:
+    """A sum/max/min over exactly the group's trailing axes, of a value the group can read per element."""
+    kind = _REDUCTIONS.get(eqn.prim.name)
+    x = eqn.inputs[0]
+    if kind is None or type(x) is not Var or tuple(x.aval.shape) != tuple(g.shape):
+        return False
+    d = x.aval.dtype
+    if d not in fusion.FUSIBLE_DTYPES or (kind == "sum" and d == np.dtype(np.bool_)):
+        return False
+    r = len(g.shape)
+    axes = tuple(sorted(eqn.params["axes"]))
+    return len(axes) > 0 and axes == tuple(range(r - len(axes), r)) and (g.split is None or axes[0] == g.split)
+
+
+def _start_staged(g, eqn) -> bool:
+    """Turn ``g`` into a staged group reducing over the trailing axes of ``eqn``; False if its operands don't
+    split into whole-or-broadcast row and column parts."""
+    split = len(g.shape) - len(eqn.params["axes"])
+    g.split = split
+    if not all(_elem_operand_ok(a, g) for e in g.eqns for a in e.inputs if type(a) is not Var or a not in g.vars):
+        g.split = None
+        return False
+    for v in g.vars:
+        g.level[v] = (False, 0)
+    return True
+
+
+def _absorb(g, eqn) -> bool:
+    """Add ``eqn`` to the staged group ``g`` if it is a trailing reduction of a member, a keepdims reshape of a
+    row-level member, or an elementwise op on members at element or row level. Records its level."""
+    name = eqn.prim.name
+    if eqn.prim.multiple_results or len(eqn.outputs) != 1:
+        return False
+    out = eqn.outputs[0]
+    oshape = tuple(out.aval.shape)
+    level = g.level
+    if name in _REDUCTIONS:
+        x = eqn.inputs[0]
+        if not _trailing_reduction(eqn, g):
+            return False
+        if x in level:
+            row, st = level[x]
+            if row:
+                return False
+        elif not _elem_operand_ok(x, g):
+            return False
+        else:
+            st = 0
+        level[out] = (True, st + 1)
+        return True
+    row_shapes = _row_shapes(g)
+    if name in ("reshape", "broadcast_in_dim"):
+        x = eqn.inputs[0]
+        if type(x) is Var and x in level and level[x][0] and oshape in row_shapes and tuple(x.aval.shape) in row_shapes:
+            level[out] = level[x]
+            return True
+        return False
+    if _kernel_name(eqn) is None:
+        return False
+    ins = [a for a in eqn.inputs if type(a) is Var or np.asarray(a.val).ndim > 0]
+    if oshape == tuple(g.shape):
+        st = 0
+        for a in ins:
+            if a in level:
+                row, s = level[a]
+                if row and tuple(a.aval.shape) != row_shapes[1] and a.aval.ndim != 0:
+                    return False  # a rank-deficient row value would broadcast along the columns
+                st = max(st, s)
+            elif not _elem_operand_ok(a, g):
+                return False
+        level[out] = (False, st)
+        return True
+    if oshape in row_shapes:
+        st = 0
+        member = False
+        for a in ins:
+            if a in level:
+                row, s = level[a]
+                if not row:
+                    return False
+                member = True
+                st = max(st, s)
+            elif tuple(a.aval.shape) not in ((), oshape):
+                return False
+        if not member:
+            return False
+        level[out] = (True, st)
+        return True
+    return False
+
+
+def plan(jaxpr: Jaxpr, staged: bool = True) -> list:
+    """Split the equations into fused groups and single steps, in a valid execution order.
+
+    With ``staged``, a reduction over the trailing axes of a group keeps the group open: the per-row results, ops
+    on them and elementwise ops consuming them join it as later passes over the same rows (a softmax or a
+    normalization becomes one kernel)."""
     consumers: dict = {}
     for i, e in enumerate(jaxpr.eqns):
         for a in e.inputs:
@@ -322,15 +447,52 @@ def plan(jaxpr: Jaxpr) -> list:
         g.inputs = ext
         out.append(("group", g))
 
+    def join(g, eqn, name):
+        g.eqns.append(eqn)
+        g.names.append(name)
+        for v in eqn.outputs:
+            g.vars.add(v)
+            owner[v] = g
+
     for eqn in jaxpr.eqns:
+        shape = eqn.outputs[0].aval.shape if eqn.outputs else None
+        if staged:
+            sg = None
+            for a in eqn.inputs:
+                if type(a) is Var and a in owner and owner[a].staged:
+                    sg = owner[a] if sg in (None, owner[a]) else False
+            if sg is None and shape is not None:
+                cand = open_groups.get(shape)
+                sg = cand if cand is not None and cand.staged else None
+            if sg:
+                for a in eqn.inputs:  # an operand still being built by another group must be computed first
+                    if type(a) is Var and a in owner and owner[a] is not sg and not owner[a].staged:
+                        close(owner[a])
+                if _absorb(sg, eqn):
+                    join(sg, eqn, _kernel_name(eqn) or eqn.prim.name)
+                    continue
+            if shape is not None and open_groups.get(shape) is not None and open_groups[shape].staged:
+                close(open_groups[shape])
         if eqn.prim.name in _REDUCTIONS and type(eqn.inputs[0]) is Var:
             g = owner.get(eqn.inputs[0])
+            if staged and eqn.inputs[0].aval.ndim > 0:
+                if g is None and eqn.inputs[0].aval.size > 0:
+                    g = Group(tuple(eqn.inputs[0].aval.shape))
+                    g.split = len(g.shape) - len(eqn.params["axes"])
+                    if _trailing_reduction(eqn, g) and open_groups.get(g.shape) is None and _absorb(g, eqn):
+                        open_groups[g.shape] = g
+                        join(g, eqn, eqn.prim.name)
+                        continue
+                    g = None
+                elif g is not None and not g.staged and _fusible_reduction(eqn, g) and _trailing_reduction(eqn, g):
+                    if open_groups.get(g.shape) is g and _start_staged(g, eqn) and _absorb(g, eqn):
+                        join(g, eqn, eqn.prim.name)
+                        continue
             if _fusible_reduction(eqn, g):
                 g.reduction = eqn
                 close(g)
                 continue
         name = _kernel_name(eqn) if not eqn.prim.multiple_results else None
-        shape = eqn.outputs[0].aval.shape if eqn.outputs else None
         g = open_groups.get(shape) if name is not None else None
         for a in eqn.inputs:
             if type(a) is Var and a in owner and owner[a] is not g:
@@ -406,6 +568,7 @@ class FusedStep:
         self.in_dtypes = [a.aval.dtype.name for a in group.inputs]
         self.in_ndims = [a.aval.ndim for a in group.inputs]
         self.kernels: dict = {}
+        self.plans: dict = {}
         self.label = ", ".join(group.names)
         # the kernel as planned from the static shapes (what .lower() shows before any call)
         shapes = [(1,) * (self.rank - a.aval.ndim) + tuple(a.aval.shape) for a in group.inputs]
@@ -441,41 +604,164 @@ class FusedStep:
             reduction=reduction,
         )
 
-    def __call__(self, *arrays):
+    def _plan(self, arrays):
+        """How to call the kernel for these input layouts: per input, the reshapes and slice that give its collapsed
+        view; the kernel; the collapsed shape and the reduction buffer's shape."""
         r = self.rank
         views = []
         shapes = []
+        steps = []
         for a, nd in zip(arrays, self.in_ndims):
-            a = np.asarray(a)
+            pad = None
             if nd < r:
-                a = a.reshape((1,) * (r - nd) + a.shape)
-            st = a.strides
-            if 0 in st:
+                pad = (1,) * (r - nd) + a.shape
+                a = a.reshape(pad)
+            sl = None
+            if 0 in a.strides:
                 # a broadcast view: read it as size 1 on its zero-stride axes (no copy)
-                a = a[tuple(slice(0, 1) if (s == 0 and n > 1) else slice(None) for s, n in zip(st, a.shape))]
+                sl = tuple(slice(0, 1) if (s == 0 and n > 1) else slice(None) for s, n in zip(a.strides, a.shape))
+                a = a[sl]
             views.append(a)
             shapes.append(a.shape)
+            steps.append((pad, sl))
         cshape, cins, csplit = self._collapse(shapes)
         key = tuple(tuple(s == 1 and o != 1 for s, o in zip(sh, cshape)) for sh in cins) + (len(cshape), csplit)
         k = self.kernels.get(key)
         if k is None:
-            spec = self._spec(cshape, cins, csplit)
-            src = fusion.generate_source(spec)
-            k = fusion.load_kernel(src)
+            k = fusion.load_kernel(fusion.generate_source(self._spec(cshape, cins, csplit)))
             self.kernels[key] = k
-        ins = [_u16(v.reshape(c)) for v, c in zip(views, cins)]
-        outs = [np.empty(cshape, d) for d in self.out_dtypes]
-        dims = np.asarray(cshape, dtype=np.int64)
-        if self.red is None:
-            k(*ins, *[_u16(o) for o in outs], dims)
-            return [o.reshape(self.shape) for o in outs]
-        _, _, leading, _, dtype, out_shape = self.red
-        kept = cshape[csplit:] if leading else cshape[:csplit]
+        ins = tuple((pad, sl, tuple(c), a.dtype in fusion.HALF) for (pad, sl), c, a in zip(steps, cins, views))
+        red_shape = None
+        if self.red is not None:
+            leading = self.red[2]
+            red_shape = (cshape[csplit:] if leading else cshape[:csplit]) or (1,)
+        outs = tuple((d, d in fusion.HALF) for d in self.out_dtypes)
+        return k, ins, tuple(cshape), np.asarray(cshape, dtype=np.int64), outs, red_shape
+
+    def __call__(self, *arrays):
+        try:
+            sig = tuple([(a.shape, a.strides, a.dtype) for a in arrays])
+        except AttributeError:  # a Python scalar from a NumPy fallback step
+            arrays = [np.asarray(a) for a in arrays]
+            sig = tuple([(a.shape, a.strides, a.dtype) for a in arrays])
+        p = self.plans.get(sig)
+        if p is None:
+            p = self.plans[sig] = self._plan(arrays)
+        k, in_plan, cshape, dims, out_plan, red_shape = p
+        ins = []
+        for a, (pad, sl, c, half) in zip(arrays, in_plan):
+            if pad is not None:
+                a = a.reshape(pad)
+            if sl is not None:
+                a = a[sl]
+            a = a.reshape(c)
+            ins.append(a.view(np.uint16) if half else a)
+        shape = self.shape
+        outs = [np.empty(shape, d) for d, _ in out_plan]
+        kouts = [o.reshape(cshape).view(np.uint16) if h else o.reshape(cshape) for o, (_, h) in zip(outs, out_plan)]
+        if red_shape is None:
+            k(*ins, *kouts, dims)
+            return outs
+        dtype, out_shape = self.red[4], self.red[5]
         half = dtype in fusion.HALF
-        red = np.empty(kept or (1,), np.float32 if half else dtype)
-        k(*ins, *[_u16(o) for o in outs], red, dims)
+        red = np.empty(red_shape, np.float32 if half else dtype)
+        k(*ins, *kouts, red, dims)
         red = red.astype(dtype) if half else red
-        return [o.reshape(self.shape) for o in outs] + [red.reshape(out_shape)]
+        outs.append(red.reshape(out_shape))
+        return outs
+
+
+class StagedStep:
+    """Runs one staged group: a (rows, cols) kernel whose passes over each row compute elementwise values,
+    trailing reductions of them, per-row ops on the results and the elementwise ops that consume those."""
+
+    def __init__(self, group: Group):
+        shape = tuple(group.shape)
+        r, split = len(shape), group.split
+        self.shape = shape
+        rows, cols = math.prod(shape[:split]), math.prod(shape[split:])
+        self.dims = np.asarray([rows, cols], dtype=np.int64)
+        level = group.level
+        entry: dict = {}  # (input position, row mode) -> staged input index
+        self.in_prep: list = []  # per staged input: (group input position, collapsed 2-D shape, half)
+        in_specs: list = []
+        index = {(v if type(v) is Var else id(v)): i for i, v in enumerate(group.inputs)}
+
+        def inp(a, row_mode: bool):
+            i = index[a if type(a) is Var else id(a)]
+            key = (i, row_mode)
+            if key not in entry:
+                sh = tuple(a.aval.shape)
+                pad = sh + (1,) * (r - len(sh)) if row_mode else (1,) * (r - len(sh)) + sh
+                has_rows = any(n != 1 for n in pad[:split])
+                has_cols = any(n != 1 for n in pad[split:])
+                kind = {(True, True): "full", (True, False): "row", (False, True): "col"}.get(
+                    (has_rows, has_cols), "scalar"
+                )
+                entry[key] = len(in_specs)
+                in_specs.append((a.aval.dtype.name, kind))
+                self.in_prep.append(
+                    (i, (rows if has_rows else 1, cols if has_cols else 1), a.aval.dtype in fusion.HALF)
+                )
+            return ("in", entry[key])
+
+        pos: dict = {}
+        ops: list = []
+        for e, name in zip(group.eqns, group.names):
+            out = e.outputs[0]
+            row, stage = level[out]
+            if e.prim.name in ("reshape", "broadcast_in_dim"):
+                pos[out] = pos[e.inputs[0]]
+                continue
+            args = []
+            for a in e.inputs:
+                if type(a) is Literal and np.asarray(a.val).ndim == 0:
+                    v = np.asarray(a.val, dtype=a.aval.dtype)
+                    args.append(("const", repr(v.item()), a.aval.dtype.name))
+                elif type(a) is Var and a in pos:
+                    args.append(("op", pos[a]))
+                else:
+                    args.append(inp(a, row))
+            if e.prim.name in _REDUCTIONS:
+                ops.append(
+                    fusion.StagedOp("reduce", tuple(args), out.aval.dtype.name, _REDUCTIONS[e.prim.name], True, stage)
+                )
+            else:
+                param = None
+                if name == "convert":
+                    param = e.params["new_dtype"].name
+                elif e.prim.name == "integer_pow":
+                    param = e.params["y"]
+                ops.append(fusion.StagedOp(name, tuple(args), out.aval.dtype.name, param, row, stage))
+            pos[out] = len(ops) - 1
+        self.out_plan = []
+        for v in group.outputs:
+            j = pos[v]
+            self.out_plan.append((tuple(v.aval.shape), v.aval.dtype, (rows,) if ops[j].row else (rows, cols)))
+        n_stages = 1 + max((op.stage - (1 if op.row else 0) for op in ops), default=0)
+        self.spec = fusion.StagedSpec(tuple(in_specs), tuple(ops), tuple(pos[v] for v in group.outputs), n_stages)
+        self.source = fusion.generate_staged_source(self.spec)
+        self.buf_dtypes = fusion.staged_buffer_dtypes(self.spec)
+        self.label = ", ".join(group.names)
+        self._kernel = None
+
+    def __call__(self, *arrays):
+        k = self._kernel
+        if k is None:
+            k = self._kernel = fusion.load_kernel(self.source)
+        ins = []
+        for i, cshape, half in self.in_prep:
+            a = np.asarray(arrays[i]).reshape(cshape)
+            ins.append(a.view(np.uint16) if half else a)
+        outs = [np.empty(shape, d) for shape, d, _ in self.out_plan]
+        kouts = [
+            o.reshape(ks).view(np.uint16) if d in fusion.HALF else o.reshape(ks)
+            for o, (_, d, ks) in zip(outs, self.out_plan)
+        ]
+        cols = int(self.dims[1])
+        bufs = [np.empty(cols, d) for d in self.buf_dtypes]
+        k(*ins, *kouts, *bufs, self.dims)
+        return outs
 
 
 def _u16(a):
@@ -483,5 +769,5 @@ def _u16(a):
     return a.view(np.uint16) if a.dtype in fusion.HALF else a
 
 
-def build(group: Group) -> FusedStep:
-    return FusedStep(group)
+def build(group: Group) -> FusedStep | StagedStep:
+    return StagedStep(group) if group.staged else FusedStep(group)

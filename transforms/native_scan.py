@@ -84,7 +84,7 @@ def _describe(body, p):
         values.append(loopgen.Value(aval.dtype.name, tuple(aval.shape)))
         return len(values) - 1
 
-    items = plan(j)
+    items = plan(j, staged=False)
     # literal operands of non-elementwise steps, array literals, and literal body outputs become loop-invariant
     # inputs, after the scan's own constants
     lits: dict = {}
