@@ -3,7 +3,9 @@
 NumPy spends most of col2im in the inner loops of strided adds over short channel runs; these loops read and
 write whole channel rows and skip padding by bounds checks instead of materializing a padded copy.
 
-Layouts: ``x: (N, H, W, C)`` (1-d: ``H == 1``), patches ``(N, OH, OW, KH, KW, C)``.
+Layouts: ``x: (N, H, W, C)`` (1-d: ``H == 1``), patches ``(N, OH, OW, KH, KW, C)``. The ``_cf`` variants work
+channels-first: ``x: (N, C, H, W)``, patches ``(N, C, KH, KW, OH, OW)``; their inner loops copy or add whole
+output rows, which are contiguous in both arrays.
 
 Example:
     >>> import numpy as np
@@ -17,7 +19,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["im2col", "col2im", "SUPPORTED"]
+__all__ = ["im2col", "col2im", "im2col_cf", "col2im_cf", "SUPPORTED"]
 
 SUPPORTED = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -88,3 +90,79 @@ def col2im(cols: np.ndarray, input_shape, strides, padding, dilation) -> np.ndar
     out = np.zeros((c4.shape[0], shape[0], shape[1], c4.shape[-1]), c4.dtype)
     _col2im(c4, out, s[0], s[1], p[0][0], p[1][0], d[0], d[1])
     return out if nd == 2 else out[:, 0]
+
+
+@numba.njit(cache=True, nogil=True)
+def _im2col_cf(x, out, sh, sw, dh, dw):  # pragma: no cover - compiled
+    # x is already padded, so every window lies inside it; per-plane and per-row views keep the inner loop a
+    # plain 1-d copy, and with unit strides its index j + b is provably non-negative (no wraparound check), so
+    # it vectorizes
+    n_, c_ = x.shape[0], x.shape[1]
+    kh_, kw_, oh_, ow_ = out.shape[2], out.shape[3], out.shape[4], out.shape[5]
+    unit = sw == 1 and dw == 1
+    for n in range(n_):
+        for c in range(c_):
+            x2 = x[n, c]
+            o4 = out[n, c]
+            for a in range(kh_):
+                for b in range(kw_):
+                    for i in range(oh_):
+                        xr = x2[i * sh + a * dh]
+                        orow = o4[a, b, i]
+                        if unit:
+                            for j in range(ow_):
+                                orow[j] = xr[j + b]
+                        else:
+                            for j in range(ow_):
+                                orow[j] = xr[j * sw + b * dw]
+
+
+@numba.njit(cache=True, nogil=True)
+def _col2im_cf(cols, out, sh, sw, dh, dw):  # pragma: no cover - compiled
+    # out is the zero-initialized padded input; the caller crops it
+    n_, c_, kh_, kw_, oh_, ow_ = cols.shape
+    unit = sw == 1 and dw == 1
+    for n in range(n_):
+        for c in range(c_):
+            o2 = out[n, c]
+            c4 = cols[n, c]
+            for a in range(kh_):
+                for i in range(oh_):
+                    orow = o2[i * sh + a * dh]
+                    for b in range(kw_):
+                        crow = c4[a, b, i]
+                        if unit:
+                            for j in range(ow_):
+                                orow[j + b] += crow[j]
+                        else:
+                            for j in range(ow_):
+                                orow[j * sw + b * dw] += crow[j]
+
+
+def im2col_cf(x: np.ndarray, kernel_shape, strides, padding, dilation) -> np.ndarray:
+    """Patches ``(N, C, *kernel, *out)`` of a channels-first ``x: (N, C, *spatial)`` (1 or 2 spatial axes)."""
+    nd = len(kernel_shape)
+    x4 = x if nd == 2 else x[:, :, None]
+    k = tuple(kernel_shape) if nd == 2 else (1, kernel_shape[0])
+    s, p, d = _two_d(strides, padding, dilation)
+    if any(lo or hi for lo, hi in p):
+        x4 = np.pad(x4, ((0, 0), (0, 0), p[0], p[1]))
+    x4 = np.ascontiguousarray(x4)
+    osz = [(x4.shape[2 + i] - d[i] * (k[i] - 1) - 1) // s[i] + 1 for i in range(2)]
+    out = np.empty((x4.shape[0], x4.shape[1], k[0], k[1], osz[0], osz[1]), x4.dtype)
+    _im2col_cf(x4, out, s[0], s[1], d[0], d[1])
+    return out if nd == 2 else out[:, :, 0, :, 0]
+
+
+def col2im_cf(cols: np.ndarray, input_shape, strides, padding, dilation) -> np.ndarray:
+    """The adjoint of ``im2col_cf``: sum patches ``(N, C, *kernel, *out)`` into ``(N, C, *input_shape)``."""
+    nd = len(input_shape)
+    c6 = np.ascontiguousarray(cols if nd == 2 else cols[:, :, None, :, None])
+    shape = tuple(input_shape) if nd == 2 else (1, input_shape[0])
+    s, p, d = _two_d(strides, padding, dilation)
+    padded = (shape[0] + p[0][0] + p[0][1], shape[1] + p[1][0] + p[1][1])
+    out = np.zeros((c6.shape[0], c6.shape[1], *padded), c6.dtype)
+    _col2im_cf(c6, out, s[0], s[1], d[0], d[1])
+    if padded != shape:
+        out = np.ascontiguousarray(out[:, :, p[0][0] : p[0][0] + shape[0], p[1][0] : p[1][0] + shape[1]])
+    return out if nd == 2 else out[:, :, 0]

@@ -1295,9 +1295,11 @@ def _conv_cfg(draw):
     pad = tuple((draw(st.integers(0, 1)), draw(st.integers(0, 1))) for _ in range(nd))
     spatial = tuple(max(draw(st.integers(2, 4)), dil[i] * (k[i] - 1) + 1 - sum(pad[i])) for i in range(nd))
     osz = tuple((spatial[i] + sum(pad[i]) - dil[i] * (k[i] - 1) - 1) // strides[i] + 1 for i in range(nd))
+    cl = draw(st.booleans())
     return {
         "x": (n, c) + spatial,
-        "cols": (n,) + osz + k + (c,),
+        "cols": (n,) + osz + k + (c,) if cl else (n, c) + k + osz,
+        "cl": cl,
         "k": k,
         "strides": strides,
         "pad": pad,
@@ -1311,17 +1313,25 @@ def _window(cfg, o, kk):
     return tuple(o[i] * cfg["strides"][i] + kk[i] * cfg["dil"][i] for i in range(len(o)))
 
 
+def _cf_perm(nd):
+    """Channels-last patches (N, *out, *k, C) -> channels-first (N, C, *k, *out)."""
+    return (0, 2 * nd + 1, *range(nd + 1, 2 * nd + 1), *range(1, nd + 1))
+
+
 def _patches_ref(cfg, x):
     pad = [(0, 0), (0, 0)] + [tuple(p) for p in cfg["pad"]]
     xp = np.pad(x, pad)
-    out = np.zeros(cfg["cols"], x.dtype)
+    nd = len(cfg["k"])
+    out = np.zeros((x.shape[0],) + cfg["osz"] + cfg["k"] + (x.shape[1],), x.dtype)
     for o in np.ndindex(*cfg["osz"]):
         for kk in np.ndindex(*cfg["k"]):
             out[(slice(None),) + o + kk] = xp[(slice(None), slice(None)) + _window(cfg, o, kk)]
-    return out
+    return out if cfg["cl"] else np.transpose(out, _cf_perm(nd))
 
 
 def _col2im_ref(cfg, cols):
+    if not cfg["cl"]:
+        cols = np.transpose(cols, np.argsort(_cf_perm(len(cfg["k"]))))
     n, c = cfg["x"][:2]
     padded = tuple(s + sum(p) for s, p in zip(cfg["x"][2:], cfg["pad"]))
     buf = np.zeros((n, c) + padded, cols.dtype)
@@ -1332,7 +1342,12 @@ def _col2im_ref(cfg, cols):
     return buf[(slice(None), slice(None)) + crop]
 
 
-_CONV_PARAMS = lambda cfg: {"strides": cfg["strides"], "padding": cfg["pad"], "dilation": cfg["dil"]}  # noqa: E731
+_CONV_PARAMS = lambda cfg: {  # noqa: E731
+    "strides": cfg["strides"],
+    "padding": cfg["pad"],
+    "dilation": cfg["dil"],
+    "channels_last": cfg["cl"],
+}
 add_row(
     Row(
         "conv_patches",

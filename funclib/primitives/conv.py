@@ -7,7 +7,9 @@ than compositions of ``slice``/``pad``) for speed: the patch matrix is one strid
 ``prod(kernel)`` strided in-place adds instead of that many full-size pads.
 
 Layout: inputs are channels-first, ``x: (N, C, *spatial)``; patches are channels-last,
-``(N, *out_spatial, *kernel, C)``, so that ``reshape(patches, (N * P, K * C))`` feeds a single matrix multiply.
+``(N, *out_spatial, *kernel, C)``, so that ``reshape(patches, (N * P, K * C))`` feeds a single matrix multiply, or
+with ``channels_last=False`` ``(N, C, *kernel, *out_spatial)``: one ``(C * K, P)`` matrix per example, which a
+weight multiplies straight into a channels-first output (what ``conv2d`` uses).
 float32/float64 with 1 or 2 spatial axes run numba loops (``funclib.kernels.conv``); the NumPy code below is the
 reference for every other case.
 """
@@ -45,9 +47,19 @@ conv_patches_p = Primitive("conv_patches", linear=True)
 conv_patches_p.family = "conv"
 
 
-def _patches_impl(x, *, kernel_shape, strides, padding, dilation):
+def _to_channels_first(nd):
+    """(N, *out, *kernel, C) -> (N, C, *kernel, *out)."""
+    return (0, 2 * nd + 1, *range(nd + 1, 2 * nd + 1), *range(1, nd + 1))
+
+
+def _patches_impl(x, *, kernel_shape, strides, padding, dilation, channels_last=True):
     x = np.asarray(x)
     nd = len(kernel_shape)
+    if not channels_last:
+        if nd <= 2 and x.dtype in _kconv.SUPPORTED:
+            return _kconv.im2col_cf(x, kernel_shape, strides, padding, dilation)
+        cols = _patches_impl(x, kernel_shape=kernel_shape, strides=strides, padding=padding, dilation=dilation)
+        return np.ascontiguousarray(np.transpose(cols, _to_channels_first(nd)))
     xt = np.moveaxis(x, 1, -1)
     if nd <= 2 and x.dtype in _kconv.SUPPORTED:
         return _kconv.im2col(xt, kernel_shape, strides, padding, dilation)
@@ -71,7 +83,7 @@ conv_patches_p.def_impl(_patches_impl)
 
 
 @conv_patches_p.def_abstract_eval
-def _patches_abstract(x, *, kernel_shape, strides, padding, dilation):
+def _patches_abstract(x, *, kernel_shape, strides, padding, dilation, channels_last=True):
     nd = len(kernel_shape)
     if x.ndim != nd + 2:
         raise ShapeError(
@@ -87,6 +99,8 @@ def _patches_abstract(x, *, kernel_shape, strides, padding, dilation):
             f"kernel {tuple(dilation[i] * (kernel_shape[i] - 1) + 1 for i in range(nd))}; pad the input or use a "
             "smaller kernel"
         )
+    if not channels_last:
+        return ShapedArray((x.shape[0], x.shape[1], *kernel_shape, *osz), x.dtype)
     return ShapedArray((x.shape[0], *osz, *kernel_shape, x.shape[1]), x.dtype)
 
 
@@ -104,8 +118,12 @@ conv_patches_p.def_jvp(_linear_jvp(conv_patches_p))
 
 
 @conv_patches_p.def_transpose
-def _patches_transpose(ct, x, *, kernel_shape, strides, padding, dilation):
-    return [conv_patches_transpose(ct, x.aval.shape[2:], strides=strides, padding=padding, dilation=dilation)]
+def _patches_transpose(ct, x, *, kernel_shape, strides, padding, dilation, channels_last=True):
+    return [
+        conv_patches_transpose(
+            ct, x.aval.shape[2:], strides=strides, padding=padding, dilation=dilation, channels_last=channels_last
+        )
+    ]
 
 
 def _merge_batch(x, d):
@@ -133,9 +151,17 @@ conv_patches_transpose_p = Primitive("conv_patches_transpose", linear=True)
 conv_patches_transpose_p.family = "conv"
 
 
-def _col2im_impl(cols, *, input_shape, strides, padding, dilation):
+def _col2im_impl(cols, *, input_shape, strides, padding, dilation, channels_last=True):
     cols = np.asarray(cols)
     nd = len(input_shape)
+    if not channels_last:
+        if nd <= 2 and cols.dtype in _kconv.SUPPORTED:
+            return _kconv.col2im_cf(cols, input_shape, strides, padding, dilation)
+        # (N, C, *kernel, *out) -> (N, *out, *kernel, C)
+        perm = (0, *range(nd + 2, 2 * nd + 2), *range(2, nd + 2), 1)
+        return _col2im_impl(
+            np.transpose(cols, perm), input_shape=input_shape, strides=strides, padding=padding, dilation=dilation
+        )
     if nd <= 2 and cols.dtype in _kconv.SUPPORTED:
         return np.moveaxis(_kconv.col2im(cols, input_shape, strides, padding, dilation), -1, 1)
     n, c = cols.shape[0], cols.shape[-1]
@@ -156,35 +182,42 @@ conv_patches_transpose_p.def_impl(_col2im_impl)
 
 
 @conv_patches_transpose_p.def_abstract_eval
-def _col2im_abstract(cols, *, input_shape, strides, padding, dilation):
+def _col2im_abstract(cols, *, input_shape, strides, padding, dilation, channels_last=True):
     nd = len(input_shape)
     if cols.ndim != 2 * nd + 2:
+        layout = f"{nd} output axes, {nd} kernel axes, C" if channels_last else f"C, {nd} kernel axes, {nd} output axes"
         raise ShapeError(
-            f"conv_patches_transpose: expected patches of rank {2 * nd + 2} (N, {nd} output axes, {nd} kernel axes, "
-            f"C) for a {nd}-d input, got {cols.str_short()}"
+            f"conv_patches_transpose: expected patches of rank {2 * nd + 2} (N, {layout}) for a {nd}-d input, got "
+            f"{cols.str_short()}"
         )
     if cols.dtype == dtypes.bool_:
         raise DTypeError("conv_patches_transpose: boolean input is not supported; cast to a numeric dtype")
-    ksz = cols.shape[1 + nd : 1 + 2 * nd]
+    ksz, osz, c = _patch_axes(cols.shape, nd, channels_last)
     _check_params("conv_patches_transpose", nd, ksz, strides, padding, dilation)
     want = tuple(out_size(input_shape[i], ksz[i], strides[i], *padding[i], dilation[i]) for i in range(nd))
-    if want != tuple(cols.shape[1 : 1 + nd]):
+    if want != osz:
         raise ShapeError(
             f"conv_patches_transpose: patches {cols.str_short()} do not match input spatial shape {input_shape} "
             f"(expected {want} window positions for kernel {ksz}, strides {strides}, padding {padding}, "
             f"dilation {dilation})"
         )
-    return ShapedArray((cols.shape[0], cols.shape[-1], *input_shape), cols.dtype)
+    return ShapedArray((cols.shape[0], c, *input_shape), cols.dtype)
+
+
+def _patch_axes(shape, nd, channels_last):
+    """(kernel sizes, window positions, channels) of a patches shape in either layout."""
+    if channels_last:
+        return tuple(shape[1 + nd : 1 + 2 * nd]), tuple(shape[1 : 1 + nd]), shape[-1]
+    return tuple(shape[2 : 2 + nd]), tuple(shape[2 + nd :]), shape[1]
 
 
 conv_patches_transpose_p.def_jvp(_linear_jvp(conv_patches_transpose_p))
 
 
 @conv_patches_transpose_p.def_transpose
-def _col2im_transpose(ct, cols, *, input_shape, strides, padding, dilation):
-    nd = len(input_shape)
-    ksz = tuple(cols.aval.shape[1 + nd : 1 + 2 * nd])
-    return [conv_patches(ct, ksz, strides=strides, padding=padding, dilation=dilation)]
+def _col2im_transpose(ct, cols, *, input_shape, strides, padding, dilation, channels_last=True):
+    ksz = _patch_axes(cols.aval.shape, len(input_shape), channels_last)[0]
+    return [conv_patches(ct, ksz, strides=strides, padding=padding, dilation=dilation, channels_last=channels_last)]
 
 
 @conv_patches_transpose_p.def_vmap
@@ -203,7 +236,7 @@ def _params(nd, strides, padding, dilation):
     return strides, padding, dilation
 
 
-def conv_patches(x, kernel_shape, *, strides=None, padding=None, dilation=None):
+def conv_patches(x, kernel_shape, *, strides=None, padding=None, dilation=None, channels_last=True):
     """Sliding windows of ``x: (N, C, *spatial)`` as ``(N, *out_spatial, *kernel_shape, C)`` (im2col).
 
     Args:
@@ -211,6 +244,8 @@ def conv_patches(x, kernel_shape, *, strides=None, padding=None, dilation=None):
         kernel_shape: window size per spatial axis.
         strides, dilation: per spatial axis; default 1.
         padding: ``(low, high)`` zero padding per spatial axis; default none.
+        channels_last: False gives ``(N, C, *kernel_shape, *out_spatial)`` instead, whose
+            ``(N, C * prod(kernel), prod(out))`` matrices multiply a weight into channels-first outputs.
 
     Example:
         >>> conv_patches(fl.ones((1, 1, 3, 3)), (2, 2)).shape
@@ -218,16 +253,22 @@ def conv_patches(x, kernel_shape, *, strides=None, padding=None, dilation=None):
     """
     kernel_shape = tuple(int(k) for k in kernel_shape)
     strides, padding, dilation = _params(len(kernel_shape), strides, padding, dilation)
-    params = dict(kernel_shape=kernel_shape, strides=strides, padding=padding, dilation=dilation)
+    params = dict(
+        kernel_shape=kernel_shape,
+        strides=strides,
+        padding=padding,
+        dilation=dilation,
+        channels_last=bool(channels_last),
+    )
     if _state.trace is None and type(x) is Tensor:
         _patches_abstract(aval_of(x), **params)
         return _wrap(_patches_impl(x._value, **params))
     return conv_patches_p.bind(x, **params)
 
 
-def conv_patches_transpose(cols, input_shape, *, strides=None, padding=None, dilation=None):
-    """The adjoint of ``conv_patches``: sum windows ``(N, *out_spatial, *kernel, C)`` back into
-    ``(N, C, *input_shape)`` (col2im).
+def conv_patches_transpose(cols, input_shape, *, strides=None, padding=None, dilation=None, channels_last=True):
+    """The adjoint of ``conv_patches``: sum windows ``(N, *out_spatial, *kernel, C)`` (or, with
+    ``channels_last=False``, ``(N, C, *kernel, *out_spatial)``) back into ``(N, C, *input_shape)`` (col2im).
 
     Example:
         >>> conv_patches_transpose(fl.ones((1, 2, 2, 2, 2, 1)), (3, 3))[0, 0]
@@ -237,7 +278,9 @@ def conv_patches_transpose(cols, input_shape, *, strides=None, padding=None, dil
     """
     input_shape = tuple(int(s) for s in input_shape)
     strides, padding, dilation = _params(len(input_shape), strides, padding, dilation)
-    params = dict(input_shape=input_shape, strides=strides, padding=padding, dilation=dilation)
+    params = dict(
+        input_shape=input_shape, strides=strides, padding=padding, dilation=dilation, channels_last=bool(channels_last)
+    )
     if _state.trace is None and type(cols) is Tensor:
         _col2im_abstract(aval_of(cols), **params)
         return _wrap(_col2im_impl(cols._value, **params))
