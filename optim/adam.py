@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import funclib as fl
 
-from .optimizer import Optimizer, coef, lerp, pow_, sqrt_
+from .optimizer import Optimizer, coef, lerp, namespace, pow_, sqrt_
 
 __all__ = ["Adam", "AdamW", "Adamax", "NAdam", "RAdam"]
 
@@ -26,6 +26,8 @@ class Adam(Optimizer):
     """
 
     _decoupled = False
+    numpy_rule = True
+    fused_rule = True
 
     def __init__(
         self,
@@ -57,28 +59,44 @@ class Adam(Optimizer):
         return s
 
     def update_one(self, g, p, s, h, cfg):
-        step = s["step"]
+        return self.update_arrays(g, p, s, self.coefficients(s["step"], h, cfg, p), self.rule_flags(cfg))
+
+    def rule_flags(self, cfg):
+        return (cfg["weight_decay"] != 0, bool(cfg["amsgrad"]))
+
+    def coefficients(self, step, h, cfg, p):
         b1, b2 = h["betas"]
         lr = h["lr"]
+        c = {
+            "w1": 1 - b1,
+            "b2": b2,
+            "w2": 1 - b2,
+            "step_size": coef(lr / (1 - pow_(b1, step)), p),
+            "bc2_sqrt": coef(sqrt_(1 - pow_(b2, step)), p),
+            "eps": h["eps"],
+        }
         if cfg["weight_decay"] != 0:
+            c["decay"] = 1 - lr * h["weight_decay"] if self._decoupled else h["weight_decay"]
+        return c
+
+    def update_arrays(self, g, p, s, c, flags):
+        xp = namespace(p)
+        decay, amsgrad = flags
+        if decay:
             if self._decoupled:
-                p = p * (1 - lr * h["weight_decay"])
+                p = p * c["decay"]
             else:
-                g = g + p * h["weight_decay"]
-        m = lerp(s["exp_avg"], g, 1 - b1)
-        v = s["exp_avg_sq"] * b2 + g * g * (1 - b2)
-        bc1 = 1 - pow_(b1, step)
-        bc2 = 1 - pow_(b2, step)
-        step_size = coef(lr / bc1, p)
-        bc2_sqrt = coef(sqrt_(bc2), p)
-        if cfg["amsgrad"]:
-            vmax = fl.maximum(s["max_exp_avg_sq"], v)
+                g = g + p * c["decay"]
+        m = lerp(s["exp_avg"], g, c["w1"])
+        v = s["exp_avg_sq"] * c["b2"] + g * g * c["w2"]
+        if amsgrad:
+            vmax = xp.maximum(s["max_exp_avg_sq"], v)
             s["max_exp_avg_sq"] = vmax
-            denom = fl.sqrt(vmax) / bc2_sqrt + h["eps"]
+            denom = xp.sqrt(vmax) / c["bc2_sqrt"] + c["eps"]
         else:
-            denom = fl.sqrt(v) / bc2_sqrt + h["eps"]
+            denom = xp.sqrt(v) / c["bc2_sqrt"] + c["eps"]
         s["exp_avg"], s["exp_avg_sq"] = m, v
-        return p - (m / denom) * step_size, s
+        return p - (m / denom) * c["step_size"], s
 
 
 class AdamW(Adam):
@@ -117,15 +135,18 @@ class Adamax(Optimizer):
     ):
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, maximize=maximize))
 
+    numpy_rule = True
+
     def init_one(self, p, group):
         return {"exp_avg": fl.zeros_like(p), "exp_inf": fl.zeros_like(p)}
 
     def update_one(self, g, p, s, h, cfg):
+        xp = namespace(p)
         b1, b2 = h["betas"]
         if cfg["weight_decay"] != 0:
             g = g + p * h["weight_decay"]
         m = lerp(s["exp_avg"], g, 1 - b1)
-        u = fl.maximum(s["exp_inf"] * b2, fl.abs(g) + h["eps"])
+        u = xp.maximum(s["exp_inf"] * b2, xp.abs(g) + h["eps"])
         bc = 1 - pow_(b1, s["step"])
         s["exp_avg"], s["exp_inf"] = m, u
         return p - (m / u) * coef(h["lr"] / bc, p), s
@@ -161,6 +182,8 @@ class NAdam(Optimizer):
             ),
         )
 
+    numpy_rule = True
+
     def init_one(self, p, group):
         # a float64 tensor, not a Python float, so its type is the same going into and out of a jitted step
         return {
@@ -185,7 +208,7 @@ class NAdam(Optimizer):
         mu_product = s["mu_product"] * mu
         m = lerp(s["exp_avg"], g, 1 - b1)
         v = s["exp_avg_sq"] * b2 + g * g * (1 - b2)
-        denom = fl.sqrt(v / coef(bc2, p)) + h["eps"]
+        denom = namespace(p).sqrt(v / coef(bc2, p)) + h["eps"]
         mu_product_next = mu_product * mu_next
         p = p + (g / denom) * coef(-lr * (1.0 - mu) / (1.0 - mu_product), p)
         p = p + (m / denom) * coef(-lr * mu_next / (1.0 - mu_product_next), p)
@@ -220,6 +243,8 @@ class RAdam(Optimizer):
             ),
         )
 
+    numpy_rule = True
+
     def init_one(self, p, group):
         return {"exp_avg": fl.zeros_like(p), "exp_avg_sq": fl.zeros_like(p)}
 
@@ -248,6 +273,6 @@ class RAdam(Optimizer):
             return p - mhat * lr * upd, s
         if rho_t > 5.0:
             rect = ((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t)) ** 0.5
-            adaptive = coef(bc2**0.5, p) / (fl.sqrt(v) + h["eps"])
+            adaptive = coef(bc2**0.5, p) / (namespace(p).sqrt(v) + h["eps"])
             return p - mhat * lr * adaptive * rect, s
         return p - mhat * lr, s

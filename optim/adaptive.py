@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import funclib as fl
 
-from .optimizer import Optimizer, coef, lerp
+from .optimizer import Optimizer, coef, lerp, namespace
 
 __all__ = ["RMSprop", "Adagrad", "Adadelta"]
 
@@ -47,6 +47,8 @@ class RMSprop(Optimizer):
             ),
         )
 
+    numpy_rule = True
+
     def init_one(self, p, group):
         s = {"square_avg": fl.zeros_like(p)}
         if group["momentum"] > 0:
@@ -64,9 +66,9 @@ class RMSprop(Optimizer):
         if cfg["centered"]:
             ga = lerp(s["grad_avg"], g, 1 - alpha)
             s["grad_avg"] = ga
-            avg = fl.sqrt(sa - ga * ga) + h["eps"]
+            avg = namespace(p).sqrt(sa - ga * ga) + h["eps"]
         else:
-            avg = fl.sqrt(sa) + h["eps"]
+            avg = namespace(p).sqrt(sa) + h["eps"]
         if cfg["momentum"] > 0:
             buf = s["momentum_buffer"] * h["momentum"] + g / avg
             s["momentum_buffer"] = buf
@@ -103,6 +105,8 @@ class Adagrad(Optimizer):
             ),
         )
 
+    numpy_rule = True
+
     def init_one(self, p, group):
         return {"sum": fl.full_like(p, group["initial_accumulator_value"])}
 
@@ -112,7 +116,7 @@ class Adagrad(Optimizer):
         clr = h["lr"] / (1 + (s["step"] - 1) * h["lr_decay"])
         acc = s["sum"] + g * g
         s["sum"] = acc
-        return p - (g / (fl.sqrt(acc) + h["eps"])) * coef(clr, p), s
+        return p - (g / (namespace(p).sqrt(acc) + h["eps"])) * coef(clr, p), s
 
 
 class Adadelta(Optimizer):
@@ -133,16 +137,19 @@ class Adadelta(Optimizer):
             raise ValueError(f"Adadelta: invalid rho value {rho}")
         super().__init__(params, dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay, maximize=maximize))
 
+    numpy_rule = True
+
     def init_one(self, p, group):
         return {"square_avg": fl.zeros_like(p), "acc_delta": fl.zeros_like(p)}
 
     def update_one(self, g, p, s, h, cfg):
+        xp = namespace(p)
         rho = h["rho"]
         if cfg["weight_decay"] != 0:
             g = g + p * h["weight_decay"]
         sa = s["square_avg"] * rho + g * g * (1 - rho)
-        std = fl.sqrt(sa + h["eps"])
-        delta = fl.sqrt(s["acc_delta"] + h["eps"]) / std * g
+        std = xp.sqrt(sa + h["eps"])
+        delta = xp.sqrt(s["acc_delta"] + h["eps"]) / std * g
         s["square_avg"] = sa
         s["acc_delta"] = s["acc_delta"] * rho + delta * delta * (1 - rho)
         return p - delta * h["lr"], s

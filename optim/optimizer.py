@@ -1,8 +1,9 @@
 """The optimizer base: a pure per-leaf rule plus a thin stateful facade (PyTorch's API).
 
 Each optimizer defines ``init_one(p, group) -> slot`` (its per-parameter state) and ``update_one(g, p, slot,
-group) -> (new_p, new_slot)``, written with funclib operations from the published update equations. From those
-the base class provides:
+group) -> (new_p, new_slot)``, written from the published update equations with arithmetic operators and the
+functions of ``namespace(p)`` (funclib for tensors, NumPy for the arrays of a concrete step, see
+``Optimizer.numpy_rule``). From those the base class provides:
 
 - ``apply(grads, params, state, hyper=None) -> (params, state)``: pure and jittable; ``hyper`` (from
   ``hyperparams()``) carries the numeric hyperparameters as arguments, so a scheduler changing ``lr`` does not
@@ -33,11 +34,11 @@ import numpy as np
 
 import funclib as fl
 from funclib import tree as tree_util
-from funclib.core import Tensor, Tracer
+from funclib.core import Tensor, Tracer, _wrap
 
 from ..nn.module import Module, _clone, named_grads
 
-__all__ = ["Optimizer", "required"]
+__all__ = ["Optimizer", "namespace", "required"]
 
 
 class _Required:
@@ -70,14 +71,26 @@ def pow_(base: float, step):
 
 
 def sqrt_(x):
-    return fl.sqrt(x) if isinstance(x, Tensor) else math.sqrt(x)
+    if isinstance(x, (Tensor, np.ndarray, np.generic)):
+        return namespace(x).sqrt(x)
+    return math.sqrt(x)
 
 
 def coef(x, p):
-    """A scalar coefficient ready to multiply ``p``: Python numbers stay weak; tensors take ``p``'s dtype."""
-    if isinstance(x, Tensor) and x.dtype != p.dtype:
+    """A scalar coefficient ready to multiply ``p``: Python numbers stay weak; arrays take ``p``'s dtype."""
+    if isinstance(x, (Tensor, np.ndarray, np.generic)) and x.dtype != p.dtype:
         return x.astype(p.dtype)
     return x
+
+
+def namespace(x):
+    """The array namespace of an update rule's operands: NumPy for the arrays of a concrete step (see
+    ``Optimizer.numpy_rule``), funclib otherwise.
+
+    >>> namespace(np.zeros(3)) is np
+    True
+    """
+    return np if isinstance(x, (np.ndarray, np.generic)) else fl
 
 
 def first_step(step, first, later):
@@ -90,6 +103,22 @@ def first_step(step, first, later):
 def lerp(a, b, w):
     """``a + w * (b - a)``, PyTorch's ``lerp_`` for the moving averages."""
     return a + (b - a) * w
+
+
+_NUMPY_RULE_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+# below this many elements a leaf's NumPy operations cost less than its share of a compiled call
+_FUSE_MIN_SIZE = 4096
+
+
+def _numpy_ready(g, p, s) -> bool:
+    """Whether one leaf's update can run on NumPy arrays: concrete float32/float64 operands and state (and, checked
+    by the caller, Python hyperparameters: with tensor ones a rule may take tensor branches, so those stay)."""
+    if type(g) is not Tensor or type(p) is not Tensor or p._value.dtype not in _NUMPY_RULE_DTYPES:
+        return False
+    for v in s.values():
+        if isinstance(v, Tensor) and type(v) is not Tensor:
+            return False
+    return True
 
 
 def _as_param(x, where: str) -> Tensor:
@@ -106,7 +135,21 @@ def _as_param(x, where: str) -> Tensor:
 
 
 class Optimizer:
-    """Base class; see the module docstring. Subclasses set ``defaults`` and the per-leaf rule."""
+    """Base class; see the module docstring. Subclasses set ``defaults`` and the per-leaf rule.
+
+    A rule written with arithmetic operators, the helpers of this module and functions of ``namespace(p)``
+    (instead of ``fl.``) can set ``numpy_rule = True``: a step whose operands are all concrete (eager, Python
+    hyperparameters) then runs it on the NumPy arrays directly, the same operations without the per-operation
+    dispatch, and NumPy reuses the large temporaries in place.
+
+    A rule split into ``coefficients`` (all of its scalar arithmetic) and ``update_arrays`` can also set
+    ``fused_rule = True``: a concrete step then computes the coefficients in Python and runs the array part of its
+    large leaves as one compiled computation (``fl.jit``, traced once: the coefficients are arguments, each a 0-d
+    array of the parameter's dtype, the value NumPy rounds a Python float operand to, so the bits do not change).
+    """
+
+    numpy_rule = False
+    fused_rule = False
 
     def __init__(self, params, defaults: dict[str, Any]):
         self.defaults = dict(defaults)
@@ -200,6 +243,18 @@ class Optimizer:
         """
         raise NotImplementedError
 
+    def coefficients(self, step, h: dict[str, Any], cfg: dict[str, Any], p) -> dict[str, Any]:
+        """A ``fused_rule``'s scalar coefficients for ``step`` (Python floats on a concrete step)."""
+        raise NotImplementedError
+
+    def update_arrays(self, g, p, s: dict[str, Any], c: dict[str, Any], flags: tuple):
+        """A ``fused_rule``'s array part: ``(new_p, new_state)`` from ``coefficients`` and ``rule_flags``."""
+        raise NotImplementedError
+
+    def rule_flags(self, cfg: dict[str, Any]) -> tuple:
+        """A ``fused_rule``'s Python-level choices for a group, hashable (one compiled rule per value)."""
+        return ()
+
     # --- pure API -----------------------------------------------------------------------------------------------
     @property
     def num_params(self) -> int:
@@ -235,20 +290,94 @@ class Optimizer:
             h.update(hyper[gi])
         return h
 
-    def _apply_one(self, g, p, s, h, gi):
-        cfg = self.param_groups[gi]
-        if cfg.get("maximize"):
-            g = -g
-        if g.dtype != p.dtype:
-            g = g.astype(p.dtype)
-        s = dict(s)
-        s["step"] = s["step"] + 1
-        h = {
-            k: (tuple(coef(a, p) for a in v) if isinstance(v, tuple) else coef(v, p))
-            for k, v in h.items()
-            if k not in _STRUCTURAL
-        }
-        return self.update_one(g, p, s, h, cfg)
+    def _leaf_hyper(self, gi: int, hyper, p, cache: dict):
+        """Group ``gi``'s numeric hyperparameters cast for ``p`` (see ``coef``), and whether all are Python
+        numbers; computed once per group and dtype in a step."""
+        key = (gi, p.dtype)
+        hit = cache.get(key)
+        if hit is None:
+            h = {
+                k: (tuple(coef(a, p) for a in v) if isinstance(v, tuple) else coef(v, p))
+                for k, v in self._group_hyper(gi, hyper).items()
+                if k not in _STRUCTURAL
+            }
+            python = not any(
+                isinstance(v, Tensor) or (isinstance(v, tuple) and any(isinstance(a, Tensor) for a in v))
+                for v in h.values()
+            )
+            hit = cache[key] = (h, python)
+        return hit
+
+    def _update_leaves(self, jobs, hyper) -> list:
+        """``(new_p, new_slot)`` for each ``(g, p, slot, group_index)`` of one step."""
+        cache: dict = {}
+        out: list = [None] * len(jobs)
+        fused = []
+        for k, (g, p, s, gi) in enumerate(jobs):
+            cfg = self.param_groups[gi]
+            if cfg.get("maximize"):
+                g = -g
+            if g.dtype != p.dtype:
+                g = g.astype(p.dtype)
+            s = dict(s)
+            s["step"] = s["step"] + 1
+            h, python = self._leaf_hyper(gi, hyper, p, cache)
+            h = dict(h)
+            if python and (self.fused_rule or self.numpy_rule) and _numpy_ready(g, p, s):
+                if self.fused_rule and p._value.size >= _FUSE_MIN_SIZE:
+                    fused.append((k, g, p, s, gi, h, cfg))
+                    continue
+                if self.numpy_rule:
+                    sv = {k2: v._value if type(v) is Tensor else v for k2, v in s.items()}
+                    pv = p._value
+                    p2, s2 = self.update_one(g._value, pv, sv, h, cfg)
+                    wrapped = {k2: _wrap(v) if isinstance(v, (np.ndarray, np.generic)) else v for k2, v in s2.items()}
+                    out[k] = ((p if p2 is pv else _wrap(p2)), wrapped)
+                    continue
+            out[k] = self.update_one(g, p, s, h, cfg)
+        if fused:
+            self._run_fused(fused, out)
+        return out
+
+    def _run_fused(self, fused, out) -> None:
+        """The array part of every leaf in one compiled call; each scalar coefficient enters as a 0-d array of the
+        parameter's dtype, the value NumPy would round a Python float operand to, so the bits are those of the
+        eager rule."""
+        fn = self.__dict__.get("_fused")
+        if fn is None:
+            fn = self.__dict__["_fused"] = fl.jit(self._fused_arrays, static_argnums=(4,))
+        gs, ps, ss, cs, static = [], [], [], [], []
+        shared: dict = {}  # leaves of one group, dtype and step share their coefficients
+        for _, g, p, s, gi, h, cfg in fused:
+            dt = p._value.dtype
+            key = (gi, dt, s["step"])
+            ci = shared.get(key)
+            if ci is None:
+                c = self.coefficients(s["step"], h, cfg, p)
+                ci = shared[key] = len(cs)
+                cs.append({n: _wrap(np.asarray(v, dt)) for n, v in c.items()})
+            gs.append(g)
+            ps.append(p)
+            ss.append({n: v for n, v in s.items() if type(v) is Tensor})
+            static.append((ci, self.rule_flags(cfg)))
+        new_ps, new_ss = fn(gs, ps, ss, cs, tuple(static))
+        for (k, _, _, s, _, _, _), p2, s2 in zip(fused, new_ps, new_ss):
+            s = dict(s)
+            s.update(s2)
+            out[k] = (p2, s)
+
+    def _fused_arrays(self, gs, ps, ss, cs, static):
+        new_ps, new_ss = [], []
+        for g, p, s, (ci, flags) in zip(gs, ps, ss, static):
+            p2, s2 = self.update_arrays(g, p, dict(s), cs[ci], flags)
+            new_ps.append(p2)
+            new_ss.append(s2)
+        return new_ps, new_ss
+
+    def __getstate__(self):
+        d = dict(self.__dict__)
+        d.pop("_fused", None)  # a compiled-function cache, rebuilt on demand
+        return d
 
     def apply(self, grads, params, state, hyper=None):
         """One update, purely: ``(new_params, new_state)``. Leaves of ``grads`` that are None are skipped.
@@ -269,21 +398,21 @@ class Optimizer:
             raise ValueError(
                 f"{type(self).__name__}.apply: state has {len(state)} entries, expected {self.num_params}"
             )
-        new_p, new_s = [], []
+        new_p, new_s = list(p_leaves), list(state)
+        jobs, where = [], []
         for i, (g, p, s) in enumerate(zip(g_leaves, p_leaves, state)):
             if g is None:
-                new_p.append(p)
-                new_s.append(s)
                 continue
             if tuple(g.shape) != tuple(p.shape):
                 raise ValueError(
                     f"{type(self).__name__}: gradient {i} has shape {tuple(g.shape)} but its parameter has shape "
                     f"{tuple(p.shape)}"
                 )
-            gi = self._group_of[i]
-            p2, s2 = self._apply_one(g, p, s, self._group_hyper(gi, hyper), gi)
-            new_p.append(p2)
-            new_s.append(s2)
+            jobs.append((g, p, s, self._group_of[i]))
+            where.append(i)
+        for i, (p2, s2) in zip(where, self._update_leaves(jobs, hyper)):
+            new_p[i] = p2
+            new_s[i] = s2
         return tree_util.unflatten(treedef, new_p), new_s
 
     # --- facade -------------------------------------------------------------------------------------------------
@@ -383,7 +512,7 @@ class Optimizer:
             self.bind(model)
         named = named_grads(grads)
         new_state = list(state)
-        results = []
+        jobs, found = [], []
         for i, names in enumerate(self._names):
             locs = [self._locate(model, n) for n in names]
             m0, n0 = locs[0]
@@ -398,8 +527,10 @@ class Optimizer:
                     f"{type(self).__name__}: the gradient of {names[0]} has shape {tuple(g.shape)}, the parameter "
                     f"{tuple(p.shape)}"
                 )
-            gi = self._group_of[i]
-            p2, s2 = self._apply_one(g, p, state[i], self._group_hyper(gi, hyper), gi)
+            jobs.append((g, p, state[i], self._group_of[i]))
+            found.append((i, locs))
+        results = []
+        for (i, locs), (p2, s2) in zip(found, self._update_leaves(jobs, hyper)):
             new_state[i] = s2
             results.append((i, locs, p2))
         return results, new_state

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import funclib as fl
 
-from .optimizer import Optimizer, first_step, lerp
+from .optimizer import Optimizer, first_step, lerp, namespace
 
 __all__ = ["SGD", "Lion"]
 
@@ -50,6 +50,8 @@ class SGD(Optimizer):
             ),
         )
 
+    numpy_rule = True
+
     def init_one(self, p, group):
         return {"momentum_buffer": fl.zeros_like(p)} if group["momentum"] != 0 else {}
 
@@ -85,6 +87,8 @@ class Lion(Optimizer):
             params, dict(lr=lr, betas=tuple(betas), weight_decay=weight_decay, maximize=maximize)
         )
 
+    numpy_rule = True
+
     def init_one(self, p, group):
         return {"exp_avg": fl.zeros_like(p)}
 
@@ -94,6 +98,6 @@ class Lion(Optimizer):
         c = lerp(m, g, 1 - b1)
         if cfg["weight_decay"] != 0:
             p = p * (1 - h["lr"] * h["weight_decay"])
-        p = p - fl.sign(c) * h["lr"]
+        p = p - namespace(p).sign(c) * h["lr"]
         s["exp_avg"] = lerp(m, g, 1 - b2)
         return p, s

@@ -558,3 +558,62 @@ def test_pure_apply_jits_once_and_matches_eager(name, kw):
     assert japply.num_traces == 1
     for a, b in zip(pe, pj):
         np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[_ids(c) for c in CASES])
+@pytest.mark.parametrize("dtype", [fl.float32, fl.float64])
+def test_concrete_steps_are_bitwise_the_tensor_rule(case, dtype):
+    # a concrete step runs the rule on the NumPy arrays, or (Adam) compiles the array part of the large leaves;
+    # the same rule on tensors must give the same bits
+    name, kw, _ = case
+    rng = np.random.default_rng(3)
+    shapes = [(3, 4), (5,), (), (64, 80)]  # a 0-d leaf (NumPy-scalar arithmetic) and one large enough to compile
+    p0 = [rng.standard_normal(s) for s in shapes]
+    grads = [[rng.standard_normal(s) for s in shapes] for _ in range(6)]
+    runs = []
+    for concrete in (True, False):
+        opt = getattr(optim, name)([fl.asarray(p).astype(dtype) for p in p0], **kw)
+        assert opt.numpy_rule
+        if not concrete:
+            opt.numpy_rule = opt.fused_rule = False
+        for g in grads:
+            params = opt.step([fl.asarray(a).astype(dtype) for a in g])
+        if concrete and opt.fused_rule:
+            assert opt._fused.num_traces == 1  # one trace for all steps: coefficients are arguments
+        runs.append((params, opt.state))
+    (pa, sa), (pb, sb) = runs
+    for a, b in zip(pa, pb):
+        assert type(a) is fl.Tensor and a.dtype == b.dtype == dtype and a.shape == b.shape
+        assert a.numpy().tobytes() == b.numpy().tobytes()
+    for x, y in zip(sa, sb):
+        assert x.keys() == y.keys()
+        for k in x:
+            if isinstance(y[k], fl.Tensor):
+                assert type(x[k]) is fl.Tensor and x[k].dtype == y[k].dtype and x[k].shape == y[k].shape
+                assert x[k].numpy().tobytes() == y[k].numpy().tobytes(), k
+            else:
+                assert x[k] == y[k]
+
+
+def test_numpy_rule_leaves_tensor_hyperparameters_on_tensors():
+    seen = []
+
+    class Spy(optim.Adam):
+        def update_one(self, g, p, s, h, cfg):
+            seen.append(type(p))
+            return super().update_one(g, p, s, h, cfg)
+
+    p0, grads = problem(4)
+    Spy([fl.asarray(p) for p in p0], lr=1e-2).step([fl.asarray(a) for a in grads[0]])
+    assert seen == [np.ndarray, np.ndarray]
+    seen.clear()
+    opt = Spy([fl.asarray(p) for p in p0], lr=fl.asarray(1e-2, dtype=fl.float64))
+    params = opt.step([fl.asarray(a) for a in grads[0]])
+    assert seen == [fl.Tensor, fl.Tensor]
+    want = ref_adam(p0[0], [grads[0][0]], lr=1e-2)
+    np.testing.assert_allclose(params[0].numpy(), want, rtol=1e-6)
+    # traced steps (jit) keep running the rule on tracers
+    seen.clear()
+    opt = Spy([fl.asarray(p) for p in p0], lr=1e-2)
+    fl.jit(lambda g, p, s: opt.apply(g, p, s))([fl.asarray(a) for a in grads[0]], opt._flat_params(), opt.state)
+    assert seen and all(issubclass(t, fl.Tensor) for t in seen)
