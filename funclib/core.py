@@ -7,6 +7,7 @@ primitive's rule with the parent current. A tracer belongs to a trace only if ``
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import threading
@@ -34,7 +35,7 @@ class ShapedArray:
 
     @property
     def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(self.shape)
 
     def __eq__(self, other):
         return (
@@ -105,6 +106,9 @@ class Trace:
 
     name = "a transform"
     parent: Trace | None = None
+    # True when a primitive applied to concrete values only would reach the eager impl unchanged through this
+    # trace and every parent (JVP, partial evaluation of reverse mode), so callers may go there directly
+    eager_below = False
 
     def process(self, prim: Primitive, args, params):
         raise NotImplementedError
@@ -332,11 +336,11 @@ class Tensor:
 
     @property
     def ndim(self) -> int:
-        return len(self.shape)
+        return self._value.ndim
 
     @property
     def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+        return self._value.size
 
     @property
     def device(self) -> str:
@@ -475,6 +479,14 @@ class Tracer(Tensor):
     @property
     def shape(self):
         return self.aval.shape
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
 
     def to_concrete(self, what: str):
         """The concrete value under this tracer, or a ConcretizationError that names the transform."""

@@ -19,6 +19,7 @@ from .core import (
     Tensor,
     Trace,
     Tracer,
+    _new,
     _state,
     _wrap,
     aval_of,
@@ -141,6 +142,7 @@ class JaxprTrace(Trace):
     def __init__(self, parent, *, forward_known: bool = False, name: str = "tracing"):
         self.parent = parent
         self.forward_known = forward_known
+        self.eager_below = forward_known and (parent is None or parent.eager_below)
         self.name = name
         self.eqns: list[Eqn] = []
         self.constvar_of: dict[int, Var] = {}
@@ -179,17 +181,22 @@ class JaxprTrace(Trace):
                 if type(a) is JaxprTracer and a._trace is self:
                     break
             else:
+                if self.parent is None:
+                    return prim.eager(args, params)
                 return self.bind_parent(prim, args, params)
             if prim.partial_eval is not None:
                 return prim.partial_eval(self, args, params)
-        ins = [self._atom(a) for a in args]
+        ins = [a.jvar if type(a) is JaxprTracer and a._trace is self else self._atom(a) for a in args]
         out_avals = (prim.abstract_eval or prim.rule("abstract_eval"))(*[v.aval for v in ins], **params)
         if prim.multiple_results:
             outs = [self.new_arg(a) for a in out_avals]
             self.eqns.append(Eqn(prim, ins, params, [o.jvar for o in outs]))
             return outs
-        out = self.new_arg(out_avals)
-        self.eqns.append(Eqn(prim, ins, params, [out.jvar]))
+        out = _new(JaxprTracer)
+        out._trace = self
+        out._aval = out_avals
+        v = out.jvar = Var(out_avals)
+        self.eqns.append(Eqn(prim, ins, params, [v]))
         return out
 
     def is_known(self, x) -> bool:

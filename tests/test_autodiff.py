@@ -309,3 +309,33 @@ def test_random_programs_grad_matches_finite_differences(ops, data):
 def test_tracer_in_bool_under_jit_names_argument():
     with pytest.raises(ConcretizationError, match="'x'"):
         fl.jit(lambda x: x if x.sum() > 0 else -x)(fl.ones(3))
+
+
+def test_softmax_and_logsumexp_agree_across_transforms():
+    # eagerly and under grad the stabilizing shift comes from the concrete values; under jit and vmap it is traced
+    x = fl.asarray(np.array([[0.5, -1.0, 3.0], [-np.inf, -np.inf, -np.inf], [1e4, 0.0, -1e4], [2.0, 2.0, 2.0]]))
+    with np.errstate(divide="ignore"):  # log(0) for the row of -inf
+        want = np.array([np.logaddexp.reduce(r) for r in np.asarray(x)])
+        np.testing.assert_allclose(fl.logsumexp(x, axis=1), want)
+        np.testing.assert_allclose(fl.jit(lambda a: fl.logsumexp(a, axis=1))(x), want)
+        np.testing.assert_allclose(fl.vmap(lambda r: fl.logsumexp(r, axis=0))(x), want)
+    fin = x[np.array([0, 2, 3])]
+    g = fl.grad(lambda a: fl.sum(fl.logsumexp(a, axis=1)))(fin)
+    np.testing.assert_allclose(g, fl.softmax(fin, axis=1), rtol=1e-12)
+    np.testing.assert_allclose(fl.jit(fl.grad(lambda a: fl.sum(fl.logsumexp(a, axis=1))))(fin), g, rtol=1e-12)
+    np.testing.assert_allclose(fl.vmap(fl.grad(lambda r: fl.logsumexp(r, axis=0)))(fin), g, rtol=1e-12)
+    s = np.asarray(fl.softmax(fin[0], axis=0))
+    h = fl.hessian(lambda r: fl.logsumexp(r, axis=0))(fin[0])
+    np.testing.assert_allclose(h, np.diag(s) - np.outer(s, s), atol=1e-12)
+
+
+def test_concrete_operations_inside_a_transform_respect_outer_traces():
+    # under jvp/grad an operation on values without tangents runs eagerly only when nothing but eager work is below;
+    # an outer vmap (or jvp) still sees its own tracers
+    x0 = fl.asarray(np.array([1.0, 2.0, 3.0]))
+    a = fl.asarray(np.array([[0.0, 1.0, 2.0], [1.0, 1.0, 1.0]]))
+    got = fl.vmap(lambda r: fl.grad(lambda x: fl.sum(x * fl.exp(fl.max(r))))(x0))(a)
+    np.testing.assert_allclose(got, np.exp(np.asarray(a).max(1))[:, None] * np.ones(3))
+    # d/dx of x * exp(c x) with c a constant under an inner grad and x traced by an outer one
+    f = lambda x: fl.grad(lambda y: fl.sum(y * fl.exp(fl.stop_gradient(y) * x)))(fl.ones(3))  # noqa: E731
+    np.testing.assert_allclose(fl.grad(lambda x: fl.sum(f(x)))(fl.asarray(0.5)), 3 * np.exp(0.5))

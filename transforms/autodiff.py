@@ -8,7 +8,6 @@ reverse mode share one set of rules, and every order of derivative composes.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -23,6 +22,7 @@ from funclib.core import (
     Tracer,
     UndefinedPrimal,
     Zero,
+    _new,
     _state,
     _wrap,
     aval_of,
@@ -42,13 +42,21 @@ class JVPTracer(Tracer):
     def aval(self) -> ShapedArray:
         return aval_of(self.primal)
 
+    # metadata straight from a concrete primal's array (one attribute lookup instead of a chain of properties)
     @property
     def dtype(self):
-        return self.primal.dtype
+        p = self.primal
+        return p._value.dtype if type(p) is Tensor else p.dtype
 
     @property
     def shape(self):
-        return self.primal.shape
+        p = self.primal
+        return p._value.shape if type(p) is Tensor else p.shape
+
+    @property
+    def ndim(self):
+        p = self.primal
+        return p._value.ndim if type(p) is Tensor else p.ndim
 
 
 class JVPTrace(Trace):
@@ -57,6 +65,7 @@ class JVPTrace(Trace):
     def __init__(self, parent, name: str = "jvp"):
         self.parent = parent
         self.name = name
+        self.eager_below = parent is None or parent.eager_below
 
     def concretize(self, tracer, what):
         return tracer.primal
@@ -72,19 +81,30 @@ class JVPTrace(Trace):
         primals = []
         tangents = []
         nonzero = False
+        concrete = True
+        foreign = False
         for a in args:
             if type(a) is JVPTracer and a._trace is self:
-                primals.append(a.primal)
+                p = a.primal
+                primals.append(p)
                 t = a.tangent
                 tangents.append(t)
                 if type(t) is not Zero:
                     nonzero = True
+                elif type(p) is not Tensor and isinstance(p, Tracer):
+                    concrete = False
             else:
                 primals.append(a)
                 tangents.append(None)
+                foreign = True
+                if type(a) is not Tensor and isinstance(a, Tracer):
+                    concrete = False
         if not nonzero:
+            if concrete and self.eager_below:
+                return prim.eager(primals, params)
             return self.bind_parent(prim, primals, params)
-        tangents = [Zero.of(p) if t is None else t for p, t in zip(primals, tangents)]
+        if foreign:
+            tangents = [Zero.of(p) if t is None else t for p, t in zip(primals, tangents)]
         rule = prim.jvp or prim.rule("jvp")
         prev = _state.trace
         _state.trace = self.parent
@@ -94,7 +114,13 @@ class JVPTrace(Trace):
             _state.trace = prev
         if prim.multiple_results:
             return [o if type(t) is Zero else self.new(o, t) for o, t in zip(out, tout)]
-        return out if type(tout) is Zero else self.new(out, tout)
+        if type(tout) is Zero:
+            return out
+        t = _new(JVPTracer)
+        t._trace = self
+        t.primal = out
+        t.tangent = tout
+        return t
 
 
 def _zero_tangent_aval(aval: ShapedArray) -> ShapedArray:
@@ -171,6 +197,8 @@ def _aux_primals(trace, aux):
     """Auxiliary outputs carry no tangent: strip this trace's tracers so none leaks out of the transform."""
     if aux is None:
         return None
+    if type(aux) is JVPTracer:
+        return aux.primal if aux._trace is trace else aux
     return tree_util.map(lambda a: a.primal if type(a) is JVPTracer and a._trace is trace else a, aux)
 
 
@@ -387,7 +415,6 @@ def value_and_grad(
     >>> fl.value_and_grad(lambda x: (x ** 2).sum())(fl.tensor([1.0, 2.0]))
     (Tensor(5., dtype=float32), Tensor([2., 4.], dtype=float32))
     """
-    sig_names = _param_names(fun)
     single = isinstance(argnums, int) and argnames is None
 
     def vg(*args, **kwargs):
@@ -411,7 +438,8 @@ def value_and_grad(
         d_leaves, d_tree = tree_util.flatten(diff)
         d_leaves = [as_tensor_leaf(x, "grad") for x in d_leaves]
         for i, x in enumerate(d_leaves):
-            check_float_input(x, "grad", _describe_leaf(i, d_tree, nums, names, sig_names), holomorphic)
+            if x.dtype not in dtypes.INEXACT:
+                check_float_input(x, "grad", _describe_leaf(i), holomorphic)
 
         def flat(*xs):
             vals = tree_util.unflatten(d_tree, list(xs))
@@ -447,7 +475,7 @@ def value_and_grad(
             )
         if out.dtype not in dtypes.INEXACT:
             raise DTypeError(f"grad requires a floating-point output, got {out.dtype.name}")
-        ct = _wrap(np.ones((), out.dtype))
+        ct = _wrap(np.array(1, out.dtype))
         grads = tree_util.unflatten(d_tree, _transpose_linearized(lin, [ct]))
         if argnames is None:
             g = grads[0] if single else tuple(grads[: len(nums)])
@@ -494,14 +522,7 @@ def grad(
     return g
 
 
-def _param_names(fun):
-    try:
-        return list(inspect.signature(fun).parameters)
-    except (TypeError, ValueError):
-        return []
-
-
-def _describe_leaf(i, tree, nums, names, sig_names):
+def _describe_leaf(i):
     return f"differentiated input {i}"
 
 

@@ -4,15 +4,24 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core import ShapedArray, Zero, aval_of
+from ..core import ShapedArray, Zero, _wrap, aval_of
 from ..errors import ShapeError
 
 
 def broadcast_shapes(*shapes, op: str = "operation") -> tuple[int, ...]:
     first = shapes[0]
     if len(shapes) == 2:
-        if first == shapes[1]:
+        second = shapes[1]
+        if first == second or not second:
             return tuple(first)
+        if not first:
+            return tuple(second)
+        # one shape ends with the other (a bias against a batch): the longer one
+        n1, n2 = len(first), len(second)
+        if n1 > n2 and tuple(first[n1 - n2 :]) == tuple(second):
+            return tuple(first)
+        if n2 > n1 and tuple(second[n2 - n1 :]) == tuple(first):
+            return tuple(second)
     elif all(s == first for s in shapes):
         return tuple(first)
     ndim = max((len(s) for s in shapes), default=0)
@@ -51,6 +60,10 @@ def unbroadcast(ct, aval: ShapedArray):
 
 
 def zeros(aval: ShapedArray):
+    if not aval.shape:
+        # a scalar constant is the same under every transform; larger zeros broadcast one, so that jit does not
+        # capture an array of them
+        return _wrap(np.zeros((), aval.dtype))
     from .shape import full
 
     return full(aval.shape, 0, aval.dtype)
