@@ -401,3 +401,50 @@ def test_operators_match_functions_and_reflect():
     assert (1.0 / fl.asarray([2.0])).tolist() == [0.5]
     assert (fl.ones((2, 3)) @ fl.ones(3)).tolist() == [3.0, 3.0]
     assert (fl.ones(3) @ fl.ones((3, 2))).tolist() == [3.0, 3.0]
+
+
+# --- bit-exact fast paths of elementwise/shape kernels ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "dtype", ["float32", "float64", "bfloat16", "complex64", "complex128", "int8", "int64", "bool"]
+)
+def test_where_is_bit_exact_against_numpy(dtype):
+    # large operands take a branch-free bit blend; it must reproduce np.where bit for bit (NaN payloads, -0.0)
+    rng = np.random.default_rng(0)
+    dt = fl.bfloat16 if dtype == "bfloat16" else np.dtype(dtype)
+    special = np.array([np.nan, -0.0, 0.0, np.inf, -np.inf, 1.5]) if dtype.startswith(("float", "bf")) else None
+    shapes = [((700,), (700,), (700,)), ((3, 700), (700,), ()), ((3, 1), (1, 700), (3, 700)), ((600, 2), (), ())]
+    for ps, xs, ys in shapes:
+        p = rng.random(ps) > 0.5
+        x = (rng.standard_normal(xs) * 50).astype(dt)
+        y = (rng.standard_normal(ys) * 50).astype(dt)
+        if special is not None and x.size >= special.size:
+            x.reshape(-1)[: special.size] = special.astype(dt)
+        for yv in (y, np.zeros((), dt), np.asarray(-0.0).astype(dt) if special is not None else y):
+            got = fl.where(fl.asarray(p), fl.asarray(x), fl.asarray(yv)).numpy()
+            want = np.where(p, x, yv)
+            assert got.dtype == want.dtype and got.shape == want.shape
+            assert got.tobytes() == want.tobytes()
+
+
+def test_broadcast_views_are_read_only_and_exact():
+    base = fl.asarray(np.arange(12.0, dtype=np.float32).reshape(3, 4))
+    # contiguous and strided operands (a transposed view, a column slice)
+    for t in (base, fl.matrix_transpose(base), base[:, 1:2], base[1]):
+        x = t.numpy()
+        shape = (2,) + tuple(x.shape)
+        got = fl.broadcast_to(t, shape).numpy()
+        assert np.array_equal(got, np.broadcast_to(x, shape))
+        assert not got.flags.writeable
+    assert not fl.matrix_transpose(base).numpy().flags.c_contiguous
+
+
+def test_dot_general_accepts_list_dimension_numbers():
+    x, y = fl.asarray(np.arange(6.0).reshape(2, 3)), fl.asarray(np.arange(12.0).reshape(3, 4))
+    from funclib.primitives.dot import dot_general
+
+    got = dot_general(x, y, [[[1], [0]], [[], []]])
+    assert np.array_equal(got.numpy(), x.numpy() @ y.numpy())
+    g = fl.grad(lambda a: fl.sum(dot_general(a, y, [[[1], [0]], [[], []]])))(x)
+    assert np.array_equal(g.numpy(), np.broadcast_to(y.numpy().sum(1), (2, 3)))

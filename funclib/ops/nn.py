@@ -13,9 +13,9 @@ from .. import dtypes
 from ..core import _wrap
 from ..errors import DTypeError
 from ..primitives import shape as S
-from ..primitives.elementwise import _to_tensor, convert, select, stop_gradient
+from ..primitives.elementwise import _to_tensor, convert, select
 from . import elementwise as E
-from .reductions import _axes, logsumexp
+from .reductions import _axes, logsumexp, stable_shift
 
 
 def _f(x, op):
@@ -30,13 +30,11 @@ def softmax(x, /, axis=-1):
     """
     x = _f(x, "softmax")
     axes = _axes(x, axis, "softmax")
-    from ..primitives.reduce import reduce_max, reduce_sum
+    from ..primitives.reduce import reduce_sum
 
-    m = reduce_max(x, axes)
-    m = stop_gradient(select(E.isfinite(m), m, _wrap(np.zeros((), m.dtype))))
-    shape = tuple(1 if i in axes else d for i, d in enumerate(x.shape))
-    e = E.exp(E.subtract(x, S.reshape(m, shape)))
-    return E.divide(e, S.reshape(reduce_sum(e, axes), shape))
+    _, mk = stable_shift(x, axes)
+    e = E.exp(E.subtract(x, mk))
+    return E.divide(e, S.reshape(reduce_sum(e, axes), mk.shape))
 
 
 def log_softmax(x, /, axis=-1):

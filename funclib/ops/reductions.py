@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes
-from ..core import Tensor, _wrap
+from ..core import Tensor, _wrap, concrete_or_none
 from ..errors import DTypeError, ShapeError
 from ..primitives import reduce as R
 from ..primitives import shape as S
 from ..primitives._util import normalize_axis
-from ..primitives.elementwise import _to_tensor, convert
+from ..primitives.elementwise import _select_impl, _to_tensor, convert, select
 from . import elementwise as E
 
 
@@ -244,20 +244,29 @@ def logsumexp(x, /, *, axis=None, keepdims: bool = False) -> Tensor:
     """
     x = E._float(x, "logsumexp")
     axes = _axes(x, axis, "logsumexp")
-    m = R.reduce_max(x, axes) if axes else x
-    from ..primitives.elementwise import select
-
-    m = select(E.isfinite(m), m, _wrap(np.zeros((), m.dtype)))
-    m = _stop_gradient(m)
-    mk = S.reshape(m, tuple(1 if i in axes else d for i, d in enumerate(x.shape)))
+    m, mk = stable_shift(x, axes)
     s = R.reduce_sum(E.exp(E.subtract(x, mk)), axes)
     return _keep(E.add(E.log(s), m), x, axes, keepdims)
 
 
-def _stop_gradient(x):
+def stable_shift(x, axes: tuple[int, ...]):
+    """The shift that keeps ``exp`` finite in logsumexp and softmax: the max over ``axes``, non-finite maxima
+    replaced by 0; returned reduced and with the axes kept as size 1. It carries no gradient, so when ``x`` has a
+    concrete value (eagerly, or the primal under ``grad``) NumPy computes it straight from that."""
+    keep = tuple(1 if i in axes else d for i, d in enumerate(x.shape))
+    c = concrete_or_none(x)
+    if c is not None:
+        v = c._value
+        m = np.asarray(np.maximum.reduce(v, axis=axes) if axes else v)
+        m = np.asarray(_select_impl(np.isfinite(m), m, np.zeros((), m.dtype)))
+        return _wrap(m), _wrap(m.reshape(keep))
     from .misc import stop_gradient
 
-    return stop_gradient(x)
+    # stopped before the max, so the max's own derivative is never formed
+    xs = stop_gradient(x)
+    m = R.reduce_max(xs, axes) if axes else xs
+    m = select(E.isfinite(m), m, _wrap(np.zeros((), m.dtype)))
+    return m, S.reshape(m, keep)
 
 
 __all__ = [

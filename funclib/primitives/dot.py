@@ -8,9 +8,10 @@ import math
 import numpy as np
 
 from .. import dtypes
-from ..core import Primitive, ShapedArray, Tensor, Zero, _state, _wrap, aval_of, is_undefined
+from ..core import Primitive, ShapedArray, Tensor, UndefinedPrimal, Zero, _state, _wrap, aval_of
 from ..errors import DTypeError, ShapeError
 from ._util import bdim_to_front
+from .shape import transpose
 
 dot_general_p = Primitive("dot_general", linear=True)  # bilinear: linear in each operand
 dot_general_p.family = "dot"
@@ -21,30 +22,66 @@ def _free(ndim, contract, batch):
     return [i for i in range(ndim) if i not in contract and i not in batch]
 
 
-def _dot_impl(x, y, *, dimension_numbers):
+def _cached(fn):
+    """``functools.lru_cache`` for the shape arithmetic below; unhashable arguments (lists) skip the cache."""
+    cached = functools.lru_cache(maxsize=2048)(fn)
+
+    def call(*args):
+        try:
+            return cached(*args)
+        except TypeError:
+            return fn(*args)
+
+    return call
+
+
+@_cached
+def _layout(x_shape, y_shape, dimension_numbers):
+    """How ``_dot_impl`` runs a contraction of these shapes: operand permutations (None for the identity), the
+    kind of product (0 outer, 1 matmul, 2 stacked matmul), the shapes handed to it and the output shape."""
     (lc, rc), (lb, rb) = dimension_numbers
+    xf, yf = _free(len(x_shape), lc, lb), _free(len(y_shape), rc, rb)
+    bshape = [x_shape[i] for i in lb]
+    m = [x_shape[i] for i in xf]
+    n = [y_shape[i] for i in yf]
+    k = math.prod([x_shape[i] for i in lc])
+    B, M, N = math.prod(bshape), math.prod(m), math.prod(n)
+    xperm = tuple(lb) + tuple(xf) + tuple(lc)
+    yperm = tuple(rb) + tuple(rc) + tuple(yf)
+    if k == 1:
+        kind, xs, ys = 0, (B, M, 1), (B, 1, N)
+    elif B == 1:
+        kind, xs, ys = 1, (M, k), (k, N)
+    else:
+        kind, xs, ys = 2, (B, M, k), (B, k, N)
+    return (
+        None if xperm == tuple(range(len(x_shape))) else xperm,
+        None if yperm == tuple(range(len(y_shape))) else yperm,
+        kind,
+        xs,
+        ys,
+        tuple(bshape + m + n),
+    )
+
+
+def _dot_impl(x, y, *, dimension_numbers):
     x, y = np.asarray(x), np.asarray(y)
     out_dtype = x.dtype
     if out_dtype in _LOW:
         x, y = x.astype(np.float32), y.astype(np.float32)
-    xf, yf = _free(x.ndim, lc, lb), _free(y.ndim, rc, rb)
-    bshape = [x.shape[i] for i in lb]
-    m = [x.shape[i] for i in xf]
-    n = [y.shape[i] for i in yf]
-    k = int(np.prod([x.shape[i] for i in lc], dtype=np.int64))
-    B, M, N = int(np.prod(bshape, dtype=np.int64)), int(np.prod(m, dtype=np.int64)), int(np.prod(n, dtype=np.int64))
+    xperm, yperm, kind, xs, ys, out_shape = _layout(x.shape, y.shape, dimension_numbers)
     # transposes become strided views; 2-D matmul hands transposed (F-order) operands to BLAS without a copy
-    xt = np.transpose(x, list(lb) + xf + list(lc))
-    yt = np.transpose(y, list(rb) + list(rc) + yf)
-    if k == 1:
+    xt = x if xperm is None else x.transpose(xperm)
+    yt = y if yperm is None else y.transpose(yperm)
+    if kind == 0:
         # an outer product (per-example gradients under vmap): a broadcast multiply streams it, BLAS does not
-        out = np.multiply(xt.reshape(B, M, 1), yt.reshape(B, 1, N))
-    elif B == 1:
-        out = np.matmul(xt.reshape(M, k), yt.reshape(k, N))
+        out = np.multiply(xt.reshape(xs), yt.reshape(ys))
+    elif kind == 1:
+        out = np.matmul(xt.reshape(xs), yt.reshape(ys))
     else:
         # stacked matmul only reaches BLAS when each matrix is contiguous in one of its axes
-        out = np.matmul(_blasable(xt.reshape(B, M, k)), _blasable(yt.reshape(B, k, N)))
-    return out.reshape(bshape + m + n).astype(out_dtype, copy=False)
+        out = np.matmul(_blasable(xt.reshape(xs)), _blasable(yt.reshape(ys)))
+    return out.reshape(out_shape).astype(out_dtype, copy=False)
 
 
 def dot_runner(x_shape, y_shape, dtype, dimension_numbers):
@@ -90,26 +127,35 @@ def _blasable(a):
 dot_general_p.def_impl(_dot_impl)
 
 
+@_cached
+def _out_shape(x_shape, y_shape, dimension_numbers):
+    """The output shape, or None when contracted or batch sizes do not match."""
+    (lc, rc), (lb, rb) = dimension_numbers
+    if len(lc) != len(rc) or len(lb) != len(rb):
+        raise ShapeError(f"dot_general: unbalanced dimension numbers {dimension_numbers}")
+    xn, yn = len(x_shape), len(y_shape)
+    for a, b in list(zip(lc, rc)) + list(zip(lb, rb)):
+        if not (0 <= a < xn and 0 <= b < yn) or x_shape[a] != y_shape[b]:
+            return None
+    return (
+        tuple(x_shape[i] for i in lb)
+        + tuple(x_shape[i] for i in _free(xn, lc, lb))
+        + tuple(y_shape[i] for i in _free(yn, rc, rb))
+    )
+
+
 @dot_general_p.def_abstract_eval
 def _dot_abstract(x, y, *, dimension_numbers):
-    (lc, rc), (lb, rb) = dimension_numbers
     if x.dtype != y.dtype:
         raise DTypeError(f"dot_general: operands must share a dtype, got {x.dtype.name} and {y.dtype.name}")
     if x.dtype == dtypes.bool_:
         raise DTypeError("dot_general: boolean operands are not supported; cast to an integer or float dtype")
-    if len(lc) != len(rc) or len(lb) != len(rb):
-        raise ShapeError(f"dot_general: unbalanced dimension numbers {dimension_numbers}")
-    for a, b in list(zip(lc, rc)) + list(zip(lb, rb)):
-        if not (0 <= a < x.ndim and 0 <= b < y.ndim) or x.shape[a] != y.shape[b]:
-            raise ShapeError(
-                f"dot_general: cannot contract {x.str_short()} with {y.str_short()} along {dimension_numbers} "
-                f"(sizes must match)"
-            )
-    shape = (
-        tuple(x.shape[i] for i in lb)
-        + tuple(x.shape[i] for i in _free(x.ndim, lc, lb))
-        + tuple(y.shape[i] for i in _free(y.ndim, rc, rb))
-    )
+    shape = _out_shape(x.shape, y.shape, dimension_numbers)
+    if shape is None:
+        raise ShapeError(
+            f"dot_general: cannot contract {x.str_short()} with {y.str_short()} along {dimension_numbers} "
+            f"(sizes must match)"
+        )
     return ShapedArray(shape, x.dtype)
 
 
@@ -127,35 +173,45 @@ def _dot_jvp(primals, tangents, *, dimension_numbers):
     return out, Zero(aval_of(out)) if acc is None else acc
 
 
-def _ct_lhs(ct, y, x_ndim, dimension_numbers):
-    from .shape import transpose
-
+@_cached
+def _ct_lhs_plan(x_ndim, y_ndim, dimension_numbers):
+    """The contraction of the output cotangent with ``y`` and the permutation that restores x's axis order."""
     (lc, rc), (lb, rb) = dimension_numbers
     nb = len(lb)
     xf = _free(x_ndim, lc, lb)
-    yf = _free(y.ndim if not is_undefined(y) else y.aval.ndim, rc, rb)
+    yf = _free(y_ndim, rc, rb)
     ct_yfree = tuple(range(nb + len(xf), nb + len(xf) + len(yf)))
-    r = dot_general(ct, y, ((ct_yfree, tuple(yf)), (tuple(range(nb)), tuple(rb))))
     src = list(lb) + xf + [lc[list(rc).index(a)] for a in sorted(rc)]
-    return transpose(r, tuple(np.argsort(src)))
+    return ((ct_yfree, tuple(yf)), (tuple(range(nb)), tuple(rb))), tuple(int(i) for i in np.argsort(src))
+
+
+def _ct_lhs(ct, y, x_ndim, dimension_numbers):
+    dn, perm = _ct_lhs_plan(x_ndim, y.aval.ndim if type(y) is UndefinedPrimal else y.ndim, dimension_numbers)
+    return transpose(_dot(ct, y, dn, check=False), perm)
+
+
+@_cached
+def _ct_rhs_plan(x_ndim, y_ndim, dimension_numbers):
+    """The permutation of the output cotangent and the swapped dimension numbers for the rhs cotangent."""
+    (lc, rc), (lb, rb) = dimension_numbers
+    nb = len(lb)
+    nxf = len(_free(x_ndim, lc, lb))
+    nyf = len(_free(y_ndim, rc, rb))
+    perm = tuple(range(nb)) + tuple(range(nb + nxf, nb + nxf + nyf)) + tuple(range(nb, nb + nxf))
+    return perm, ((rc, lc), (rb, lb))
 
 
 @dot_general_p.def_transpose
 def _dot_transpose(ct, x, y, *, dimension_numbers):
-    (lc, rc), (lb, rb) = dimension_numbers
-    if is_undefined(x) and is_undefined(y):
+    x_linear = type(x) is UndefinedPrimal
+    if x_linear and type(y) is UndefinedPrimal:
         raise TypeError("dot_general is bilinear: only one operand may be linear when transposing")
-    if is_undefined(x):
+    if x_linear:
         return [_ct_lhs(ct, y, x.aval.ndim, dimension_numbers), None]
     # the rhs cotangent is the lhs cotangent of the swapped product
-    from .shape import transpose
-
-    nb = len(lb)
-    xf = _free(x.ndim, lc, lb)
-    yf = _free(y.aval.ndim, rc, rb)
-    perm = tuple(range(nb)) + tuple(range(nb + len(xf), nb + len(xf) + len(yf))) + tuple(range(nb, nb + len(xf)))
-    swapped = ((rc, lc), (rb, lb))
-    return [None, _ct_lhs(transpose(ct, perm), x, y.aval.ndim, swapped)]
+    y_ndim = y.aval.ndim
+    perm, swapped = _ct_rhs_plan(x.ndim, y_ndim, dimension_numbers)
+    return [None, _ct_lhs(transpose(ct, perm), x, y_ndim, swapped)]
 
 
 @dot_general_p.def_vmap
@@ -182,12 +238,22 @@ def dot_general(x, y, dimension_numbers):
 
     The output is batch axes, then x's free axes, then y's free axes.
     """
+    return _dot(x, y, _canonical(dimension_numbers))
+
+
+@_cached
+def _canonical(dimension_numbers):
     (lc, rc), (lb, rb) = dimension_numbers
-    dn = (
+    return (
         (tuple(int(a) for a in lc), tuple(int(a) for a in rc)),
         (tuple(int(a) for a in lb), tuple(int(a) for a in rb)),
     )
+
+
+def _dot(x, y, dn, check: bool = True):
+    """``dot_general`` with canonical dimension numbers; ``check=False`` for operands known to fit (transposes)."""
     if _state.trace is None and type(x) is Tensor and type(y) is Tensor:
-        _dot_abstract(aval_of(x), aval_of(y), dimension_numbers=dn)
+        if check:
+            _dot_abstract(aval_of(x), aval_of(y), dimension_numbers=dn)
         return _wrap(_dot_impl(x._value, y._value, dimension_numbers=dn))
     return dot_general_p.bind(x, y, dimension_numbers=dn)

@@ -13,11 +13,14 @@ import numpy as np
 from .. import dtypes
 from ..core import Primitive, ShapedArray, Zero, aval_of, is_undefined
 from ..errors import ShapeError
-from ._util import bdim_to_front, instantiate
+from ._util import bdim_to_front, instantiate, zeros
 
 
 def _front(x, axes):
-    return np.moveaxis(np.asarray(x), axes, tuple(range(len(axes))))
+    x = np.asarray(x)
+    if axes == tuple(range(len(axes))):
+        return x
+    return np.moveaxis(x, axes, tuple(range(len(axes))))
 
 
 def _gather_impl(x, idx, *, axes):
@@ -63,8 +66,6 @@ def _gather_jvp(primals, tangents, *, axes):
 
 @gather_p.def_transpose
 def _gather_transpose(ct, x, idx, *, axes):
-    from ._util import zeros
-
     return [scatter_add_p.bind(zeros(x.aval), idx, ct, axes=axes), None]
 
 

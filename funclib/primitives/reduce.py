@@ -59,47 +59,52 @@ FLOAT = frozenset(dtypes.FLOATING)
 NUMERIC = frozenset(dtypes.NUMERIC)
 REAL = frozenset(dtypes.INTEGER + dtypes.REAL_FLOATING)
 
-reduce_sum_p = reduction("reduce_sum", lambda x, a: np.sum(x, axis=a, dtype=x.dtype), NUMERIC)
+# the ufuncs' reduce methods directly: what np.sum/np.max/... call, without their Python dispatch layer
+reduce_sum_p = reduction("reduce_sum", lambda x, a: np.add.reduce(x, axis=a, dtype=x.dtype), NUMERIC)
 reduce_sum_p.linear = True
-reduce_max_p = reduction("reduce_max", lambda x, a: np.max(x, axis=a), REAL | {dtypes.bool_}, needs_identity=True)
-reduce_min_p = reduction("reduce_min", lambda x, a: np.min(x, axis=a), REAL | {dtypes.bool_}, needs_identity=True)
-reduce_prod_p = reduction("reduce_prod", lambda x, a: np.prod(x, axis=a, dtype=x.dtype), NUMERIC)
-reduce_and_p = reduction("reduce_and", lambda x, a: np.all(x, axis=a), frozenset(dtypes.BOOL))
-reduce_or_p = reduction("reduce_or", lambda x, a: np.any(x, axis=a), frozenset(dtypes.BOOL))
+reduce_max_p = reduction(
+    "reduce_max", lambda x, a: np.maximum.reduce(x, axis=a), REAL | {dtypes.bool_}, needs_identity=True
+)
+reduce_min_p = reduction(
+    "reduce_min", lambda x, a: np.minimum.reduce(x, axis=a), REAL | {dtypes.bool_}, needs_identity=True
+)
+reduce_prod_p = reduction("reduce_prod", lambda x, a: np.multiply.reduce(x, axis=a, dtype=x.dtype), NUMERIC)
+reduce_and_p = reduction("reduce_and", lambda x, a: np.logical_and.reduce(x, axis=a), frozenset(dtypes.BOOL))
+reduce_or_p = reduction("reduce_or", lambda x, a: np.logical_or.reduce(x, axis=a), frozenset(dtypes.BOOL))
 for _p in (reduce_max_p, reduce_min_p, reduce_prod_p, reduce_and_p, reduce_or_p):
     _p.no_rule["transpose"] = "not linear"
 
 
 def reduce_sum(x, axes):
     """Sum over ``axes`` (a tuple of non-negative ints), keeping the dtype."""
-    axes = tuple(sorted(int(a) for a in axes))
+    axes = tuple(sorted(map(int, axes)))
     if not axes:
         return x
     if _state.trace is None and type(x) is Tensor:
         v = x._value
         if v.dtype in NUMERIC:
-            return _wrap(np.asarray(np.sum(v, axis=axes, dtype=v.dtype)))
+            return _wrap(np.asarray(np.add.reduce(v, axis=axes, dtype=v.dtype)))
     return reduce_sum_p.bind(x, axes=axes)
 
 
 def reduce_max(x, axes):
-    return reduce_max_p.bind(x, axes=tuple(sorted(int(a) for a in axes)))
+    return reduce_max_p.bind(x, axes=tuple(sorted(map(int, axes))))
 
 
 def reduce_min(x, axes):
-    return reduce_min_p.bind(x, axes=tuple(sorted(int(a) for a in axes)))
+    return reduce_min_p.bind(x, axes=tuple(sorted(map(int, axes))))
 
 
 def reduce_prod(x, axes):
-    return reduce_prod_p.bind(x, axes=tuple(sorted(int(a) for a in axes)))
+    return reduce_prod_p.bind(x, axes=tuple(sorted(map(int, axes))))
 
 
 def reduce_and(x, axes):
-    return reduce_and_p.bind(x, axes=tuple(sorted(int(a) for a in axes)))
+    return reduce_and_p.bind(x, axes=tuple(sorted(map(int, axes))))
 
 
 def reduce_or(x, axes):
-    return reduce_or_p.bind(x, axes=tuple(sorted(int(a) for a in axes)))
+    return reduce_or_p.bind(x, axes=tuple(sorted(map(int, axes))))
 
 
 def _keepdims_bcast(y, shape, axes):

@@ -3,12 +3,15 @@ dynamic_update_slice, iota. All but iota are linear."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .. import dtypes
 from ..core import Primitive, ShapedArray, Tensor, Zero, _state, _wrap, aval_of, is_undefined
 from ..errors import ShapeError
 from ._util import bdim_to_front, instantiate, moveaxis
+from .reduce import reduce_sum
 
 
 def _linear_jvp(p):
@@ -25,10 +28,10 @@ def _linear_jvp(p):
 
 def _shape_tuple(shape, op):
     try:
-        out = tuple(int(d) for d in shape)
+        out = tuple(map(int, shape))
     except TypeError:
         raise ShapeError(f"{op}: shape must be a tuple of ints, got {shape!r}") from None
-    if any(d < 0 for d in out):
+    if out and min(out) < 0:
         raise ShapeError(f"{op}: negative dimension in shape {out}")
     return out
 
@@ -44,7 +47,14 @@ def _bid_impl(x, *, shape, broadcast_dimensions):
     expanded = [1] * len(shape)
     for src, dst in enumerate(broadcast_dimensions):
         expanded[dst] = x.shape[src]
-    return np.broadcast_to(x.reshape(expanded), shape)
+    x = x.reshape(expanded)
+    if not x.flags.c_contiguous:
+        return np.broadcast_to(x, shape)
+    # the same read-only zero-stride view np.broadcast_to makes, without its 7 us of Python-level checks
+    strides = tuple(0 if e != n else s for e, n, s in zip(expanded, shape, x.strides))
+    out = np.ndarray(shape, x.dtype, x, 0, strides)
+    out.flags.writeable = False
+    return out
 
 
 broadcast_in_dim_p.def_impl(_bid_impl)
@@ -68,8 +78,6 @@ broadcast_in_dim_p.def_jvp(_linear_jvp(broadcast_in_dim_p))
 
 @broadcast_in_dim_p.def_transpose
 def _bid_transpose(ct, x, *, shape, broadcast_dimensions):
-    from .reduce import reduce_sum
-
     xs = x.aval.shape
     new = tuple(d for d in range(len(shape)) if d not in broadcast_dimensions)
     stretched = tuple(dst for src, dst in enumerate(broadcast_dimensions) if xs[src] == 1 and shape[dst] != 1)
@@ -90,7 +98,7 @@ def _bid_vmap(args, dims, *, shape, broadcast_dimensions):
 def broadcast_in_dim(x, shape, broadcast_dimensions):
     """Broadcast ``x`` to ``shape``; operand axis i maps to output axis ``broadcast_dimensions[i]``."""
     shape = _shape_tuple(shape, "broadcast_in_dim")
-    bd = tuple(int(b) for b in broadcast_dimensions)
+    bd = tuple(map(int, broadcast_dimensions))
     if _state.trace is None and type(x) is Tensor:
         _bid_abstract(aval_of(x), shape=shape, broadcast_dimensions=bd)
         return _wrap(_bid_impl(x._value, shape=shape, broadcast_dimensions=bd))
@@ -118,7 +126,7 @@ reshape_p.def_impl(lambda x, *, new_sizes: np.reshape(x, new_sizes))
 
 @reshape_p.def_abstract_eval
 def _reshape_abstract(x, *, new_sizes):
-    if int(np.prod(new_sizes, dtype=np.int64)) != x.size:
+    if math.prod(new_sizes) != x.size:
         raise ShapeError(f"reshape: cannot reshape {x.shape} ({x.size} elements) into {new_sizes}")
     return ShapedArray(new_sizes, x.dtype)
 
@@ -134,11 +142,11 @@ def _reshape_vmap(args, dims, *, new_sizes):
 
 
 def _resolve_shape(shape, size, op="reshape"):
-    shape = tuple(int(d) for d in shape)
+    shape = tuple(map(int, shape))
     if shape.count(-1) > 1:
         raise ShapeError(f"{op}: only one dimension can be -1, got {shape}")
     if -1 in shape:
-        known = int(np.prod([d for d in shape if d != -1], dtype=np.int64))
+        known = math.prod([d for d in shape if d != -1])
         if known == 0 or size % known:
             raise ShapeError(f"{op}: cannot reshape {size} elements into {shape}")
         shape = tuple(size // known if d == -1 else d for d in shape)
@@ -154,7 +162,7 @@ def reshape(x, new_sizes):
             return x
         _reshape_abstract(aval_of(x), new_sizes=ns)
         return _wrap(v.reshape(ns))
-    ns = _resolve_shape(new_sizes, int(np.prod(x.shape, dtype=np.int64)))
+    ns = _resolve_shape(new_sizes, math.prod(x.shape))
     if tuple(x.shape) == ns:
         return x
     return reshape_p.bind(x, new_sizes=ns)
@@ -186,12 +194,14 @@ def _transpose_vmap(args, dims, *, permutation):
 
 def transpose(x, permutation):
     """Permute axes: output axis i is input axis ``permutation[i]``."""
-    perm = tuple(int(p) for p in permutation)
+    perm = tuple(map(int, permutation))
     if perm == tuple(range(len(perm))) and len(perm) == x.ndim:
         return x
     if _state.trace is None and type(x) is Tensor:
-        _transpose_abstract(aval_of(x), permutation=perm)
-        return _wrap(np.transpose(x._value, perm))
+        v = x._value
+        if sorted(perm) != list(range(v.ndim)):
+            _transpose_abstract(aval_of(x), permutation=perm)  # raises, naming the operand
+        return _wrap(v.transpose(perm))
     return transpose_p.bind(x, permutation=perm)
 
 
