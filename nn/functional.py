@@ -20,10 +20,11 @@ import numpy as np
 import funclib as fl
 from funclib import dtypes
 from funclib import random as _random
-from funclib.core import Tensor, Tracer, _state
+from funclib.core import Tensor, Tracer, _state, _wrap
 from funclib.errors import DTypeError, ShapeError
 from funclib.primitives.conv import conv_patches, conv_patches_transpose
 from funclib.primitives.dot import dot_general
+from funclib.primitives.indexing import gather
 
 from .module import next_key
 
@@ -95,9 +96,7 @@ def _t(x, op: str) -> Tensor:
 def _ft(x, op: str) -> Tensor:
     x = _t(x, op)
     if x.dtype not in dtypes.REAL_FLOATING:
-        raise DTypeError(
-            f"{op}: expected a floating-point input, got {x.dtype.name}; cast it with .astype(fl.float32)"
-        )
+        raise DTypeError(f"{op}: expected a floating-point input, got {x.dtype.name}; cast it with .astype(fl.float32)")
     return x
 
 
@@ -285,9 +284,7 @@ def bilinear(input1, input2, weight, bias=None) -> Tensor:
             "(expected last axes in1_features and in2_features)"
         )
     if x1.shape[:-1] != x2.shape[:-1]:
-        raise ShapeError(
-            f"bilinear: inputs must share leading dimensions, got {tuple(x1.shape)} and {tuple(x2.shape)}"
-        )
+        raise ShapeError(f"bilinear: inputs must share leading dimensions, got {tuple(x1.shape)} and {tuple(x2.shape)}")
     t = dot_general(x1, weight, (((x1.ndim - 1,), (1,)), ((), ())))  # (..., out, in2)
     y = fl.sum(t * fl.expand_dims(x2, axis=-2), axis=-1)
     return y + bias if bias is not None else y
@@ -346,9 +343,7 @@ def _channels_first(x, nd):
 def _conv(input, weight, bias, stride, padding, dilation, groups, nd, op):
     x, unbatched = _batched(_t(input, op), nd, op)
     if weight.ndim != nd + 2:
-        raise ShapeError(
-            f"{op}: weight must be {nd + 2}-d (out, in/groups, *kernel), got shape {tuple(weight.shape)}"
-        )
+        raise ShapeError(f"{op}: weight must be {nd + 2}-d (out, in/groups, *kernel), got shape {tuple(weight.shape)}")
     n, c = x.shape[0], x.shape[1]
     o, cg = weight.shape[0], weight.shape[1]
     k = tuple(weight.shape[2:])
@@ -361,23 +356,17 @@ def _conv(input, weight, bias, stride, padding, dilation, groups, nd, op):
     stride = _tuple(stride, nd, op, "stride")
     dilation = _tuple(dilation, nd, op, "dilation")
     pad_ = _conv_padding(padding, nd, k, dilation, stride, op)
-    cols = conv_patches(x, k, strides=stride, padding=pad_, dilation=dilation)  # (N, *out, *k, C)
-    osz = tuple(cols.shape[1 : 1 + nd])
-    rows = n * math.prod(osz)
-    kk = math.prod(k)
-    if groups == 1:
-        w2 = fl.reshape(_channels_last(weight, nd), (o, kk * c))
-        y = dot_general(fl.reshape(cols, (rows, kk * c)), w2, (((1,), (1,)), ((), ())))
-    else:
-        g, og = groups, o // groups
-        w3 = fl.reshape(_channels_last(fl.reshape(weight, (g * og, cg, *k)), nd), (g, og, kk, cg))
-        c3 = fl.reshape(cols, (rows, kk, g, cg))
-        y = dot_general(c3, w3, (((1, 3), (2, 3)), ((2,), (0,))))  # (G, rows, Og)
-        y = fl.reshape(fl.permute_dims(y, (1, 0, 2)), (rows, o))
-    y = fl.reshape(y, (n, *osz, o))
+    # one (O, C * K) @ (C * K, out pixels) product per example and group, written straight into channels-first
+    # (N, O, pixels): the weight is broadcast over the batch (a view), so the forward pass and both gradients are
+    # batched GEMMs on contiguous matrices, with no layout copies
+    cols = conv_patches(x, k, strides=stride, padding=pad_, dilation=dilation, channels_last=False)  # (N, C, *k, *out)
+    osz = tuple(cols.shape[2 + nd :])
+    m, kk, g, og = math.prod(osz), math.prod(k), groups, o // groups
+    w4 = fl.broadcast_to(fl.reshape(weight, (1, g, og, cg * kk)), (n, g, og, cg * kk))
+    y = dot_general(w4, fl.reshape(cols, (n, g, cg * kk, m)), (((3,), (2,)), ((0, 1), (0, 1))))  # (N, G, Og, pixels)
+    y = fl.reshape(y, (n, o, *osz))
     if bias is not None:
-        y = y + bias
-    y = _channels_first(y, nd)
+        y = y + fl.reshape(bias, (o,) + (1,) * nd)
     return y[0] if unbatched else y
 
 
@@ -402,9 +391,7 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups: in
 def _conv_transpose(input, weight, bias, stride, padding, output_padding, groups, dilation, nd, op):
     x, unbatched = _batched(_t(input, op), nd, op)
     if weight.ndim != nd + 2:
-        raise ShapeError(
-            f"{op}: weight must be {nd + 2}-d (in, out/groups, *kernel), got shape {tuple(weight.shape)}"
-        )
+        raise ShapeError(f"{op}: weight must be {nd + 2}-d (in, out/groups, *kernel), got shape {tuple(weight.shape)}")
     n, cin = x.shape[0], x.shape[1]
     og = weight.shape[1]
     k = tuple(weight.shape[2:])
@@ -419,13 +406,9 @@ def _conv_transpose(input, weight, bias, stride, padding, output_padding, groups
     opad = _tuple(output_padding, nd, op, "output_padding")
     for i in range(nd):
         if not (opad[i] < stride[i] or opad[i] < dilation[i]):
-            raise ValueError(
-                f"{op}: output_padding {opad} must be smaller than stride {stride} or dilation {dilation}"
-            )
+            raise ValueError(f"{op}: output_padding {opad} must be smaller than stride {stride} or dilation {dilation}")
     insz = tuple(x.shape[2:])
-    outsz = tuple(
-        (insz[i] - 1) * stride[i] - 2 * pad_[i] + dilation[i] * (k[i] - 1) + opad[i] + 1 for i in range(nd)
-    )
+    outsz = tuple((insz[i] - 1) * stride[i] - 2 * pad_[i] + dilation[i] * (k[i] - 1) + opad[i] + 1 for i in range(nd))
     if any(s < 1 for s in outsz):
         raise ShapeError(f"{op}: the output spatial size {outsz} is not positive; reduce padding")
     rows = n * math.prod(insz)
@@ -443,26 +426,20 @@ def _conv_transpose(input, weight, bias, stride, padding, output_padding, groups
         y = dot_general(x3, w3, (((2,), (1,)), ((1,), (0,))))  # (G, rows, K, Og)
         cols = fl.permute_dims(y, (1, 2, 0, 3))
     cols = fl.reshape(cols, (n, *insz, *k, cout))
-    y = conv_patches_transpose(
-        cols, outsz, strides=stride, padding=tuple((p, p) for p in pad_), dilation=dilation
-    )
+    y = conv_patches_transpose(cols, outsz, strides=stride, padding=tuple((p, p) for p in pad_), dilation=dilation)
     if bias is not None:
         y = y + fl.reshape(bias, (cout,) + (1,) * nd)
     return y[0] if unbatched else y
 
 
-def conv_transpose1d(
-    input, weight, bias=None, stride=1, padding=0, output_padding=0, groups: int = 1, dilation=1
-):
+def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups: int = 1, dilation=1):
     """1-d transposed convolution of ``(N, C_in, L)`` with ``weight: (C_in, out / groups, k)``."""
     return _conv_transpose(
         input, weight, bias, stride, padding, output_padding, groups, dilation, 1, "conv_transpose1d"
     )
 
 
-def conv_transpose2d(
-    input, weight, bias=None, stride=1, padding=0, output_padding=0, groups: int = 1, dilation=1
-):
+def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups: int = 1, dilation=1):
     """2-d transposed convolution (the adjoint of ``conv2d`` in its input) with ``weight: (C_in, out / groups, kh,
     kw)``. Output size ``(in - 1) * stride - 2 * padding + dilation * (k - 1) + output_padding + 1``.
 
@@ -497,11 +474,7 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:
 
 def _pool_geometry(x, nd, kernel_size, stride, padding, dilation, ceil_mode, op):
     k = _tuple(kernel_size, nd, op, "kernel_size")
-    s = (
-        k
-        if stride is None or (not isinstance(stride, int) and len(stride) == 0)
-        else _tuple(stride, nd, op, "stride")
-    )
+    s = k if stride is None or (not isinstance(stride, int) and len(stride) == 0) else _tuple(stride, nd, op, "stride")
     p = _tuple(padding, nd, op, "padding")
     d = _tuple(dilation, nd, op, "dilation")
     for i in range(nd):
@@ -542,9 +515,7 @@ def _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_i
         y = fl.max(blocks, axis=axes)
     else:
         if any(p) or any(extra):
-            x = fl.pad(
-                x, [(0, 0), (0, 0)] + [(p[i], p[i] + extra[i]) for i in range(nd)], constant_values=-math.inf
-            )
+            x = fl.pad(x, [(0, 0), (0, 0)] + [(p[i], p[i] + extra[i]) for i in range(nd)], constant_values=-math.inf)
         cols = conv_patches(x, k, strides=s, dilation=d)  # (N, *out, *k, C)
         kaxes = tuple(range(1 + nd, 1 + 2 * nd))
         y = _channels_first(fl.max(cols, axis=kaxes), nd)
@@ -583,9 +554,7 @@ def max_pool1d(
     return_indices: bool = False,
 ):
     """1-d max pooling over ``(N, C, L)``."""
-    return _max_pool(
-        input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, 1, "max_pool1d"
-    )
+    return _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, 1, "max_pool1d")
 
 
 def max_pool2d(
@@ -604,9 +573,7 @@ def max_pool2d(
     Tensor([[[[ 5.,  7.],
               [13., 15.]]]], dtype=float32)
     """
-    return _max_pool(
-        input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, 2, "max_pool2d"
-    )
+    return _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, 2, "max_pool2d")
 
 
 def _avg_divisor(nd, k, s, p, out, insz, count_include_pad):
@@ -645,9 +612,7 @@ def _avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad,
     return y[0] if unbatched else y
 
 
-def avg_pool1d(
-    input, kernel_size, stride=None, padding=0, ceil_mode: bool = False, count_include_pad: bool = True
-):
+def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode: bool = False, count_include_pad: bool = True):
     """1-d average pooling over ``(N, C, L)``."""
     return _avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad, None, 1, "avg_pool1d")
 
@@ -743,9 +708,7 @@ def batch_norm(
     """
     x = _ft(input, "batch_norm")
     if x.ndim < 2:
-        raise ShapeError(
-            f"batch_norm: expected an input (N, C, ...) with at least 2 dims, got shape {tuple(x.shape)}"
-        )
+        raise ShapeError(f"batch_norm: expected an input (N, C, ...) with at least 2 dims, got shape {tuple(x.shape)}")
     c = x.shape[1]
     for name, t in (
         ("running_mean", running_mean),
@@ -764,8 +727,7 @@ def batch_norm(
         count = math.prod(x.shape[i] for i in axes)
         if training and count <= 1:
             raise ValueError(
-                f"batch_norm: expected more than 1 value per channel when training, got input of shape "
-                f"{tuple(x.shape)}"
+                f"batch_norm: expected more than 1 value per channel when training, got input of shape {tuple(x.shape)}"
             )
         mean = fl.mean(x, axis=axes, keepdims=True)
         xc = x - mean
@@ -773,9 +735,7 @@ def batch_norm(
         if training and running_mean is not None:
             if momentum is None:
                 if num_batches_tracked is None:
-                    raise ValueError(
-                        "batch_norm: momentum=None (cumulative average) needs num_batches_tracked"
-                    )
+                    raise ValueError("batch_norm: momentum=None (cumulative average) needs num_batches_tracked")
                 factor = 1.0 / fl.astype(num_batches_tracked, x.dtype)
             else:
                 factor = momentum
@@ -803,8 +763,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-
     ns = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
     if len(ns) > x.ndim or tuple(x.shape[x.ndim - len(ns) :]) != ns:
         raise ShapeError(
-            f"layer_norm: normalized_shape {ns} does not match the trailing dimensions of the input "
-            f"{tuple(x.shape)}"
+            f"layer_norm: normalized_shape {ns} does not match the trailing dimensions of the input {tuple(x.shape)}"
         )
     axes = tuple(range(x.ndim - len(ns), x.ndim))
     mean = fl.mean(x, axis=axes, keepdims=True)
@@ -852,9 +811,7 @@ def embedding(input, weight, padding_idx: int | None = None) -> Tensor:
     if idx.dtype not in dtypes.INTEGER:
         raise DTypeError(f"embedding: indices must be integers, got {idx.dtype.name}")
     if weight.ndim != 2:
-        raise ShapeError(
-            f"embedding: weight must be 2-d (num_embeddings, dim), got shape {tuple(weight.shape)}"
-        )
+        raise ShapeError(f"embedding: weight must be 2-d (num_embeddings, dim), got shape {tuple(weight.shape)}")
     if _state.trace is None and idx.size:
         lo, hi = int(fl.min(idx)), int(fl.max(idx))
         if lo < -weight.shape[0] or hi >= weight.shape[0]:
@@ -931,13 +888,7 @@ def scaled_dot_product_attention(
         enable_gqa: let query heads (axis -3) share fewer key/value heads.
     """
     q, k, v = _ft(query, "scaled_dot_product_attention"), _t(key, "sdpa"), _t(value, "sdpa")
-    if (
-        q.ndim < 2
-        or k.ndim != q.ndim
-        or v.ndim != q.ndim
-        or q.shape[-1] != k.shape[-1]
-        or k.shape[-2] != v.shape[-2]
-    ):
+    if q.ndim < 2 or k.ndim != q.ndim or v.ndim != q.ndim or q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
         raise ShapeError(
             f"scaled_dot_product_attention: query {tuple(q.shape)}, key {tuple(k.shape)} and value {tuple(v.shape)} "
             "must be (..., L, E), (..., S, E) and (..., S, Ev)"
@@ -952,9 +903,7 @@ def scaled_dot_product_attention(
     neg = -math.inf
     if is_causal:
         if attn_mask is not None:
-            raise ValueError(
-                "scaled_dot_product_attention: pass either attn_mask or is_causal=True, not both"
-            )
+            raise ValueError("scaled_dot_product_attention: pass either attn_mask or is_causal=True, not both")
         causal = fl.asarray(np.tril(np.ones((lq, lk), bool)))
         scores = fl.where(causal, scores, neg)
     if attn_mask is not None:
@@ -1010,9 +959,10 @@ def nll_loss(
     c = x.shape[1] if x.ndim > 1 else x.shape[0]
     rows, tflat, out_shape = _rows(x, t)
     if weight is None and not isinstance(t, Tracer) and not np.any(t.numpy() == ignore_index):
-        # the common case (no weights, nothing ignored) in a third of the operations
-        _check_range(tflat, c, "nll_loss")
-        picked = fl.take_along_axis(rows, fl.expand_dims(tflat, axis=1), axis=1)[:, 0]
+        # the common case (no weights, nothing ignored): the targets are known, so one gather picks the entries
+        tf = tflat.numpy()
+        _check_range_np(tf, c, "nll_loss")
+        picked = _pick(rows, tf)
         if reduction == "none":
             return fl.reshape(-picked, out_shape)
         if reduction in ("sum", "mean"):
@@ -1049,16 +999,26 @@ def _check_target(x, t, op):
     want = () if x.ndim == 1 else (x.shape[0],) + tuple(x.shape[2:])
     if tuple(t.shape) != want:
         raise ShapeError(
-            f"{op}: input of shape {tuple(x.shape)} needs class-index targets of shape {want}, got "
-            f"{tuple(t.shape)}"
+            f"{op}: input of shape {tuple(x.shape)} needs class-index targets of shape {want}, got {tuple(t.shape)}"
         )
 
 
 def _check_range(idx, c, op):
     if _state.trace is None and idx.size:
-        lo, hi = int(fl.min(idx)), int(fl.max(idx))
+        _check_range_np(idx.numpy(), c, op)
+
+
+def _check_range_np(idx: np.ndarray, c: int, op: str) -> None:
+    if idx.size:
+        lo, hi = int(idx.min()), int(idx.max())
         if lo < 0 or hi >= c:
             raise IndexError(f"{op}: target {hi if hi >= c else lo} is out of bounds for {c} classes")
+
+
+def _pick(rows, targets: np.ndarray) -> Tensor:
+    """``rows[i, targets[i]]`` for ``rows: (M, C)`` and known targets: one gather, its index built in NumPy."""
+    idx = np.stack([np.arange(targets.shape[0]), targets.astype(np.int64, copy=False)], axis=1)
+    return gather(rows, _wrap(idx), (0, 1))
 
 
 def cross_entropy(
@@ -1092,6 +1052,22 @@ def cross_entropy(
     x = _ft(input, "cross_entropy")
     t = _t(target, "cross_entropy")
     c = x.shape[1] if x.ndim > 1 else x.shape[0]
+    if (
+        weight is None
+        and label_smoothing == 0.0
+        and x.ndim <= 2
+        and not isinstance(t, Tracer)
+        and t.dtype in dtypes.INTEGER
+        and not np.any(t.numpy() == ignore_index)
+    ):
+        # known class indices, nothing weighted or ignored: -log_softmax(x)[t] = logsumexp(x) - x[t], a row
+        # reduction and one gather, without forming the (N, C) log-probabilities (a third of the operations)
+        _check_target(x, t, "cross_entropy")
+        rows, tflat, out_shape = _rows(x, t)
+        tf = tflat.numpy()
+        _check_range_np(tf, c, "cross_entropy")
+        loss = fl.logsumexp(rows, axis=1) - _pick(rows, tf)
+        return fl.reshape(loss, out_shape) if reduction == "none" else _reduce(loss, reduction, "cross_entropy")
     logp = fl.log_softmax(x, axis=1 if x.ndim > 1 else 0)
     w = None if weight is None else _t(weight, "cross_entropy").astype(x.dtype)
     if w is not None and tuple(w.shape) != (c,):
@@ -1099,8 +1075,7 @@ def cross_entropy(
     if t.dtype in dtypes.REAL_FLOATING:
         if tuple(t.shape) != tuple(x.shape):
             raise ShapeError(
-                f"cross_entropy: probability targets must have the input's shape {tuple(x.shape)}, got "
-                f"{tuple(t.shape)}"
+                f"cross_entropy: probability targets must have the input's shape {tuple(x.shape)}, got {tuple(t.shape)}"
             )
         if label_smoothing > 0.0:
             t = t * (1.0 - label_smoothing) + label_smoothing / c
@@ -1153,9 +1128,7 @@ def l1_loss(input, target, size_average=None, reduce=None, reduction: str = "mea
     return _reduce(fl.abs(x - t), _legacy(size_average, reduce, reduction), "l1_loss")
 
 
-def smooth_l1_loss(
-    input, target, size_average=None, reduce=None, reduction: str = "mean", beta: float = 1.0
-) -> Tensor:
+def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction: str = "mean", beta: float = 1.0) -> Tensor:
     """``0.5 d**2 / beta`` for ``|d| < beta``, else ``|d| - 0.5 beta`` (``beta=0`` is L1)."""
     x, t = _pair(input, target, "smooth_l1_loss")
     if beta < 0:
@@ -1178,15 +1151,12 @@ def huber_loss(input, target, reduction: str = "mean", delta: float = 1.0) -> Te
     return _reduce(loss, reduction, "huber_loss")
 
 
-def binary_cross_entropy(
-    input, target, weight=None, size_average=None, reduce=None, reduction: str = "mean"
-) -> Tensor:
+def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction: str = "mean") -> Tensor:
     """``-w * (y log x + (1 - y) log(1 - x))`` for probabilities ``x``; logs are clamped at -100 (PyTorch)."""
     x, t = _pair(input, target, "binary_cross_entropy")
     if _state.trace is None and x.size and (float(fl.min(x)) < 0.0 or float(fl.max(x)) > 1.0):
         raise ValueError(
-            "binary_cross_entropy: input values must lie in [0, 1]; use binary_cross_entropy_with_logits "
-            "for logits"
+            "binary_cross_entropy: input values must lie in [0, 1]; use binary_cross_entropy_with_logits for logits"
         )
     lx = fl.maximum(fl.log(x), -100.0)
     l1x = fl.maximum(fl.log1p(-x), -100.0)
@@ -1212,9 +1182,7 @@ def binary_cross_entropy_with_logits(
     return _reduce(loss, _legacy(size_average, reduce, reduction), "binary_cross_entropy_with_logits")
 
 
-def kl_div(
-    input, target, size_average=None, reduce=None, reduction: str = "mean", log_target: bool = False
-) -> Tensor:
+def kl_div(input, target, size_average=None, reduce=None, reduction: str = "mean", log_target: bool = False) -> Tensor:
     """KL divergence with log-probabilities ``input``: ``target * (log(target) - input)`` pointwise.
 
     ``reduction='batchmean'`` divides the sum by the batch size (the mathematically correct mean); ``'mean'``

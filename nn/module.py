@@ -1032,24 +1032,25 @@ def value_and_grad(model: Module, fn: Callable[..., Any]) -> Callable[..., tuple
     if not isinstance(model, Module):
         raise TypeError(f"nn.value_and_grad(model, fn): model must be a Module, got {type(model).__name__}")
 
+    def inner(vals, tensors, locs, args, kwargs):
+        for t, v in zip(tensors, vals):
+            for m, n in locs[id(t)]:
+                m._parameters[n] = v
+        out = fn(*args, **kwargs)
+        loss = out[0] if isinstance(out, (tuple, list)) else out
+        return loss, out
+
+    loss_and_grads = fl.value_and_grad(inner, has_aux=True)
+
     def wrapped(*args, **kwargs):
         order, locs = _trainable_locations(model)
         tensors = [t for _, t in order]
         originals = [(m, n, m._parameters[n]) for t in tensors for m, n in locs[id(t)]]
-
-        def inner(vals):
-            for t, v in zip(tensors, vals):
-                for m, n in locs[id(t)]:
-                    m._parameters[n] = v
-            out = fn(*args, **kwargs)
-            loss = out[0] if isinstance(out, (tuple, list)) else out
-            return loss, out
-
         ctx = rng(next_key()) if not _rng_state.stack and _state.trace is None else None
         try:
             if ctx is not None:
                 ctx.__enter__()
-            (_, out), gs = fl.value_and_grad(inner, has_aux=True)(tensors)
+            (_, out), gs = loss_and_grads(tensors, tensors, locs, args, kwargs)
         finally:
             if ctx is not None:
                 ctx.__exit__(None, None, None)

@@ -1044,3 +1044,49 @@ def test_torch_state_dicts_load_and_match():
         to, fo = (to[0], fo[0]) if isinstance(to, tuple) else (to, fo)
         close(fo, to.detach().numpy(), 1e-9)
         assert list(fm.state_dict()) == list(tm.state_dict())
+
+
+def _ce_through_log_softmax(z, t, reduction):
+    """Cross entropy the long way: log_softmax, then the log-probabilities of the targets (take_along_axis)."""
+    rows = fl.expand_dims(z, axis=0) if z.ndim == 1 else z
+    tt = fl.reshape(t, (-1,))
+    picked = fl.take_along_axis(fl.log_softmax(rows, axis=1), fl.expand_dims(tt, axis=1), axis=1)[:, 0]
+    if reduction == "none":
+        return fl.reshape(-picked, tuple(t.shape))
+    return -(fl.sum(picked) if reduction == "sum" else fl.mean(picked))
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("dtype", [fl.float32, fl.float64])
+def test_cross_entropy_of_class_indices_matches_the_log_softmax_path(reduction, dtype):
+    # known targets, no weights, nothing ignored: logsumexp(z) - z[t]; the same numbers (and gradients) as
+    # picking from log_softmax, including rows with huge logits
+    rng = np.random.default_rng(7)
+    for shape in [(9, 6), (6,)]:
+        z = fl.asarray(rng.standard_normal(shape) * 5).astype(dtype)
+        if len(shape) == 2:
+            z = z.at[0, 0].set(1e4)
+        t = fl.asarray(rng.integers(0, shape[-1], shape[:-1]))
+
+        def fast(z, t):
+            return fl.sum(F.cross_entropy(z, t, reduction=reduction))
+
+        def slow(z, t):
+            return fl.sum(_ce_through_log_softmax(z, t, reduction))
+
+        want = _ce_through_log_softmax(z, t, reduction)
+        np.testing.assert_array_equal(F.cross_entropy(z, t, reduction=reduction), want)
+        (v1, g1), (v2, g2) = fl.value_and_grad(fast)(z, t), fl.value_and_grad(slow)(z, t)
+        np.testing.assert_array_equal(v1, v2)
+        np.testing.assert_array_equal(g1, g2)
+        # traced targets take the general path: the same value
+        traced = fl.jit(lambda z, t: F.cross_entropy(z, t, reduction=reduction))(z, t)
+        np.testing.assert_allclose(traced, want, rtol=1e-6)
+    check_grads(lambda z: F.cross_entropy(z, fl.asarray(np.array([2, 0, 1]))), (t64(3, 4),), order=2)
+
+
+def test_cross_entropy_checks_targets_under_grad():
+    z = fl.ones((2, 3))
+    for bad in ([0, 3], [0, -1]):
+        with pytest.raises(IndexError, match="out of bounds for 3 classes"):
+            fl.grad(lambda z, t: F.cross_entropy(z, t))(z, fl.asarray(np.array(bad)))
