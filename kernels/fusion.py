@@ -195,6 +195,27 @@ def _init(kind: str, dtype: np.dtype) -> str:
     return f"np.{dtype.name}({info.min if kind == 'max' else info.max})"
 
 
+def _module_header(consts: dict) -> list[str]:
+    """The imports and typed constants every generated kernel module starts with."""
+    lines = [
+        "import math",
+        "import numba",
+        "import numpy as np",
+        "from funclib.kernels.vmath import fexp, flog, flog1p, fexpm1, ftanh, flogistic, ferf, fsin, fcos, fpow",
+        "from funclib.kernels.fusion import _logistic64",
+        "from funclib.kernels.halfconv import bf2f, f2bf, f2h, h2f",
+        "",
+    ]
+    for dn in ("float32", "float64"):
+        lines.append(f"_ZERO_{dn} = np.{dn}(0)")
+    for (val, dt), name in consts.items():
+        # repr of inf/nan is not Python source; float('inf') is
+        lines.append(
+            f"{name} = np.{dt}({val})" if val not in ("inf", "-inf", "nan") else f"{name} = np.{dt}(float('{val}'))"
+        )
+    return lines + ["", ""]
+
+
 def generate_source(spec: KernelSpec) -> str:
     """numba source for one fused loop nest (with an optional trailing or leading reduction)."""
     r = max(spec.rank, 1)
@@ -231,23 +252,7 @@ def generate_source(spec: KernelSpec) -> str:
         dt = np.dtype(spec.ops[j].dtype)
         val = f"t{j}" if dt not in HALF else f"{'f2h' if dt == F16 else 'f2bf'}(t{j})"
         body.append(f"out{k}[{idx_all}] = {val}")
-    lines = [
-        "import math",
-        "import numba",
-        "import numpy as np",
-        "from funclib.kernels.vmath import fexp, flog, flog1p, fexpm1, ftanh, flogistic, ferf, fsin, fcos, fpow",
-        "from funclib.kernels.fusion import _logistic64",
-        "from funclib.kernels.halfconv import bf2f, f2bf, f2h, h2f",
-        "",
-    ]
-    for dn in ("float32", "float64"):
-        lines.append(f"_ZERO_{dn} = np.{dn}(0)")
-    for (val, dt), name in consts.items():
-        # repr of inf/nan is not Python source; float('inf') is
-        lines.append(
-            f"{name} = np.{dt}({val})" if val not in ("inf", "-inf", "nan") else f"{name} = np.{dt}(float('{val}'))"
-        )
-    lines += ["", ""]
+    lines = _module_header(consts)
     # reductions may reassociate (that is what vectorizes them); pure elementwise kernels keep IEEE semantics
     fm = ", fastmath={'reassoc', 'contract'}" if red is not None and red.kind == "sum" else ""
     lines.append(f"@numba.njit(cache=True, error_model='numpy', nogil=True{fm})")
@@ -547,22 +552,7 @@ def generate_staged_source(spec: StagedSpec) -> str:
             d = _compute(np.dtype(spec.ops[j].dtype))
             src = ref(spec.ops[j].args[0])
             body.append(f"{inner}acc{j} = {_combine(spec.ops[j].param, f'acc{j}', src, d)}")
-    lines = [
-        "import math",
-        "import numba",
-        "import numpy as np",
-        "from funclib.kernels.vmath import fexp, flog, flog1p, fexpm1, ftanh, flogistic, ferf, fsin, fcos, fpow",
-        "from funclib.kernels.fusion import _logistic64",
-        "from funclib.kernels.halfconv import bf2f, f2bf, f2h, h2f",
-        "",
-    ]
-    for dn in ("float32", "float64"):
-        lines.append(f"_ZERO_{dn} = np.{dn}(0)")
-    for (val, dt), name in consts.items():
-        lines.append(
-            f"{name} = np.{dt}({val})" if val not in ("inf", "-inf", "nan") else f"{name} = np.{dt}(float('{val}'))"
-        )
-    lines += ["", ""]
+    lines = _module_header(consts)
     has_sum = any(op.name == "reduce" and op.param == "sum" for op in spec.ops)
     fm = ", fastmath={'reassoc', 'contract'}" if has_sum else ""
     lines.append(f"@numba.njit(cache=True, error_model='numpy', nogil=True{fm})")
