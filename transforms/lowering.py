@@ -788,10 +788,11 @@ def _empty_like_offset(shape, dtype, ref) -> np.ndarray:
 def _row_buffer(n: int, dtype, ref, k: int) -> np.ndarray:
     """Row buffer ``k`` of a staged kernel, half a page from the previous one modulo 4 KiB (the first half a page
     from ``ref``): each pass loads from one and stores into the next."""
+    if ref is None:
+        return np.empty(n, dtype)
     dtype = np.dtype(dtype)
     raw = np.empty(n * dtype.itemsize + 4096, np.uint8)
-    base = 0 if ref is None else ref.ctypes.data
-    off = (base + 2048 * (k + 1) - raw.ctypes.data) % 4096
+    off = (ref.ctypes.data + 2048 * (k + 1) - raw.ctypes.data) % 4096
     return raw[off : off + n * dtype.itemsize].view(dtype)
 
 
