@@ -82,6 +82,19 @@ class Jaxpr:
         return [v.aval for v in self.outvars]
 
 
+def use_counts(jaxpr: Jaxpr) -> dict:
+    """How many times each variable is read: by an equation's inputs, or as an output of the jaxpr."""
+    uses: dict = {}
+    for e in jaxpr.eqns:
+        for a in e.inputs:
+            if type(a) is Var:
+                uses[a] = uses.get(a, 0) + 1
+    for a in jaxpr.outvars:
+        if type(a) is Var:
+            uses[a] = uses.get(a, 0) + 1
+    return uses
+
+
 class ClosedJaxpr:
     """A jaxpr with the values of its constvars. Printing shows the jaxpr."""
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .core import ShapedArray, Tensor
-from .jaxpr import ClosedJaxpr, Eqn, Jaxpr, Literal, Var
+from .jaxpr import ClosedJaxpr, Eqn, Jaxpr, Literal, Var, use_counts
 
 _FOLD_LIMIT = 1 << 16  # elements: larger constant results stay as computations (they would bloat the program)
 
@@ -150,14 +150,7 @@ def simplify_cse_fold(jaxpr: Jaxpr, consts: list) -> tuple[Jaxpr, list]:
             a = subst[a]
         return a
 
-    uses: dict = {}
-    for e in jaxpr.eqns:
-        for a in e.inputs:
-            if type(a) is Var:
-                uses[a] = uses.get(a, 0) + 1
-    for a in jaxpr.outvars:
-        if type(a) is Var:
-            uses[a] = uses.get(a, 0) + 1
+    uses = use_counts(jaxpr)
 
     known: dict = {}
     for v, c in zip(constvars, consts):

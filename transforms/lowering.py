@@ -15,7 +15,7 @@ import numpy as np
 from funclib.kernels import fusion
 
 from funclib import config
-from funclib.jaxpr import Eqn, Jaxpr, Literal, Var
+from funclib.jaxpr import Eqn, Jaxpr, Literal, Var, use_counts
 from funclib.primitives.conv import _col2im_impl
 from funclib.primitives.dot import _dot_impl, dot_runner
 
@@ -272,17 +272,8 @@ def _fuse_dot_col2im(jaxpr: Jaxpr) -> Jaxpr:
     """``conv_patches_transpose(reshape(dot_general(x, y)))`` batched over axis 0, as in a convolution's input
     gradient, becomes one step that never materializes the whole patch gradient (25 MB for a (64, 16, 28, 28)
     input and a 3x3 kernel): each example's product is folded back while it is in cache."""
-    uses: dict = {}
-    producer: dict = {}
-    for e in jaxpr.eqns:
-        for a in e.inputs:
-            if type(a) is Var:
-                uses[a] = uses.get(a, 0) + 1
-        for v in e.outputs:
-            producer[v] = e
-    for a in jaxpr.outvars:
-        if type(a) is Var:
-            uses[a] = uses.get(a, 0) + 2
+    uses = use_counts(jaxpr)
+    producer = {v: e for e in jaxpr.eqns for v in e.outputs}
     replace: dict = {}
     drop: set = set()
     for e in jaxpr.eqns:
