@@ -17,7 +17,7 @@ from funclib.kernels import fusion
 from funclib import config
 from funclib.jaxpr import Eqn, Jaxpr, Literal, Var, use_counts
 from funclib.primitives.conv import _col2im_impl
-from funclib.primitives.dot import _dot_impl, dot_runner
+from funclib.primitives.dot import _dot_impl
 
 
 class Program:
@@ -64,9 +64,6 @@ def _impl_step(eqn):
         step = lower(eqn)
         if step is not None:
             return step
-    if prim.name == "dot_general":
-        x, y = eqn.inputs
-        return dot_runner(x.aval.shape, y.aval.shape, x.aval.dtype, eqn.params["dimension_numbers"])
     impl = prim.rule("impl")
     return functools.partial(impl, **eqn.params) if eqn.params else impl
 
@@ -842,31 +839,31 @@ class StagedStep:
 _ALIAS_MIN_BYTES = 1 << 16
 
 
-def _empty_like_offset(shape, dtype, ref) -> np.ndarray:
-    """``np.empty(shape, dtype)`` placed half a page away from ``ref`` modulo 4 KiB.
+def _placed_empty(shape, dtype, ref, half_pages: int) -> np.ndarray:
+    """``np.empty(shape, dtype)`` whose address modulo 4 KiB is ``ref``'s plus ``half_pages`` half pages.
 
-    A loop storing into an output whose address modulo 4 KiB sits just below its input's stalls on false
-    store-to-load dependencies (4K aliasing): 35 % slower for a row kernel over (1024, 1024) float32, depending
-    only on where malloc happened to put the output.
+    A loop storing into an array whose address modulo 4 KiB sits just below that of an array it loads from stalls
+    on false store-to-load dependencies (4K aliasing): 35 % slower for a row kernel over (1024, 1024) float32,
+    depending only on where malloc happened to put the output.
     """
     dtype = np.dtype(dtype)
     nbytes = math.prod(shape) * dtype.itemsize
-    if ref is None or nbytes < _ALIAS_MIN_BYTES:
-        return np.empty(shape, dtype)
     raw = np.empty(nbytes + 4096, np.uint8)
-    off = (ref.ctypes.data + 2048 - raw.ctypes.data) % 4096
+    off = (ref.ctypes.data + 2048 * half_pages - raw.ctypes.data) % 4096
     return raw[off : off + nbytes].view(dtype).reshape(shape)
+
+
+def _empty_like_offset(shape, dtype, ref) -> np.ndarray:
+    """A kernel output, half a page from its large input ``ref`` (plain ``np.empty`` for small outputs)."""
+    if ref is None or math.prod(shape) * np.dtype(dtype).itemsize < _ALIAS_MIN_BYTES:
+        return np.empty(shape, dtype)
+    return _placed_empty(shape, dtype, ref, 1)
 
 
 def _row_buffer(n: int, dtype, ref, k: int) -> np.ndarray:
     """Row buffer ``k`` of a staged kernel, half a page from the previous one modulo 4 KiB (the first half a page
     from ``ref``): each pass loads from one and stores into the next."""
-    if ref is None:
-        return np.empty(n, dtype)
-    dtype = np.dtype(dtype)
-    raw = np.empty(n * dtype.itemsize + 4096, np.uint8)
-    off = (ref.ctypes.data + 2048 * (k + 1) - raw.ctypes.data) % 4096
-    return raw[off : off + n * dtype.itemsize].view(dtype)
+    return np.empty(n, dtype) if ref is None else _placed_empty((n,), dtype, ref, k + 1)
 
 
 def _big_input(arrays):

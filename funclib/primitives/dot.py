@@ -84,38 +84,6 @@ def _dot_impl(x, y, *, dimension_numbers):
     return out.reshape(out_shape).astype(out_dtype, copy=False)
 
 
-def dot_runner(x_shape, y_shape, dtype, dimension_numbers):
-    """``_dot_impl`` specialized to static shapes: the permutations and reshapes are worked out once, so a jitted
-    program's call is the matmul and two views. Falls back to the general impl for other shapes."""
-    (lc, rc), (lb, rb) = dimension_numbers
-    x_shape, y_shape = tuple(x_shape), tuple(y_shape)
-    if dtype in _LOW:
-        return functools.partial(_dot_impl, dimension_numbers=dimension_numbers)
-    xf, yf = _free(len(x_shape), lc, lb), _free(len(y_shape), rc, rb)
-    xperm = list(lb) + xf + list(lc)
-    yperm = list(rb) + list(rc) + yf
-    bshape = [x_shape[i] for i in lb]
-    out_shape = tuple(bshape + [x_shape[i] for i in xf] + [y_shape[i] for i in yf])
-    k = math.prod(x_shape[i] for i in lc)
-    B = math.prod(bshape)
-    M = math.prod(x_shape[i] for i in xf)
-    N = math.prod(y_shape[i] for i in yf)
-    if k == 1 or B != 1:
-        return functools.partial(_dot_impl, dimension_numbers=dimension_numbers)
-    xid = xperm == list(range(len(x_shape)))
-    yid = yperm == list(range(len(y_shape)))
-    xs, ys = (M, k), (k, N)
-
-    def run(x, y):
-        if x.shape != x_shape or y.shape != y_shape:
-            return _dot_impl(x, y, dimension_numbers=dimension_numbers)
-        xt = x if xid else x.transpose(xperm)
-        yt = y if yid else y.transpose(yperm)
-        return np.matmul(xt.reshape(xs), yt.reshape(ys)).reshape(out_shape)
-
-    return run
-
-
 def _blasable(a):
     s = a.strides
     isz = a.itemsize
