@@ -584,6 +584,21 @@ def plan(jaxpr: Jaxpr, staged: bool = True) -> list:
     return out
 
 
+def _const_ref(a: Literal) -> tuple:
+    """A scalar literal as a kernel constant reference."""
+    v = np.asarray(a.val, dtype=a.aval.dtype)
+    return ("const", repr(v.item()), a.aval.dtype.name)
+
+
+def _op_param(e, name: str):
+    """The one parameter a kernel op takes: a conversion's target dtype or an integer power's exponent."""
+    if name == "convert":
+        return e.params["new_dtype"].name
+    if e.prim.name == "integer_pow":
+        return e.params["y"]
+    return None
+
+
 class FusedStep:
     """Runs one fused group: prepares inputs (zero-stride axes become size 1), picks the kernel for the
     broadcast pattern, allocates outputs and calls it."""
@@ -602,18 +617,12 @@ class FusedStep:
                     if id(a) in lit_index:
                         args.append(("in", lit_index[id(a)]))
                     else:
-                        v = np.asarray(a.val, dtype=a.aval.dtype)
-                        args.append(("const", repr(v.item()), a.aval.dtype.name))
+                        args.append(_const_ref(a))
                 elif a in pos:
                     args.append(("op", pos[a]))
                 else:
                     args.append(("in", index[a]))
-            param = None
-            if name == "convert":
-                param = e.params["new_dtype"].name
-            elif e.prim.name == "integer_pow":
-                param = e.params["y"]
-            ops.append((name, tuple(args), e.outputs[0].aval.dtype.name, param))
+            ops.append((name, tuple(args), e.outputs[0].aval.dtype.name, _op_param(e, name)))
             pos[e.outputs[0]] = j
         self.ops = tuple(fusion.OpSpec(n, a, d, p) for n, a, d, p in ops)
         self.out_ops = tuple(pos[v] for v in group.outputs)
@@ -787,8 +796,7 @@ class StagedStep:
             args = []
             for a in e.inputs:
                 if type(a) is Literal and np.asarray(a.val).ndim == 0:
-                    v = np.asarray(a.val, dtype=a.aval.dtype)
-                    args.append(("const", repr(v.item()), a.aval.dtype.name))
+                    args.append(_const_ref(a))
                 elif type(a) is Var and a in pos:
                     args.append(("op", pos[a]))
                 else:
@@ -798,12 +806,7 @@ class StagedStep:
                     fusion.StagedOp("reduce", tuple(args), out.aval.dtype.name, _REDUCTIONS[e.prim.name], True, stage)
                 )
             else:
-                param = None
-                if name == "convert":
-                    param = e.params["new_dtype"].name
-                elif e.prim.name == "integer_pow":
-                    param = e.params["y"]
-                ops.append(fusion.StagedOp(name, tuple(args), out.aval.dtype.name, param, row, stage))
+                ops.append(fusion.StagedOp(name, tuple(args), out.aval.dtype.name, _op_param(e, name), row, stage))
             pos[out] = len(ops) - 1
         self.out_plan = []
         for v in group.outputs:
