@@ -10,8 +10,8 @@ Functions (float32 in, float32 out; other argument types are converted to float3
 
 Accuracy: each is within 2 ulp of the float64 function over the whole float32 range, subnormal inputs
 and outputs included (no flush to zero). Measured over all 2**32 inputs against libm in float64: exp 0.88,
-expm1 1.24, log 0.87, log1p 0.94, tanh 0.77, logistic 0.93, erf 1.00, sin 0.94, cos 0.95 ulp (on CPUs
-without FMA: 0.90, 1.24, 0.89, 0.95, 1.01, 1.48, 1.01, 0.99, 0.98); pow 0.50 ulp on random samples.
+expm1 1.24, log 0.87, log1p 0.94, tanh 0.77, logistic 1.48, erf 1.07, sin 0.94, cos 0.95 ulp (on CPUs
+without FMA: 0.90, 1.24, 0.89, 0.95, 1.01, 1.48, 1.08, 0.99, 0.98); pow 0.50 ulp on random samples.
 Special values follow C99: NaN propagates,
 ``exp(+-inf) = inf, 0``, ``log(0) = -inf``, ``log(x < 0) = nan``, ``tanh(+-inf) = +-1``, odd functions
 keep the sign of zero (``tanh(-0) = sin(-0) = -0``), overflow gives ``inf``. ``fpow`` follows the C99
@@ -23,11 +23,14 @@ minimax, coefficients rounded to float32 one at a time with the rest refitted). 
 reduce by ``n*ln2`` with a two-part ``ln2`` and scale by ``2**n`` in two halves so that subnormal results
 round once. ``log`` splits the exponent off so the mantissa lies in ``[sqrt(1/2), sqrt(2))``; ``log1p``
 keeps the rounding error of ``1 + x`` as a correction term. ``tanh`` and ``erf`` switch between a
-polynomial near zero and an ``exp``-based form by a select, computing both. ``erf`` uses
-``1 - exp(h(x) - x*x)`` with a polynomial ``h`` for ``0.85 <= |x| < 4``. ``tanh`` and ``logistic`` divide
-float32 pairs: ``e**-|x|`` from the reduction is held exactly as ``2**n * (p + pl)``, ``1 +- e**-|x|`` as its
-rounded sum plus the exact error, and the quotient as ``q + remainder / denominator``, so the result is
-rounded about once.
+polynomial near zero and a second form by a select, computing both. For ``0.9 <= |x|``, ``erf`` is
+``1 - P(t)/Q(t)`` with a degree-6 rational fit of ``erfc`` in ``t = |x| - 0.85`` (clamped at 4): there erf
+lies in ``[0.79, 1]``, so erfc needs only an absolute error of about ``2**-26``, not a relative one, and no
+``exp``. ``tanh`` divides float32 pairs: ``e**-2|x|`` from the reduction is held exactly as
+``2**n * (p + pl)``, ``1 +- e**-2|x|`` as rounded sums plus their exact errors, and the quotient as
+``q + remainder / denominator``, so the result is rounded about once. ``logistic`` divides ``1`` or
+``e = exp(-|x|)`` by ``1 + e`` held the same way, so only ``exp``'s own error and one rounding remain; on CPUs
+without FMA, where that remainder is inexact, it holds ``e`` as a pair too, as ``tanh`` does.
 
 Multiply-adds in the polynomials and the corrections are explicit fused multiply-adds (``llvm.fma``, one
 vector instruction) where numba's target CPU has FMA, and a plain ``a*b + c`` elsewhere, where ``llvm.fma``
@@ -191,7 +194,6 @@ _LN2_LO = _F(1.4286068203094173e-06)
 
 _EXP_HI = _F(89.0)  # exp(89) overflows; n stays <= 128
 _EXP_LO = _F(-104.0)  # exp(-104) rounds to 0; n stays >= -150
-_NEXP_LO = -_EXP_LO
 # e**r = 1 + r + r*r*P(r) on |r| <= ln2/2
 _E0, _E1, _E2, _E3, _E4 = _F(0.49999994), _F(0.1666652), _F(0.0416684), _F(0.008368851), _F(0.001381432)
 
@@ -375,15 +377,11 @@ def ftanh(x):
 _LOGI_NMIN = _I(-64)  # e**-|x| below 2**-63 leaves 1 + e**-|x| at 1 to far below float32 precision
 
 
-@njit(**_OPTS)
-def flogistic(x):
-    """``1 / (1 + e**-x)`` for float32, relative accuracy kept for large negative x (subnormal results).
-
-    Example: ``flogistic(np.float32(0)) == 0.5``.
-    """
-    x = _F(x)
+@njit(**_INNER)
+def _logistic_pair(x):
+    """``flogistic`` with ``e**-|x|`` held as an exact pair, for targets whose division remainder is inexact."""
     a = abs(x)
-    n, u = _exp_reduce_core(-(_NEXP_LO if a > _NEXP_LO else a))
+    n, u = _exp_reduce_core(-(-_EXP_LO if a > -_EXP_LO else a))
     # e**-|x| = 2**n * (1 + u) = 2**(n - m) * d * (p + pl); d = 2**m is normal, and so is d * p
     m = max(n, _LOGI_NMIN)
     d = _float(_I((m + _B127) << 23))
@@ -398,19 +396,39 @@ def flogistic(x):
     return y * (d if neg else _ONE) * (d2 if neg else _ONE)
 
 
+@njit(**_OPTS)
+def flogistic(x):
+    """``1 / (1 + e**-x)`` for float32, relative accuracy kept for large negative x (subnormal results).
+
+    Example: ``flogistic(np.float32(0)) == 0.5``.
+    """
+    x = _F(x)
+    if not _HAS_FMA:
+        # without FMA the quotient's remainder is good only to 2**-25, which on top of exp's error would reach
+        # 2.4 ulp; the pair form stays within 1.5
+        return _logistic_pair(x)
+    e = _exp(-abs(x))
+    s = _ONE + e
+    c = e - (s - _ONE)  # 1 + e = s + c exactly (Fast2Sum, e <= 1)
+    return _div2(e if x < _ZERO else _ONE, _ZERO, s, c)
+
+
 # ---------------------------------------------------------------------------------------------- erf
 
 _ERF_CLAMP = _F(4.0)  # erf rounds to 1 above 3.92
-_ERF_X1 = _F(0.85)  # where both forms are near their best (about 1 ulp)
+_ERF_X1 = _F(0.9)  # where both forms are near their best (about 1 ulp)
 _ERF_TS = _F(2.0 / np.sqrt(np.pi) - 1.0)
 # erf(x) = x + x * (TS + x*x * S(x*x)), fitted on |x| < 1
 _S0, _S1, _S2, _S3, _S4, _S5, _S6 = (
     _F(c) for c in (-0.37612638, 0.112837836, -0.02686547, 0.00522111, -8.4849104e-04, 1.1270336e-04, -9.67593e-06)
 )
-# erfc(a) = exp(H(a - 1) - a*a), fitted on 0.75 <= a <= 4
-_H0, _H1, _H2, _H3, _H4, _H5, _H6, _H7 = (
-    _F(c)
-    for c in (-0.8496055, -0.6389675, 0.15689285, -0.041559853, 0.010030704, -0.001986546, 2.722548e-04, -1.7549974e-05)
+# erfc(a) = P(t) / Q(t), t = a - 0.85, fitted for absolute error on 0.85 <= a <= 4 (Q > 0 there)
+_ERFC_C = _F(0.85)
+_P0, _P1, _P2, _P3, _P4, _P5, _P6 = (
+    _F(c) for c in (0.22933192551136017, -0.46293506026268005, 0.39435288310050964, -0.18128269910812378, 0.04738079011440277, -0.006668267771601677, 0.0003943447663914412)
+)
+_Q1, _Q2, _Q3, _Q4, _Q5, _Q6 = (
+    _F(c) for c in (0.37035107612609863, 0.5738468766212463, 0.1813109964132309, 0.13912329077720642, 0.027662243694067, 0.022252561524510384)
 )
 
 
@@ -422,15 +440,11 @@ def ferf(x):
     z = x * x
     sp = _fma(_fma(_fma(_fma(_fma(_fma(_S6, z, _S5), z, _S4), z, _S3), z, _S2), z, _S1), z, _S0)
     small = _fma(x, _fma(z, sp, _ERF_TS), x)
-    ac = _ERF_CLAMP if a > _ERF_CLAMP else a
-    t = ac - _ONE
-    h = _fma(_fma(_fma(_fma(_fma(_fma(_fma(_H7, t, _H6), t, _H5), t, _H4), t, _H3), t, _H2), t, _H1), t, _H0)
-    # erfc = 2**n * (1 + u) with n in [-26, -2] where it is used (no clamping or subnormal scaling); 1 - 2**n is
-    # exact for n >= -24, so 1 - erfc rounds once (below, erf is within an ulp of 1).
-    n, u = _exp_reduce_core(h - ac * ac)
-    e = _float(_I((n + _B127) << 23))
-    large = _fma(-e, u, _ONE - e)
-    return small if a < _ERF_X1 else _copysign(large, x)
+    # erf = 1 - erfc needs erfc only to an absolute 2**-26 here, which a rational function meets without exp
+    t = (_ERF_CLAMP if a > _ERF_CLAMP else a) - _ERFC_C
+    p = _fma(_fma(_fma(_fma(_fma(_fma(_P6, t, _P5), t, _P4), t, _P3), t, _P2), t, _P1), t, _P0)
+    q = _fma(_fma(_fma(_fma(_fma(_fma(_Q6, t, _Q5), t, _Q4), t, _Q3), t, _Q2), t, _Q1), t, _ONE)
+    return small if a < _ERF_X1 else _copysign(_ONE - p / q, x)
 
 
 # ------------------------------------------------------------------------------------------ sin, cos
