@@ -81,9 +81,7 @@ class Linear(Module):
     (3, 5)
     """
 
-    def __init__(
-        self, in_features: int, out_features: int, bias: bool = True, device=None, dtype=None, *, key=None
-    ):
+    def __init__(self, in_features: int, out_features: int, bias: bool = True, device=None, dtype=None, *, key=None):
         super().__init__()
         d = _dtype(dtype, device)
         self.in_features = in_features
@@ -93,9 +91,7 @@ class Linear(Module):
             init.kaiming_uniform_(fl.empty((out_features, in_features), dtype=d), a=math.sqrt(5), key=kw)
         )
         if bias:
-            self.bias = _uniform(
-                (out_features,), 1.0 / math.sqrt(in_features) if in_features > 0 else 0.0, d, kb
-            )
+            self.bias = _uniform((out_features,), 1.0 / math.sqrt(in_features) if in_features > 0 else 0.0, d, kb)
         else:
             self.register_parameter("bias", None)
 
@@ -108,9 +104,7 @@ class Linear(Module):
         return F.linear(input, self.weight, self.bias)
 
     def extra_repr(self):
-        return (
-            f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
-        )
+        return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
 
 
 class Bilinear(Module):
@@ -188,19 +182,19 @@ class _ConvNd(Module):
 
     def __init__(
         self,
-        in_channels,
-        out_channels,
+        in_channels: int,
+        out_channels: int,
         kernel_size,
-        stride,
-        padding,
-        dilation,
-        groups,
-        bias,
-        padding_mode,
-        output_padding,
-        device,
-        dtype,
-        key,
+        stride=1,
+        padding=0,
+        dilation=1,
+        groups: int = 1,
+        bias: bool = True,
+        padding_mode: str = "zeros",
+        device=None,
+        dtype=None,
+        *,
+        key=None,
     ):
         super().__init__()
         nd = self._nd
@@ -218,7 +212,7 @@ class _ConvNd(Module):
         self.stride = F._tuple(stride, nd, name, "stride")
         self.padding = padding if isinstance(padding, str) else F._tuple(padding, nd, name, "padding")
         self.dilation = F._tuple(dilation, nd, name, "dilation")
-        self.output_padding = F._tuple(output_padding, nd, name, "output_padding")
+        self.output_padding = (0,) * nd
         self.groups = groups
         self.padding_mode = padding_mode
         if self._transposed:
@@ -233,6 +227,11 @@ class _ConvNd(Module):
         else:
             self.register_parameter("bias", None)
 
+    def forward(self, input):
+        self._check(input)
+        conv = F.conv1d if self._nd == 1 else F.conv2d
+        return conv(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+
     def _check(self, input):
         nd = self._nd
         if input.ndim not in (nd + 1, nd + 2) or input.shape[-nd - 1] != self.in_channels:
@@ -246,11 +245,7 @@ class _ConvNd(Module):
         nd = self._nd
         s = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
         if self.padding != (0,) * nd:
-            s += (
-                f", padding={self.padding!r}"
-                if isinstance(self.padding, str)
-                else f", padding={self.padding}"
-            )
+            s += f", padding={self.padding!r}" if isinstance(self.padding, str) else f", padding={self.padding}"
         if self.dilation != (1,) * nd:
             s += f", dilation={self.dilation}"
         if self.output_padding != (0,) * nd:
@@ -267,42 +262,6 @@ class Conv1d(_ConvNd):
 
     _nd = 1
 
-    def __init__(
-        self,
-        in_channels: int,
-        out_channels: int,
-        kernel_size,
-        stride=1,
-        padding=0,
-        dilation=1,
-        groups: int = 1,
-        bias: bool = True,
-        padding_mode: str = "zeros",
-        device=None,
-        dtype=None,
-        *,
-        key=None,
-    ):
-        super().__init__(
-            in_channels,
-            out_channels,
-            kernel_size,
-            stride,
-            padding,
-            dilation,
-            groups,
-            bias,
-            padding_mode,
-            0,
-            device,
-            dtype,
-            key,
-        )
-
-    def forward(self, input):
-        self._check(input)
-        return F.conv1d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
-
 
 class Conv2d(_ConvNd):
     """2-d convolution over ``(N, C_in, H, W)``; ``weight: (out, in / groups, kh, kw)``; init
@@ -313,42 +272,6 @@ class Conv2d(_ConvNd):
     """
 
     _nd = 2
-
-    def __init__(
-        self,
-        in_channels: int,
-        out_channels: int,
-        kernel_size,
-        stride=1,
-        padding=0,
-        dilation=1,
-        groups: int = 1,
-        bias: bool = True,
-        padding_mode: str = "zeros",
-        device=None,
-        dtype=None,
-        *,
-        key=None,
-    ):
-        super().__init__(
-            in_channels,
-            out_channels,
-            kernel_size,
-            stride,
-            padding,
-            dilation,
-            groups,
-            bias,
-            padding_mode,
-            0,
-            device,
-            dtype,
-            key,
-        )
-
-    def forward(self, input):
-        self._check(input)
-        return F.conv2d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
 
 
 class _ConvTransposeNd(_ConvNd):
@@ -382,11 +305,11 @@ class _ConvTransposeNd(_ConvNd):
             groups,
             bias,
             padding_mode,
-            output_padding,
             device,
             dtype,
-            key,
+            key=key,
         )
+        self.output_padding = F._tuple(output_padding, self._nd, type(self).__name__, "output_padding")
 
     def forward(self, input, output_size=None):
         self._check(input)
@@ -403,10 +326,7 @@ class _ConvTransposeNd(_ConvNd):
         pads = []
         for i in range(nd):
             base = (
-                (insz[i] - 1) * self.stride[i]
-                - 2 * self.padding[i]
-                + self.dilation[i] * (self.kernel_size[i] - 1)
-                + 1
+                (insz[i] - 1) * self.stride[i] - 2 * self.padding[i] + self.dilation[i] * (self.kernel_size[i] - 1) + 1
             )
             extra = output_size[i] - base
             if not 0 <= extra < max(self.stride[i], self.dilation[i]):
@@ -534,9 +454,7 @@ class AvgPool1d(_AvgPoolNd):
 
     _nd = 1
 
-    def __init__(
-        self, kernel_size, stride=None, padding=0, ceil_mode: bool = False, count_include_pad: bool = True
-    ):
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode: bool = False, count_include_pad: bool = True):
         super().__init__(kernel_size, stride, padding, ceil_mode, count_include_pad)
 
 
@@ -621,9 +539,7 @@ class _BatchNorm(Module):
         name = type(self).__name__
         if input.ndim not in self._ndims:
             want = " or ".join(f"{n}D" for n in self._ndims)
-            raise ShapeError(
-                f"{name}: expected {want} input (got {input.ndim}D input of shape {tuple(input.shape)})"
-            )
+            raise ShapeError(f"{name}: expected {want} input (got {input.ndim}D input of shape {tuple(input.shape)})")
         if input.shape[1] != self.num_features:
             raise ShapeError(
                 f"{name}({self.num_features}): the input has {input.shape[1]} channels on axis 1 (shape "
@@ -721,9 +637,7 @@ class GroupNorm(Module):
     ):
         super().__init__()
         if num_channels % num_groups:
-            raise ValueError(
-                f"GroupNorm: num_channels={num_channels} must be divisible by num_groups={num_groups}"
-            )
+            raise ValueError(f"GroupNorm: num_channels={num_channels} must be divisible by num_groups={num_groups}")
         d = _dtype(dtype, device)
         self.num_groups, self.num_channels, self.eps, self.affine = num_groups, num_channels, eps, affine
         if affine:
@@ -776,9 +690,7 @@ class _ChannelDropout(Dropout):
             return input
         nd = self._nd
         if input.ndim not in (nd + 1, nd + 2):
-            raise ShapeError(
-                f"{type(self).__name__}: expected a {nd + 1}D or {nd + 2}D input, got {input.ndim}D"
-            )
+            raise ShapeError(f"{type(self).__name__}: expected a {nd + 1}D or {nd + 2}D input, got {input.ndim}D")
         mask_shape = tuple(input.shape[: input.ndim - nd]) + (1,) * nd
         return input * F.dropout(fl.ones(mask_shape, dtype=input.dtype), self.p, True)
 
@@ -820,9 +732,7 @@ class Embedding(Module):
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
         if padding_idx is not None:
             if not -num_embeddings <= padding_idx < num_embeddings:
-                raise ValueError(
-                    f"Embedding: padding_idx {padding_idx} is out of range for {num_embeddings} rows"
-                )
+                raise ValueError(f"Embedding: padding_idx {padding_idx} is out of range for {num_embeddings} rows")
             padding_idx %= num_embeddings
         self.padding_idx = padding_idx
         if _weight is None:
