@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import funclib as fl
 
-from .optimizer import Optimizer, coef, lerp, namespace, pow_, sqrt_
+from .optimizer import Optimizer, coef, hyperparameters, lerp, namespace, pow_, sqrt_, weight_decay
 
 __all__ = ["Adam", "AdamW", "Adamax", "NAdam", "RAdam"]
 
@@ -40,17 +40,7 @@ class Adam(Optimizer):
         *,
         maximize: bool = False,
     ):
-        super().__init__(
-            params,
-            dict(
-                lr=lr,
-                betas=tuple(betas),
-                eps=eps,
-                weight_decay=weight_decay,
-                amsgrad=amsgrad,
-                maximize=maximize,
-            ),
-        )
+        super().__init__(params, hyperparameters(locals()))
 
     def init_one(self, p, group):
         s = {"exp_avg": fl.zeros_like(p), "exp_avg_sq": fl.zeros_like(p)}
@@ -133,7 +123,7 @@ class Adamax(Optimizer):
         *,
         maximize: bool = False,
     ):
-        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, maximize=maximize))
+        super().__init__(params, hyperparameters(locals()))
 
     numpy_rule = True
 
@@ -143,8 +133,7 @@ class Adamax(Optimizer):
     def update_one(self, g, p, s, h, cfg):
         xp = namespace(p)
         b1, b2 = h["betas"]
-        if cfg["weight_decay"] != 0:
-            g = g + p * h["weight_decay"]
+        g, p = weight_decay(g, p, h["lr"], h, cfg)
         m = lerp(s["exp_avg"], g, 1 - b1)
         u = xp.maximum(s["exp_inf"] * b2, xp.abs(g) + h["eps"])
         bc = 1 - pow_(b1, s["step"])
@@ -169,18 +158,7 @@ class NAdam(Optimizer):
         *,
         maximize: bool = False,
     ):
-        super().__init__(
-            params,
-            dict(
-                lr=lr,
-                betas=tuple(betas),
-                eps=eps,
-                weight_decay=weight_decay,
-                momentum_decay=momentum_decay,
-                decoupled_weight_decay=decoupled_weight_decay,
-                maximize=maximize,
-            ),
-        )
+        super().__init__(params, hyperparameters(locals()))
 
     numpy_rule = True
 
@@ -197,11 +175,7 @@ class NAdam(Optimizer):
         b1, b2 = h["betas"]
         lr = h["lr"]
         bc2 = 1 - pow_(b2, step)
-        if cfg["weight_decay"] != 0:
-            if cfg["decoupled_weight_decay"]:
-                p = p * (1 - lr * h["weight_decay"])
-            else:
-                g = g + p * h["weight_decay"]
+        g, p = weight_decay(g, p, lr, h, cfg, cfg["decoupled_weight_decay"])
         md = h["momentum_decay"]
         mu = b1 * (1.0 - 0.5 * pow_(0.96, step * md))
         mu_next = b1 * (1.0 - 0.5 * pow_(0.96, (step + 1) * md))
@@ -231,17 +205,7 @@ class RAdam(Optimizer):
         *,
         maximize: bool = False,
     ):
-        super().__init__(
-            params,
-            dict(
-                lr=lr,
-                betas=tuple(betas),
-                eps=eps,
-                weight_decay=weight_decay,
-                decoupled_weight_decay=decoupled_weight_decay,
-                maximize=maximize,
-            ),
-        )
+        super().__init__(params, hyperparameters(locals()))
 
     numpy_rule = True
 
@@ -252,11 +216,7 @@ class RAdam(Optimizer):
         step = s["step"]
         b1, b2 = h["betas"]
         lr = h["lr"]
-        if cfg["weight_decay"] != 0:
-            if cfg["decoupled_weight_decay"]:
-                p = p * (1 - lr * h["weight_decay"])
-            else:
-                g = g + p * h["weight_decay"]
+        g, p = weight_decay(g, p, lr, h, cfg, cfg["decoupled_weight_decay"])
         m = lerp(s["exp_avg"], g, 1 - b1)
         v = s["exp_avg_sq"] * b2 + g * g * (1 - b2)
         s["exp_avg"], s["exp_avg_sq"] = m, v

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import funclib as fl
 
-from .optimizer import Optimizer, coef, lerp, namespace
+from .optimizer import Optimizer, coef, hyperparameters, lerp, namespace, weight_decay
 
 __all__ = ["RMSprop", "Adagrad", "Adadelta"]
 
@@ -34,18 +34,7 @@ class RMSprop(Optimizer):
             raise ValueError(f"RMSprop: invalid alpha value {alpha}")
         if momentum < 0:
             raise ValueError(f"RMSprop: invalid momentum value {momentum}")
-        super().__init__(
-            params,
-            dict(
-                lr=lr,
-                alpha=alpha,
-                eps=eps,
-                weight_decay=weight_decay,
-                momentum=momentum,
-                centered=centered,
-                maximize=maximize,
-            ),
-        )
+        super().__init__(params, hyperparameters(locals()))
 
     numpy_rule = True
 
@@ -59,8 +48,7 @@ class RMSprop(Optimizer):
 
     def update_one(self, g, p, s, h, cfg):
         alpha = h["alpha"]
-        if cfg["weight_decay"] != 0:
-            g = g + p * h["weight_decay"]
+        g, p = weight_decay(g, p, h["lr"], h, cfg)
         sa = s["square_avg"] * alpha + g * g * (1 - alpha)
         s["square_avg"] = sa
         if cfg["centered"]:
@@ -93,17 +81,7 @@ class Adagrad(Optimizer):
     ):
         if lr_decay < 0 or initial_accumulator_value < 0:
             raise ValueError("Adagrad: lr_decay and initial_accumulator_value must be >= 0")
-        super().__init__(
-            params,
-            dict(
-                lr=lr,
-                lr_decay=lr_decay,
-                weight_decay=weight_decay,
-                initial_accumulator_value=initial_accumulator_value,
-                eps=eps,
-                maximize=maximize,
-            ),
-        )
+        super().__init__(params, hyperparameters(locals()))
 
     numpy_rule = True
 
@@ -111,8 +89,7 @@ class Adagrad(Optimizer):
         return {"sum": fl.full_like(p, group["initial_accumulator_value"])}
 
     def update_one(self, g, p, s, h, cfg):
-        if cfg["weight_decay"] != 0:
-            g = g + p * h["weight_decay"]
+        g, p = weight_decay(g, p, h["lr"], h, cfg)
         clr = h["lr"] / (1 + (s["step"] - 1) * h["lr_decay"])
         acc = s["sum"] + g * g
         s["sum"] = acc
@@ -135,7 +112,7 @@ class Adadelta(Optimizer):
     ):
         if not 0.0 <= rho <= 1.0:
             raise ValueError(f"Adadelta: invalid rho value {rho}")
-        super().__init__(params, dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay, maximize=maximize))
+        super().__init__(params, hyperparameters(locals()))
 
     numpy_rule = True
 
@@ -145,8 +122,7 @@ class Adadelta(Optimizer):
     def update_one(self, g, p, s, h, cfg):
         xp = namespace(p)
         rho = h["rho"]
-        if cfg["weight_decay"] != 0:
-            g = g + p * h["weight_decay"]
+        g, p = weight_decay(g, p, h["lr"], h, cfg)
         sa = s["square_avg"] * rho + g * g * (1 - rho)
         std = xp.sqrt(sa + h["eps"])
         delta = xp.sqrt(s["acc_delta"] + h["eps"]) / std * g

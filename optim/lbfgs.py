@@ -23,7 +23,7 @@ import funclib as fl
 from funclib.core import Tensor
 
 from ..nn.module import Module, named_grads
-from .optimizer import Optimizer
+from .optimizer import Optimizer, hyperparameters
 
 __all__ = ["LBFGS"]
 
@@ -149,18 +149,7 @@ class LBFGS(Optimizer):
             max_eval = max_iter * 5 // 4
         if line_search_fn not in (None, "strong_wolfe"):
             raise ValueError(f"LBFGS: line_search_fn must be None or 'strong_wolfe', got {line_search_fn!r}")
-        super().__init__(
-            params,
-            dict(
-                lr=lr,
-                max_iter=max_iter,
-                max_eval=max_eval,
-                tolerance_grad=tolerance_grad,
-                tolerance_change=tolerance_change,
-                history_size=history_size,
-                line_search_fn=line_search_fn,
-            ),
-        )
+        super().__init__(params, hyperparameters(locals()))
         if len(self.param_groups) != 1:
             raise ValueError("LBFGS doesn't support per-parameter options (parameter groups)")
         self.lbfgs_state: dict[str, Any] = {"func_evals": 0, "n_iter": 0}

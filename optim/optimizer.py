@@ -100,6 +100,30 @@ def first_step(step, first, later):
     return first if step == 1 else later
 
 
+def hyperparameters(args: dict) -> dict:
+    """A constructor's ``locals()`` as the optimizer's defaults: every argument but ``self`` and ``params``,
+    ``betas`` as a tuple. Call it before the constructor binds any other name.
+
+    >>> def __init__(self, params, lr=0.1, betas=[0.9, 0.99]): return hyperparameters(locals())
+    >>> __init__(None, [])
+    {'lr': 0.1, 'betas': (0.9, 0.99)}
+    """
+    out = {k: v for k, v in args.items() if k not in ("self", "params", "__class__")}
+    if "betas" in out:
+        out["betas"] = tuple(out["betas"])
+    return out
+
+
+def weight_decay(g, p, lr, h, cfg, decoupled: bool = False):
+    """PyTorch's weight decay before an update: ``g + wd * p`` (L2), or with ``decoupled`` ``p * (1 - lr * wd)``
+    (AdamW style). Returns ``(g, p)``; a no-op when the group's ``weight_decay`` is 0."""
+    if cfg["weight_decay"] == 0:
+        return g, p
+    if decoupled:
+        return g, p * (1 - lr * h["weight_decay"])
+    return g + p * h["weight_decay"], p
+
+
 def lerp(a, b, w):
     """``a + w * (b - a)``, PyTorch's ``lerp_`` for the moving averages."""
     return a + (b - a) * w

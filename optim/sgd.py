@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import funclib as fl
 
-from .optimizer import Optimizer, first_step, lerp, namespace
+from .optimizer import Optimizer, first_step, hyperparameters, lerp, namespace, weight_decay
 
 __all__ = ["SGD", "Lion"]
 
@@ -38,17 +38,7 @@ class SGD(Optimizer):
             raise ValueError(f"SGD: invalid momentum value {momentum}")
         if nesterov and (momentum <= 0 or dampening != 0):
             raise ValueError("SGD: Nesterov momentum requires a momentum and zero dampening")
-        super().__init__(
-            params,
-            dict(
-                lr=lr,
-                momentum=momentum,
-                dampening=dampening,
-                weight_decay=weight_decay,
-                nesterov=nesterov,
-                maximize=maximize,
-            ),
-        )
+        super().__init__(params, hyperparameters(locals()))
 
     numpy_rule = True
 
@@ -56,8 +46,7 @@ class SGD(Optimizer):
         return {"momentum_buffer": fl.zeros_like(p)} if group["momentum"] != 0 else {}
 
     def update_one(self, g, p, s, h, cfg):
-        if cfg["weight_decay"] != 0:
-            g = g + p * h["weight_decay"]
+        g, p = weight_decay(g, p, h["lr"], h, cfg)
         mu = h["momentum"]
         if "momentum_buffer" in s:
             buf = first_step(s["step"], g, s["momentum_buffer"] * mu + g * (1 - h["dampening"]))
@@ -83,9 +72,7 @@ class Lion(Optimizer):
         *,
         maximize: bool = False,
     ):
-        super().__init__(
-            params, dict(lr=lr, betas=tuple(betas), weight_decay=weight_decay, maximize=maximize)
-        )
+        super().__init__(params, hyperparameters(locals()))
 
     numpy_rule = True
 
