@@ -40,6 +40,19 @@ def test_jit_equals_eager_and_fuses():
     assert "optimized jaxpr" in text and "program" in text
 
 
+@pytest.mark.parametrize(
+    "fn, dtype",
+    [(fl.erf, np.float32), (fl.sigmoid, np.float32), (fl.gelu, np.float32)]
+    + [(fl.erf, np.float16), (fl.sigmoid, np.float16)],
+)
+def test_jit_transcendentals_equal_eager_bit_for_bit(fn, dtype):
+    # eager float32 erf/logistic run the same vmath functions as the fused kernels (a fused float16 chain keeps
+    # its intermediates in float32, so only single half ops compare bit for bit)
+    x = fl.asarray((np.random.default_rng(3).normal(size=(7, 33)) * 4).astype(dtype))
+    eager, jitted = fn(x).numpy(), fl.jit(fn)(x).numpy()
+    np.testing.assert_array_equal(eager.view(np.uint8), jitted.view(np.uint8))
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64, np.bool_])
 def test_jit_dtypes(dtype):
     x = fl.asarray((np.arange(12).reshape(3, 4) % 5).astype(dtype))

@@ -15,7 +15,7 @@ import ml_dtypes
 import numba
 import numpy as np
 import pytest
-from funclib.kernels import halfconv, vmath
+from funclib.kernels import halfconv, ufuncs, vmath
 
 F32 = np.float32
 ULP_BOUND = 2.0  # the contract
@@ -725,3 +725,24 @@ def test_halfconv_rejects_wrong_types():
 
     with pytest.raises(numba.core.errors.TypingError):
         bad(1.0)
+
+
+# ------------------------------------------------------------------------------------- eager ufuncs
+
+
+@pytest.mark.parametrize("name", ["erf", "logistic"])
+def test_eager_ufuncs_are_the_kernel_functions(name):
+    import warnings
+
+    x = np.concatenate([binade_samples(16), random_bits(20_000, 11), np.array([np.nan, np.inf, -np.inf, -0.0], F32)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # NaN inputs must not leak the comparisons' invalid flag as a warning
+        got = getattr(ufuncs, name)(x)
+    np.testing.assert_array_equal(got.view(np.uint32), run(name, x).view(np.uint32))
+    for half in (np.float16, ml_dtypes.bfloat16):
+        h = x.astype(half)
+        want = run(name, h.astype(F32)).astype(half)
+        np.testing.assert_array_equal(getattr(ufuncs, name)(h).view(np.uint16), want.view(np.uint16))
+    assert getattr(ufuncs, name)(np.float32(0.5)).shape == ()
+    with pytest.raises(TypeError, match=f"ufuncs.{name} takes float32"):
+        getattr(ufuncs, name)(np.ones(2))

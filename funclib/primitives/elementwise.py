@@ -14,7 +14,7 @@ import numpy as np
 from .. import dtypes
 from ..core import Primitive, ShapedArray, Tensor, Zero, _state, _wrap, aval_of, is_undefined
 from ..errors import DTypeError
-from ..kernels import special
+from ..kernels import special, ufuncs
 from ._util import broadcast_shapes, instantiate, unbroadcast
 
 FLOAT = frozenset(dtypes.FLOATING)
@@ -535,14 +535,21 @@ abs_p, abs = unary("abs", np.abs, ok=NUMERIC, jvp=_abs_jvp, out_dtype=_real_like
 
 
 def _logistic_np(x):
+    if x.dtype != np.float64:
+        return ufuncs.logistic(x)
     # stable in both tails: exp never sees a large positive argument
     e = np.exp(-np.abs(x))
-    return np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype, copy=False)
+    return np.where(x >= 0, 1 / (1 + e), e / (1 + e))
+
+
+def _erf_np(x):
+    # float32 and narrower: the jit kernels' function, so eager and jit agree bit for bit
+    return special.erf(x) if x.dtype == np.float64 else ufuncs.erf(x)
 
 
 logistic_p, sigmoid = unary("logistic", _logistic_np, ok=REAL_FLOAT, jvp=lambda x, y, t: t * (y * (1.0 - y)))
 erf_p, erf = unary(
-    "erf", special.erf, ok=REAL_FLOAT, jvp=lambda x, y, t: t * (1.1283791670955126 * exp(negative(x * x)))
+    "erf", _erf_np, ok=REAL_FLOAT, jvp=lambda x, y, t: t * (1.1283791670955126 * exp(negative(x * x)))
 )
 erf_inv_p, erfinv = unary(
     "erf_inv", special.erfinv, ok=REAL_FLOAT, jvp=lambda x, y, t: t * (0.886226925452758 * exp(y * y))

@@ -1,0 +1,68 @@
+"""Eager float32 ``erf`` and ``logistic``: NumPy ufuncs over the ``vmath`` functions that jitted kernels call.
+
+NumPy has no ``erf``, and its ``logistic`` needs five array passes; these run one vectorized loop each (per 1e6
+float32 here: erf 0.8 ms against 21 ms through float64 libm, logistic 1.1 ms against 13 ms). Being the same
+functions as the fused kernels' float32 code, eager and ``jit`` results agree bit for bit. float16 and bfloat16
+go through float32 and round once; float64 inputs are not accepted (use ``special.erf`` and NumPy there).
+Accuracy is ``vmath``'s: within 2 ulp over the whole range (erf 1.07, logistic 1.48 measured).
+
+The ufuncs are compiled on first use and cached on disk.
+
+Example:
+    >>> import numpy as np
+    >>> from funclib.kernels import ufuncs
+    >>> ufuncs.logistic(np.array([0.0, 100.0], np.float32))
+    array([0.5, 1. ], dtype=float32)
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+import ml_dtypes
+import numba
+import numpy as np
+
+from .vmath import ferf, flogistic
+
+__all__ = ["erf", "logistic"]
+
+_VIA_F32 = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
+
+
+def _erf_scalar(x):
+    return ferf(x)
+
+
+def _logistic_scalar(x):
+    return flogistic(x)
+
+
+_SCALARS = {"erf": _erf_scalar, "logistic": _logistic_scalar}
+
+
+@cache
+def _ufunc(name: str) -> np.ufunc:
+    # the plain NumPy ufunc under numba's DUFunc: a third of the call overhead on small arrays
+    return numba.vectorize(["float32(float32)"], cache=True)(_SCALARS[name]).ufunc
+
+
+def _apply(name: str, x) -> np.ndarray:
+    a = np.asarray(x)
+    if a.dtype not in _VIA_F32 and a.dtype != np.float32:
+        raise TypeError(f"ufuncs.{name} takes float32, float16 or bfloat16 arrays, got {a.dtype}")
+    # a NaN input sets the invalid flag in the branch-free code's comparisons; the NaN result is the answer
+    with np.errstate(invalid="ignore"):
+        if a.dtype in _VIA_F32:
+            return np.asarray(_ufunc(name)(a.astype(np.float32))).astype(a.dtype)
+        return np.asarray(_ufunc(name)(a))
+
+
+def erf(x) -> np.ndarray:
+    """Error function of a float32 (or float16/bfloat16) array. Example: ``erf(np.float32(10)) == 1``."""
+    return _apply("erf", x)
+
+
+def logistic(x) -> np.ndarray:
+    """``1 / (1 + exp(-x))`` of a float32 (or float16/bfloat16) array. Example: ``logistic(np.float32(0)) == 0.5``."""
+    return _apply("logistic", x)
