@@ -51,8 +51,10 @@ def _apply(name: str, x) -> np.ndarray:
     a = np.asarray(x)
     if a.dtype not in _VIA_F32 and a.dtype != np.float32:
         raise TypeError(f"ufuncs.{name} takes float32, float16 or bfloat16 arrays, got {a.dtype}")
-    # a NaN input sets the invalid flag in the branch-free code's comparisons; the NaN result is the answer
-    with np.errstate(invalid="ignore"):
+    # the branch-free code computes both forms and selects: the discarded one may overflow (erf's x*x for huge x)
+    # and NaN inputs set the comparisons' invalid flag, none of which reaches a result (erf and logistic are
+    # bounded by 1, and a NaN result comes from a NaN input)
+    with np.errstate(all="ignore"):
         if a.dtype in _VIA_F32:
             return np.asarray(_ufunc(name)(a.astype(np.float32))).astype(a.dtype)
         return np.asarray(_ufunc(name)(a))

@@ -736,11 +736,12 @@ def test_eager_ufuncs_are_the_kernel_functions(name):
 
     x = np.concatenate([binade_samples(16), random_bits(20_000, 11), np.array([np.nan, np.inf, -np.inf, -0.0], F32)])
     with warnings.catch_warnings():
-        warnings.simplefilter("error")  # NaN inputs must not leak the comparisons' invalid flag as a warning
+        warnings.simplefilter("error")  # flags raised inside the branch-free code must not surface as warnings
         got = getattr(ufuncs, name)(x)
     np.testing.assert_array_equal(got.view(np.uint32), run(name, x).view(np.uint32))
     for half in (np.float16, ml_dtypes.bfloat16):
-        h = x.astype(half)
+        with np.errstate(over="ignore", invalid="ignore"):
+            h = x.astype(half)
         want = run(name, h.astype(F32)).astype(half)
         np.testing.assert_array_equal(getattr(ufuncs, name)(h).view(np.uint16), want.view(np.uint16))
     assert getattr(ufuncs, name)(np.float32(0.5)).shape == ()
