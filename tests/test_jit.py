@@ -204,6 +204,33 @@ def test_staged_kernels_nan_integers_and_half_precision():
         )
 
 
+def test_staged_kernels_with_heavy_math_call_a_row_function_on_long_rows():
+    """gelu-and-sigmoid rows of 256+ columns run each row's passes in a function of their own (register pressure);
+    short rows, and light math, keep the inline row loop. Both give the eager result."""
+    rng = np.random.default_rng(5)
+
+    def f(a, w):
+        y = fl.gelu(a) * fl.sigmoid(a) * w
+        m = y.mean(axis=-1, keepdims=True)
+        c = y - m
+        v = (c * c).mean(axis=-1, keepdims=True)
+        return c / fl.sqrt(v + 1e-5), m[..., 0]
+
+    for shape, row_calls in (((3, 300), True), ((2, 3, 512), True), ((4, 40), False)):
+        for dtype in (np.float32, np.float16):
+            x = fl.asarray((rng.normal(size=shape) * 3).astype(dtype))
+            w = fl.asarray(rng.normal(size=shape[-1:]).astype(dtype))
+            jf = fl.jit(f)
+            src = jf.lower(x, w).kernels[0]
+            assert ("_row(i0," in src) == row_calls  # float16 computes in float32, with the same math
+            tol = dict(rtol=2e-5, atol=2e-5) if dtype == np.float32 else dict(rtol=2e-2, atol=2e-2)
+            for got, want in zip(jf(x, w), f(x, w)):
+                np.testing.assert_allclose(got.numpy().astype(np.float32), want.numpy().astype(np.float32), **tol)
+    # light math (exp alone) keeps the inline loop even on long rows
+    sm = fl.jit(lambda a: fl.softmax(a, axis=-1))
+    assert "_row(i0," not in sm.lower(fl.asarray(rng.normal(size=(2, 1024)).astype(np.float32))).kernels[0]
+
+
 def test_no_retrace_on_new_values_and_retrace_counting():
     calls = []
 

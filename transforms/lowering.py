@@ -751,6 +751,11 @@ class FusedStep:
         return outs
 
 
+# a row call costs about 30 ns: worth it from rows of this length on, for kernels that spill (see fusion)
+_ROW_CALL_MIN_COLS = 256
+_ROW_CALL_MIN_CONSTANTS = 24
+
+
 class StagedStep:
     """Runs one staged group: a (rows, cols) kernel whose passes over each row compute elementwise values,
     trailing reductions of them, per-row ops on the results and the elementwise ops that consume those."""
@@ -814,7 +819,8 @@ class StagedStep:
             self.out_plan.append((tuple(v.aval.shape), v.aval.dtype, (rows,) if ops[j].row else (rows, cols)))
         n_stages = 1 + max((op.stage - (1 if op.row else 0) for op in ops), default=0)
         self.spec = fusion.StagedSpec(tuple(in_specs), tuple(ops), tuple(pos[v] for v in group.outputs), n_stages)
-        self.source = fusion.generate_staged_source(self.spec)
+        row_calls = cols >= _ROW_CALL_MIN_COLS and fusion.register_pressure(self.spec) > _ROW_CALL_MIN_CONSTANTS
+        self.source = fusion.generate_staged_source(self.spec, row_calls=row_calls)
         self.buf_dtypes = fusion.staged_buffer_dtypes(self.spec)
         self.label = ", ".join(group.names)
         self._kernel = None
