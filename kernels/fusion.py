@@ -222,8 +222,11 @@ def _module_header(consts: dict) -> list[str]:
     return lines + ["", ""]
 
 
-def generate_source(spec: KernelSpec) -> str:
-    """numba source for one fused loop nest (with an optional trailing or leading reduction)."""
+def generate_source(spec: KernelSpec, row_calls: bool = False) -> str:
+    """numba source for one fused loop nest (with an optional trailing or leading reduction).
+
+    ``row_calls`` (elementwise nests of rank 2 or more) puts the innermost loop in a function of its own, for the
+    reason ``generate_staged_source`` gives."""
     r = max(spec.rank, 1)
     consts: dict = {}
     n_in = len(spec.inputs)
@@ -267,11 +270,21 @@ def generate_source(spec: KernelSpec) -> str:
         lines.append(f"    n{k} = dims[{k}]")
     if red is None:
         ind = "    "
-        for k in range(r):
+        outer = r - 1 if (row_calls and r >= 2) else r
+        for k in range(outer):
             lines.append(f"{ind}for i{k} in range(n{k}):")
             ind += "    "
-        lines += [ind + b for b in body]
-        return "\n".join(lines) + "\n"
+        if outer == r:
+            lines += [ind + b for b in body]
+            return "\n".join(lines) + "\n"
+        head = ", ".join(f"i{k}" for k in range(outer))
+        arrays = ", ".join(args[:-1])
+        lines.append(f"{ind}_row({head}, {arrays}, n{r - 1})")
+        row = [lines[i] for i in range(len(lines)) if lines[i].startswith("@numba.njit")]
+        row += [f"def _row({head}, {arrays}, n{r - 1}):", f"    for i{r - 1} in range(n{r - 1}):"]
+        row += ["        " + b for b in body]
+        at = lines.index(row[0])
+        return "\n".join(lines[:at] + row + ["", ""] + lines[at:]) + "\n"
     d = _compute(np.dtype(red.dtype))
     m = red.n_reduced
     if red.leading:
@@ -467,12 +480,12 @@ def _staged_buffers(spec: StagedSpec) -> list[int]:
     return sorted(need)
 
 
-def register_pressure(spec: StagedSpec) -> int:
-    """Estimated vector constants the elementwise passes of ``spec`` need: its float32 math functions' and its
+def register_pressure(spec: KernelSpec | StagedSpec) -> int:
+    """Estimated vector constants the elementwise ops of ``spec`` need: its float32 math functions' and its
     literals. Beyond AVX2's 16 vector registers, LLVM rematerializes them inside a nested inner loop."""
     n = 0
     for op in spec.ops:
-        if op.row or op.name == "reduce":
+        if getattr(op, "row", False) or op.name == "reduce":
             continue
         if _compute(np.dtype(op.dtype)) == F32:
             n += _VECTOR_CONSTANTS.get(op.name, 0)

@@ -226,6 +226,14 @@ def test_staged_kernels_with_heavy_math_call_a_row_function_on_long_rows():
             tol = dict(rtol=2e-5, atol=2e-5) if dtype == np.float32 else dict(rtol=2e-2, atol=2e-2)
             for got, want in zip(jf(x, w), f(x, w)):
                 np.testing.assert_allclose(got.numpy().astype(np.float32), want.numpy().astype(np.float32), **tol)
+    # elementwise nests that broadcast (rank 2 and 3 after collapsing) do the same with their innermost loop
+    g = lambda a, b: fl.gelu(a + b) * fl.sigmoid(a)  # noqa: E731
+    for a_shape, b_shape in (((3, 300), (300,)), ((2, 3, 260), (2, 1, 260)), ((5, 9), (9,))):
+        a = fl.asarray(rng.normal(size=a_shape).astype(np.float32))
+        b = fl.asarray(rng.normal(size=b_shape).astype(np.float32))
+        jg = fl.jit(g)
+        assert ("_row(i0," in jg.lower(a, b).kernels[0]) == (a_shape[-1] >= 256)
+        np.testing.assert_array_equal(jg(a, b).numpy(), g(a, b).numpy())  # eager runs the same float32 math
     # light math (exp alone) keeps the inline loop even on long rows
     sm = fl.jit(lambda a: fl.softmax(a, axis=-1))
     assert "_row(i0," not in sm.lower(fl.asarray(rng.normal(size=(2, 1024)).astype(np.float32))).kernels[0]

@@ -599,6 +599,11 @@ def _op_param(e, name: str):
     return None
 
 
+# a row call costs about 30 ns: worth it from rows of this length on, for kernels that spill (see fusion)
+_ROW_CALL_MIN_COLS = 256
+_ROW_CALL_MIN_CONSTANTS = 24
+
+
 class FusedStep:
     """Runs one fused group: prepares inputs (zero-stride axes become size 1), picks the kernel for the
     broadcast pattern, allocates outputs and calls it."""
@@ -653,7 +658,15 @@ class FusedStep:
         shapes = [(1,) * (self.rank - a.aval.ndim) + tuple(a.aval.shape) for a in group.inputs]
         cshape, cins, csplit = self._collapse(shapes)
         self.static_spec = self._spec(cshape, cins, csplit)
-        self.source = fusion.generate_source(self.static_spec)
+        self.source = fusion.generate_source(self.static_spec, self._row_calls(self.static_spec, cshape))
+
+    def _row_calls(self, spec, cshape) -> bool:
+        return (
+            self.red is None
+            and len(cshape) >= 2
+            and cshape[-1] >= _ROW_CALL_MIN_COLS
+            and fusion.register_pressure(spec) > _ROW_CALL_MIN_CONSTANTS
+        )
 
     def _collapse(self, shapes):
         if self.red is None:
@@ -704,11 +717,13 @@ class FusedStep:
             shapes.append(a.shape)
             steps.append((pad, sl))
         cshape, cins, csplit = self._collapse(shapes)
-        key = tuple(tuple(s == 1 and o != 1 for s, o in zip(sh, cshape)) for sh in cins) + (len(cshape), csplit)
+        spec = self._spec(cshape, cins, csplit)
+        row_calls = self._row_calls(spec, cshape)
+        key = tuple(tuple(s == 1 and o != 1 for s, o in zip(sh, cshape)) for sh in cins)
+        key += (len(cshape), csplit, row_calls)
         k = self.kernels.get(key)
         if k is None:
-            k = fusion.load_kernel(fusion.generate_source(self._spec(cshape, cins, csplit)))
-            self.kernels[key] = k
+            k = self.kernels[key] = fusion.load_kernel(fusion.generate_source(spec, row_calls))
         ins = tuple((pad, sl, tuple(c), a.dtype in fusion.HALF) for (pad, sl), c, a in zip(steps, cins, views))
         red_shape = None
         if self.red is not None:
@@ -749,11 +764,6 @@ class FusedStep:
         red = red.astype(dtype) if half else red
         outs.append(red.reshape(out_shape))
         return outs
-
-
-# a row call costs about 30 ns: worth it from rows of this length on, for kernels that spill (see fusion)
-_ROW_CALL_MIN_COLS = 256
-_ROW_CALL_MIN_CONSTANTS = 24
 
 
 class StagedStep:
