@@ -222,8 +222,14 @@ def _exp_reduce(x):
 @njit(**_INNER)
 def _exp(x):
     n, u = _exp_reduce(x)
-    # 2**n as two factors, so that n in [-150, 128] never leaves the normal range and a subnormal
-    # result is rounded only by the last multiplication.
+    return _scale(n, u)
+
+
+@njit(**_INNER)
+def _scale(n, u):
+    """``2**n * (1 + u)`` for n in [-150, 128]."""
+    # 2**n as two factors, so that n never leaves the normal range and a subnormal result is rounded only by
+    # the last multiplication.
     n1 = _I(n >> 1)
     n2 = _I(n - n1)
     return (_ONE + u) * _float(_I((n1 + _B127) << 23)) * _float(_I((n2 + _B127) << 23))
@@ -407,10 +413,16 @@ def flogistic(x):
         # without FMA the quotient's remainder is good only to 2**-25, which on top of exp's error would reach
         # 2.4 ulp; the pair form stays within 1.5
         return _logistic_pair(x)
-    e = _exp(-abs(x))
+    a = abs(x)
+    n, u = _exp_reduce_core(-(-_EXP_LO if a > -_EXP_LO else a))  # exp(-|x|) needs no upper clamp
+    e = _scale(n, u)
     s = _ONE + e
     c = e - (s - _ONE)  # 1 + e = s + c exactly (Fast2Sum, e <= 1)
-    return _div2(e if x < _ZERO else _ONE, _ZERO, s, c)
+    # (e or 1) / (s + c) as q + remainder / s, rounded once at the end
+    num = e if x < _ZERO else _ONE
+    inv = _ONE / s
+    q = num * inv
+    return _fma(_fma(-q, c, _fma(-q, s, num)), inv, q)
 
 
 # ---------------------------------------------------------------------------------------------- erf
