@@ -239,6 +239,51 @@ def test_staged_kernels_with_heavy_math_call_a_row_function_on_long_rows():
     assert "_row(i0," not in sm.lower(fl.asarray(rng.normal(size=(2, 1024)).astype(np.float32))).kernels[0]
 
 
+def test_staged_kernels_keep_values_in_output_rows_and_recompute_cheap_ones():
+    """A value needed by a later pass lives in the row of an output written only in the last pass, or is recomputed
+    there when it is one add/sub/mul/neg of held values; the results stay the eager ones."""
+    rng = np.random.default_rng(6)
+
+    def mid_output(x):  # an output of the middle pass, and one of the last
+        a = fl.sin(x)
+        a = a - fl.max(a, axis=-1, keepdims=True)
+        return a * fl.sum(a, axis=-1, keepdims=True), a
+
+    def three_pass(x):
+        y = fl.exp(x)
+        z = y / fl.sum(y, axis=-1, keepdims=True)
+        return z * fl.sum(z * y, axis=-1, keepdims=True)
+
+    def chained(x):  # -(y * s) is buffered: its argument y * s is not held anywhere
+        y = fl.tanh(x)
+        n = -(y * fl.sum(y, axis=-1, keepdims=True))
+        return n * fl.max(n, axis=-1, keepdims=True) + y
+
+    def wider_output(x):  # a float64 output cannot hold a float32 value
+        g = fl.gelu(x)
+        c = g - fl.mean(g, axis=-1, keepdims=True)
+        return (c / fl.sum(c * c, axis=-1, keepdims=True)).astype(fl.float64), fl.mean(g, axis=-1)
+
+    for f in (mid_output, three_pass, chained, wider_output):
+        for shape in ((5, 7), (3, 300)):
+            for dtype in (np.float32, np.float64, np.float16):
+                x = fl.asarray(rng.normal(size=shape).astype(dtype))
+                want = f(x)
+                want = want if isinstance(want, tuple) else (want,)
+                got = fl.jit(f)(x)
+                got = got if isinstance(got, tuple) else (got,)
+                for g, w in zip(got, want):
+                    w = w.numpy().astype(np.float64)
+                    tol = 3e-2 * np.abs(w).max() if dtype == np.float16 else 3e-5  # half: eager rounds each step
+                    np.testing.assert_allclose(g.numpy().astype(np.float64), w, rtol=3e-5, atol=tol)
+    x = rnd(4, 16)
+    layer_norm = fl.jit(lambda a: (a - a.mean(axis=-1, keepdims=True)) / fl.sqrt(a.var(axis=-1, keepdims=True) + 1e-5))
+    src = layer_norm.lower(x).kernels[0]
+    assert "buf0" not in src  # the centred value waits in the output row for the last pass
+    three = fl.jit(three_pass).lower(x).kernels[0]
+    assert "out0[i0, i1] = t" in three.split("for i1")[1]  # the first pass stores exp(x) in the output row
+
+
 def test_no_retrace_on_new_values_and_retrace_counting():
     calls = []
 
