@@ -299,6 +299,17 @@ def test_no_retrace_on_new_values_and_retrace_counting():
     assert jf.num_traces == 2
     jf(fl.ones(4, dtype=fl.float64))
     assert jf.num_traces == 3
+    # repeat calls on positional Tensors take a shortcut past flattening; it must agree with the full lookup
+    w = fl.asarray(np.array([0.5], np.float32))  # a captured constant array
+    g = fl.jit(lambda a, b: {"s": a * b + w, "t": (a, b.sum())})
+    a, b = fl.ones(3), fl.full((3,), 2.0)
+    first, again, from_numpy = g(a, b), g(a, b), g(np.ones(3, np.float32), b)
+    for out in (again, from_numpy):
+        np.testing.assert_array_equal(out["s"].numpy(), first["s"].numpy())
+        np.testing.assert_array_equal(out["t"][1].numpy(), first["t"][1].numpy())
+    assert g.num_traces == 1
+    g(fl.ones(4), fl.ones(4))
+    assert g.num_traces == 2 and g(a, b)["s"].shape == (3,)
 
 
 def test_max_traces_and_explanations(caplog):

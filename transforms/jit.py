@@ -266,6 +266,10 @@ class Jitted:
         self.static_argnames = tuple(static_argnames)
         self.max_traces = max_traces
         self._cache: dict = {}
+        # (shape, dtype) of each argument when all are positional Tensors -> (entry, constant arrays): the
+        # common call skips flattening and key building, which after a large kernel runs on cold caches
+        self._fast: dict = {}
+        self._fast_ok = not self.static_argnums and not self.static_argnames
         self._history: list = []
         self._lock = threading.RLock()
         self.num_traces = 0
@@ -411,14 +415,25 @@ class Jitted:
     def __call__(self, *args, **kwargs):
         if config.disable_jit:
             return self.fun(*args, **kwargs)
+        fast = None
+        if self._fast_ok and not kwargs and _state.trace is None:
+            sig = tuple([(a._value.shape, a._value.dtype) for a in args if type(a) is Tensor])
+            if len(sig) == len(args):
+                hit = self._fast.get(sig)
+                if hit is not None:
+                    entry, consts = hit
+                    outs = entry.program.run(consts + [a._value for a in args])
+                    return tree_util.unflatten(entry.out_tree, [_wrap(o) for o in outs])
+                fast = sig
         entry, leaves = self._lookup(args, kwargs)
         if _state.trace is None:
             prog = entry.program
             if prog is None:
                 prog = entry.program = _program(entry.jaxpr)
-            outs = prog.run(
-                [c._value if isinstance(c, Tensor) else c for c in entry.consts] + [x._value for x in leaves]
-            )
+            consts = [c._value if isinstance(c, Tensor) else c for c in entry.consts]
+            if fast is not None:
+                self._fast[fast] = (entry, consts)
+            outs = prog.run(consts + [x._value for x in leaves])
             return tree_util.unflatten(entry.out_tree, [_wrap(o) for o in outs])
         outs = jit_p.bind(*entry.consts, *leaves, jaxpr=entry.jaxpr, name=self.__name__)
         return tree_util.unflatten(entry.out_tree, list(outs))
