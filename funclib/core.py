@@ -482,11 +482,11 @@ class Tracer(Tensor):
 
     @property
     def ndim(self) -> int:
-        return len(self.shape)
+        return self.aval.ndim
 
     @property
     def size(self) -> int:
-        return math.prod(self.shape)
+        return self.aval.size
 
     def to_concrete(self, what: str):
         """The concrete value under this tracer, or a ConcretizationError that names the transform."""

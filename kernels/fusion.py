@@ -201,17 +201,20 @@ def _init(kind: str, dtype: np.dtype) -> str:
     return f"np.{dtype.name}({info.min if kind == 'max' else info.max})"
 
 
+# the imports every generated kernel module (fused, staged, loopgen) starts with
+KERNEL_IMPORTS = (
+    "import math",
+    "import numba",
+    "import numpy as np",
+    "from funclib.kernels.vmath import fexp, flog, flog1p, fexpm1, ftanh, flogistic, ferf, fsin, fcos, fpow",
+    "from funclib.kernels.fusion import _logistic64",
+    "from funclib.kernels.halfconv import bf2f, f2bf, f2h, h2f",
+)
+
+
 def _module_header(consts: dict) -> list[str]:
     """The imports and typed constants every generated kernel module starts with."""
-    lines = [
-        "import math",
-        "import numba",
-        "import numpy as np",
-        "from funclib.kernels.vmath import fexp, flog, flog1p, fexpm1, ftanh, flogistic, ferf, fsin, fcos, fpow",
-        "from funclib.kernels.fusion import _logistic64",
-        "from funclib.kernels.halfconv import bf2f, f2bf, f2h, h2f",
-        "",
-    ]
+    lines = [*KERNEL_IMPORTS, ""]
     for dn in ("float32", "float64"):
         lines.append(f"_ZERO_{dn} = np.{dn}(0)")
     for (val, dt), name in consts.items():
@@ -264,7 +267,8 @@ def generate_source(spec: KernelSpec, row_calls: bool = False) -> str:
     lines = _module_header(consts)
     # reductions may reassociate (that is what vectorizes them); pure elementwise kernels keep IEEE semantics
     fm = ", fastmath={'reassoc', 'contract'}" if red is not None and red.kind == "sum" else ""
-    lines.append(f"@numba.njit(cache=True, error_model='numpy', nogil=True{fm})")
+    jit = f"@numba.njit(cache=True, error_model='numpy', nogil=True{fm})"
+    lines.append(jit)
     lines.append(f"def kernel({', '.join(args)}):")
     for k in range(r):
         lines.append(f"    n{k} = dims[{k}]")
@@ -280,10 +284,9 @@ def generate_source(spec: KernelSpec, row_calls: bool = False) -> str:
         head = ", ".join(f"i{k}" for k in range(outer))
         arrays = ", ".join(args[:-1])
         lines.append(f"{ind}_row({head}, {arrays}, n{r - 1})")
-        row = [lines[i] for i in range(len(lines)) if lines[i].startswith("@numba.njit")]
-        row += [f"def _row({head}, {arrays}, n{r - 1}):", f"    for i{r - 1} in range(n{r - 1}):"]
+        at = lines.index(jit)  # the row function goes right before the kernel, under the same decorator
+        row = [jit, f"def _row({head}, {arrays}, n{r - 1}):", f"    for i{r - 1} in range(n{r - 1}):"]
         row += ["        " + b for b in body]
-        at = lines.index(row[0])
         return "\n".join(lines[:at] + row + ["", ""] + lines[at:]) + "\n"
     d = _compute(np.dtype(red.dtype))
     m = red.n_reduced
@@ -530,6 +533,16 @@ def _staged_buffers(spec: StagedSpec) -> tuple[list[int], dict[int, int]]:
 
 
 _CHEAP = frozenset({"add", "sub", "mul", "neg"})
+
+
+# a row call costs 30-45 ns: worth it from rows of this length on, and only for kernels that spill
+ROW_CALL_MIN_COLS = 256
+ROW_CALL_MIN_CONSTANTS = 24
+
+
+def row_calls_pay(spec: KernelSpec | StagedSpec, cols: int) -> bool:
+    """Whether rows of ``cols`` elements should run in a function of their own (see ``generate_staged_source``)."""
+    return cols >= ROW_CALL_MIN_COLS and register_pressure(spec) > ROW_CALL_MIN_CONSTANTS
 
 
 def register_pressure(spec: KernelSpec | StagedSpec) -> int:

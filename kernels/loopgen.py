@@ -669,12 +669,7 @@ class _Gen:
         self.body += final
         lines = [
             f"# funclib loop kernel (generator {GENERATOR_VERSION})",
-            "import math",
-            "import numba",
-            "import numpy as np",
-            "from funclib.kernels.vmath import fexp, flog, flog1p, fexpm1, ftanh, flogistic, ferf, fsin, fcos, fpow",
-            "from funclib.kernels.fusion import _logistic64",
-            "from funclib.kernels.halfconv import bf2f, f2bf, f2h, h2f",
+            *fusion.KERNEL_IMPORTS,
             "from funclib.kernels.loopgen import gemm",
             "",
         ]

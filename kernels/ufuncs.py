@@ -19,16 +19,13 @@ from __future__ import annotations
 
 from functools import cache
 
-import ml_dtypes
 import numba
 import numpy as np
 
+from . import special
 from .vmath import ferf, flogistic
 
 __all__ = ["erf", "logistic"]
-
-_VIA_F32 = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
-
 
 def _erf_scalar(x):
     return ferf(x)
@@ -49,15 +46,13 @@ def _ufunc(name: str) -> np.ufunc:
 
 def _apply(name: str, x) -> np.ndarray:
     a = np.asarray(x)
-    if a.dtype not in _VIA_F32 and a.dtype != np.float32:
+    if a.dtype not in special._VIA_F32 and a.dtype != np.float32:
         raise TypeError(f"ufuncs.{name} takes float32, float16 or bfloat16 arrays, got {a.dtype}")
     # the branch-free code computes both forms and selects: the discarded one may overflow (erf's x*x for huge x)
     # and NaN inputs set the comparisons' invalid flag, none of which reaches a result (erf and logistic are
     # bounded by 1, and a NaN result comes from a NaN input)
     with np.errstate(all="ignore"):
-        if a.dtype in _VIA_F32:
-            return np.asarray(_ufunc(name)(a.astype(np.float32))).astype(a.dtype)
-        return np.asarray(_ufunc(name)(a))
+        return special._apply(_ufunc(name), a)  # float16/bfloat16 go through float32
 
 
 def erf(x) -> np.ndarray:

@@ -599,11 +599,6 @@ def _op_param(e, name: str):
     return None
 
 
-# a row call costs about 30 ns: worth it from rows of this length on, for kernels that spill (see fusion)
-_ROW_CALL_MIN_COLS = 256
-_ROW_CALL_MIN_CONSTANTS = 24
-
-
 class FusedStep:
     """Runs one fused group: prepares inputs (zero-stride axes become size 1), picks the kernel for the
     broadcast pattern, allocates outputs and calls it."""
@@ -661,12 +656,7 @@ class FusedStep:
         self.source = fusion.generate_source(self.static_spec, self._row_calls(self.static_spec, cshape))
 
     def _row_calls(self, spec, cshape) -> bool:
-        return (
-            self.red is None
-            and len(cshape) >= 2
-            and cshape[-1] >= _ROW_CALL_MIN_COLS
-            and fusion.register_pressure(spec) > _ROW_CALL_MIN_CONSTANTS
-        )
+        return self.red is None and len(cshape) >= 2 and fusion.row_calls_pay(spec, cshape[-1])
 
     def _collapse(self, shapes):
         if self.red is None:
@@ -829,8 +819,7 @@ class StagedStep:
             self.out_plan.append((tuple(v.aval.shape), v.aval.dtype, (rows,) if ops[j].row else (rows, cols)))
         n_stages = 1 + max((op.stage - (1 if op.row else 0) for op in ops), default=0)
         self.spec = fusion.StagedSpec(tuple(in_specs), tuple(ops), tuple(pos[v] for v in group.outputs), n_stages)
-        row_calls = cols >= _ROW_CALL_MIN_COLS and fusion.register_pressure(self.spec) > _ROW_CALL_MIN_CONSTANTS
-        self.source = fusion.generate_staged_source(self.spec, row_calls=row_calls)
+        self.source = fusion.generate_staged_source(self.spec, row_calls=fusion.row_calls_pay(self.spec, cols))
         self.buf_dtypes = fusion.staged_buffer_dtypes(self.spec)
         self.label = ", ".join(group.names)
         self._kernel = None
