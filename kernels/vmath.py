@@ -381,6 +381,7 @@ def ftanh(x):
 # ----------------------------------------------------------------------------------------- logistic
 
 _LOGI_NMIN = _I(-64)  # e**-|x| below 2**-63 leaves 1 + e**-|x| at 1 to far below float32 precision
+_TWOM64 = _F(2.0**-64)
 
 
 @njit(**_INNER)
@@ -413,13 +414,18 @@ def flogistic(x):
         # without FMA the quotient's remainder is good only to 2**-25, which on top of exp's error would reach
         # 2.4 ulp; the pair form stays within 1.5
         return _logistic_pair(x)
-    a = abs(x)
-    n, u = _exp_reduce_core(-(-_EXP_LO if a > -_EXP_LO else a))  # exp(-|x|) needs no upper clamp
-    e = _scale(n, u)
-    s = _ONE + e
+    na = -abs(x)
+    na = _EXP_LO if _EXP_LO > na else na  # one max instruction; NaN passes
+    n, u = _exp_reduce_core(na)
+    # e = 2**n * (1 + u), n in [-150, 0]: adding n + 64 to the exponent of 1 + u keeps it normal and the multiply
+    # by 2**-64 rounds a subnormal once (one multiply where _scale needs two). That integer add can turn a NaN
+    # finite, so u - u (0, or NaN) carries it into s.
+    e = _float(_I(_bits(_ONE + u) + ((n + _I(64)) << 23))) * _TWOM64
+    s = (_ONE + e) + (u - u)
     c = e - (s - _ONE)  # 1 + e = s + c exactly (Fast2Sum, e <= 1)
-    # (e or 1) / (s + c) as q + remainder / s, rounded once at the end
-    num = e if x < _ZERO else _ONE
+    # (e or 1) / (s + c) as q + remainder / s, rounded once at the end; the select reads x's sign bit (one blend,
+    # no compare; -0 gives e = 1, the same 1/2)
+    num = e if _bits(x) < _I(0) else _ONE
     inv = _ONE / s
     q = num * inv
     return _fma(_fma(-q, c, _fma(-q, s, num)), inv, q)
