@@ -284,6 +284,52 @@ def test_staged_kernels_keep_values_in_output_rows_and_recompute_cheap_ones():
     assert "out0[i0, i1] = t" in three.split("for i1")[1]  # the first pass stores exp(x) in the output row
 
 
+def test_staged_kernels_split_heavy_math_into_passes_over_the_row():
+    """On long rows a pass whose float32 math needs more vector constants than the registers hold (erf and logistic)
+    becomes several passes over the row, each value crossing them held in a row (the output's when it can, one
+    after another); reductions accumulate where their operand is computed. Results stay the eager ones."""
+    rng = np.random.default_rng(7)
+
+    def gelu_sig_norm(a):
+        y = fl.gelu(a) * fl.sigmoid(a)
+        c = y - y.mean(axis=-1, keepdims=True)
+        return c / fl.sqrt((c * c).mean(axis=-1, keepdims=True) + 1e-5)
+
+    def three_funcs(a):  # erf, erf, logistic: three passes; e is needed until the last
+        e = fl.erf(a)
+        y = e * fl.erf(a * 0.5)
+        z = y * fl.sigmoid(a) + e
+        return z - fl.max(z, axis=-1, keepdims=True), fl.sum(e, axis=-1) * fl.sum(y, axis=-1)
+
+    def passes(src):
+        return src.split("for i1 in range(n1):")[1:]
+
+    for dtype in (np.float32, np.float16, np.float64):
+        x = fl.asarray((rng.normal(size=(3, 300)) * 3).astype(dtype))
+        tol = dict(rtol=3e-5, atol=3e-5) if dtype != np.float16 else dict(rtol=3e-2, atol=3e-2)
+        for f in (gelu_sig_norm, three_funcs):
+            jf = fl.jit(f)
+            got, want = jf(x), f(x)
+            for g, w in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
+                np.testing.assert_allclose(g.numpy().astype(np.float64), w.numpy().astype(np.float64), **tol)
+            src = jf.lower(x).kernels[0]
+            heavy = [p for p in passes(src) if "ferf(" in p or "flogistic(" in p]
+            if dtype == np.float64:  # libm calls: nothing to split
+                assert "ferf(" not in src
+                continue
+            assert len(heavy) == (2 if f is gelu_sig_norm else 3), src
+            assert all(p.count("ferf(") + p.count("flogistic(") == 1 for p in heavy)
+        ln = fl.jit(gelu_sig_norm).lower(x).kernels[0]
+        if dtype == np.float32:
+            assert "buf0" not in ln  # gelu(x), then gelu(x) * sigmoid(x), wait in the output row
+    g = fl.grad(lambda a: (gelu_sig_norm(a) * fl.cos(a)).sum())
+    x = fl.asarray(rng.normal(size=(2, 512)).astype(np.float32))
+    np.testing.assert_allclose(fl.jit(g)(x).numpy(), g(x).numpy(), rtol=2e-4, atol=2e-5)
+    # short rows keep one pass
+    short = fl.jit(gelu_sig_norm).lower(fl.asarray(rng.normal(size=(4, 40)).astype(np.float32))).kernels[0]
+    assert len([p for p in passes(short) if "ferf(" in p or "flogistic(" in p]) == 1
+
+
 def test_no_retrace_on_new_values_and_retrace_counting():
     calls = []
 

@@ -818,8 +818,11 @@ class StagedStep:
             j = pos[v]
             self.out_plan.append((tuple(v.aval.shape), v.aval.dtype, (rows,) if ops[j].row else (rows, cols)))
         n_stages = 1 + max((op.stage - (1 if op.row else 0) for op in ops), default=0)
-        self.spec = fusion.StagedSpec(tuple(in_specs), tuple(ops), tuple(pos[v] for v in group.outputs), n_stages)
-        self.source = fusion.generate_staged_source(self.spec, row_calls=fusion.row_calls_pay(self.spec, cols))
+        spec = fusion.StagedSpec(tuple(in_specs), tuple(ops), tuple(pos[v] for v in group.outputs), n_stages)
+        row_calls = fusion.row_calls_pay(spec, cols)
+        # long rows whose math spills are also split into several passes over the row
+        self.spec = fusion.split_passes(spec) if row_calls else spec
+        self.source = fusion.generate_staged_source(self.spec, row_calls=row_calls)
         self.buf_dtypes = fusion.staged_buffer_dtypes(self.spec)
         self.label = ", ".join(group.names)
         self._kernel = None
