@@ -421,9 +421,11 @@ class Jitted:
             if len(sig) == len(args):
                 hit = self._fast.get(sig)
                 if hit is not None:
-                    entry, consts = hit
-                    outs = entry.program.run(consts + [a._value for a in args])
-                    return tree_util.unflatten(entry.out_tree, [_wrap(o) for o in outs])
+                    program, consts, out_tree, one = hit
+                    outs = program.run(consts + [a._value for a in args])
+                    if one:
+                        return _wrap(outs[0])
+                    return tree_util.unflatten(out_tree, [_wrap(o) for o in outs])
                 fast = sig
         entry, leaves = self._lookup(args, kwargs)
         if _state.trace is None:
@@ -432,7 +434,7 @@ class Jitted:
                 prog = entry.program = _program(entry.jaxpr)
             consts = [c._value if isinstance(c, Tensor) else c for c in entry.consts]
             if fast is not None:
-                self._fast[fast] = (entry, consts)
+                self._fast[fast] = (prog, consts, entry.out_tree, entry.out_tree.is_leaf())
             outs = prog.run(consts + [x._value for x in leaves])
             return tree_util.unflatten(entry.out_tree, [_wrap(o) for o in outs])
         outs = jit_p.bind(*entry.consts, *leaves, jaxpr=entry.jaxpr, name=self.__name__)
