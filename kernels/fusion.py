@@ -225,6 +225,81 @@ def _module_header(consts: dict) -> list[str]:
     return lines + ["", ""]
 
 
+def fused_row_split(spec: KernelSpec, row_calls: bool):
+    """How an elementwise nest's row function is split into several loops over the row (see ``split_passes``):
+    ``(loop of each op, {op: row buffer}, buffer dtypes, {op: output})``, or None for one loop.
+
+    A value used by a later loop is read back from its own output row when it is an output, else held in the row
+    of an output computed in the last loop (one value after another), else in a row buffer."""
+    if not row_calls or spec.reduction is not None or spec.rank < 2:
+        return None
+    sub = _fission(spec.ops, range(len(spec.ops)))
+    last = max(sub.values(), default=0)
+    if last == 0:
+        return None
+    reads: dict[int, int] = {}
+    for j, op in enumerate(spec.ops):
+        for a in op.args:
+            if a[0] == "op" and sub[a[1]] < sub[j]:
+                reads[a[1]] = max(reads.get(a[1], 0), sub[j])
+    own = {j: k for k, j in enumerate(spec.outputs) if np.dtype(spec.ops[j].dtype) not in HALF}
+    slots = [  # [kind, index, dtype, loop from which it is free]
+        ["out", k, _compute(np.dtype(spec.ops[j].dtype)), 0]
+        for k, j in enumerate(spec.outputs)
+        if sub[j] == last and np.dtype(spec.ops[j].dtype) not in HALF
+    ]
+    in_buf: dict[int, int] = {}
+    in_out: dict[int, int] = {}
+    dtypes: list[np.dtype] = []
+    for j in sorted(reads, key=lambda j: (sub[j], j)):
+        if j in own:
+            in_out[j] = own[j]
+            continue
+        d = _compute(np.dtype(spec.ops[j].dtype))
+        slot = next((sl for sl in slots if sl[2] == d and sl[3] <= sub[j]), None)
+        if slot is None:
+            slot = ["buf", len(dtypes), d, 0]
+            dtypes.append(d)
+            slots.append(slot)
+        (in_out if slot[0] == "out" else in_buf)[j] = slot[1]
+        slot[3] = reads[j]
+    return sub, in_buf, dtypes, in_out
+
+
+def fused_buffer_dtypes(spec: KernelSpec, row_calls: bool) -> list[np.dtype]:
+    """The dtypes of the row buffers a fused kernel takes after its outputs (see ``fused_row_split``)."""
+    split = fused_row_split(spec, row_calls)
+    return [] if split is None else split[2]
+
+
+def _split_row_body(spec: KernelSpec, split, body: list[str], n_in: int, idx: str, col: str, n: str) -> list[str]:
+    """A row function's loops over the row for ``split``, from the one-loop ``body``: input loads, op lines,
+    output stores, in that order."""
+    sub, in_buf, _, in_out = split
+    n_ops = len(spec.ops)
+    loads, ops = body[:n_in], body[n_in : n_in + n_ops]
+    stores: dict[int, list[str]] = {}
+    for k, j in enumerate(spec.outputs):
+        stores.setdefault(j, []).append(body[n_in + n_ops + k])
+    held = {j: f"buf{b}[{col}]" for j, b in in_buf.items()}
+    held.update({j: f"out{k}[{idx}]" for j, k in in_out.items()})
+    own = {j for j, k in in_out.items() if spec.outputs[k] == j}
+    out: list[str] = []
+    for loop in range(max(sub.values()) + 1):
+        mine = [j for j in range(n_ops) if sub[j] == loop]
+        used_in = sorted({a[1] for j in mine for a in spec.ops[j].args if a[0] == "in"})
+        earlier = sorted({a[1] for j in mine for a in spec.ops[j].args if a[0] == "op" and sub[a[1]] < loop})
+        lines = [loads[i] for i in used_in]
+        lines += [f"t{v} = {held[v]}" for v in earlier]
+        for j in mine:
+            lines.append(ops[j])
+            if j in held and j not in own:
+                lines.append(f"{held[j]} = t{j}")
+            lines += stores.get(j, [])
+        out += [f"    for {col} in range({n}):", *("        " + b for b in lines)]
+    return out
+
+
 def generate_source(spec: KernelSpec, row_calls: bool = False) -> str:
     """numba source for one fused loop nest (with an optional trailing or leading reduction).
 
@@ -234,9 +309,12 @@ def generate_source(spec: KernelSpec, row_calls: bool = False) -> str:
     consts: dict = {}
     n_in = len(spec.inputs)
     red = spec.reduction
+    split = fused_row_split(spec, row_calls)
     args = [f"in{i}" for i in range(n_in)] + [f"out{k}" for k in range(len(spec.outputs))]
     if red is not None:
         args.append("red0")
+    if split is not None:
+        args += [f"buf{b}" for b in range(len(split[2]))]
     args.append("dims")
     body = []
     idx_all = ", ".join(f"i{k}" for k in range(r))
@@ -285,8 +363,11 @@ def generate_source(spec: KernelSpec, row_calls: bool = False) -> str:
         arrays = ", ".join(args[:-1])
         lines.append(f"{ind}_row({head}, {arrays}, n{r - 1})")
         at = lines.index(jit)  # the row function goes right before the kernel, under the same decorator
-        row = [jit, f"def _row({head}, {arrays}, n{r - 1}):", f"    for i{r - 1} in range(n{r - 1}):"]
-        row += ["        " + b for b in body]
+        row = [jit, f"def _row({head}, {arrays}, n{r - 1}):"]
+        if split is None:
+            row += [f"    for i{r - 1} in range(n{r - 1}):", *("        " + b for b in body)]
+        else:
+            row += _split_row_body(spec, split, body, n_in, idx_all, f"i{r - 1}", f"n{r - 1}")
         return "\n".join(lines[:at] + row + ["", ""] + lines[at:]) + "\n"
     d = _compute(np.dtype(red.dtype))
     m = red.n_reduced
@@ -582,6 +663,34 @@ SPLIT_MIN_CONSTANTS = 36
 _SPLITTABLE = frozenset({"exp", "log", "log1p", "expm1", "tanh", "logistic", "erf"})
 
 
+def _fission(ops, members) -> dict[int, int]:
+    """Loop number of each op in ``members`` (in op order): a new loop starts before a float32 math function that
+    would take the current loop's vector constants past ``SPLIT_MIN_CONSTANTS``. A light op of inputs and constants
+    alone then moves to the first loop that uses it, so that it is not held from one loop to the next."""
+    sub: dict[int, int] = {}
+    weight: dict[int, int] = {}
+    cur = pressure = 0
+    heavy = False
+    for j in members:
+        op = ops[j]
+        w = _VECTOR_CONSTANTS[op.name] if op.name in _SPLITTABLE and _compute(np.dtype(op.dtype)) == F32 else 0
+        if w and heavy and pressure + w > SPLIT_MIN_CONSTANTS:
+            cur, pressure, heavy = cur + 1, 0, False
+        sub[j], weight[j] = cur, w
+        pressure += w + sum(1 for r in op.args if r[0] == "const")
+        heavy = heavy or w > 0
+    if cur:
+        users: dict[int, list[int]] = {j: [] for j in sub}
+        for k in sub:
+            for a in ops[k].args:
+                if a[0] == "op" and a[1] in users:
+                    users[a[1]].append(k)
+        for j in reversed(list(sub)):
+            if not weight[j] and users[j] and all(a[0] != "op" for a in ops[j].args):
+                sub[j] = max(sub[j], min(sub[u] for u in users[j]))
+    return sub
+
+
 def split_passes(spec: StagedSpec) -> StagedSpec:
     """``spec`` with each pass whose vector math would need more than ``SPLIT_MIN_CONSTANTS`` vector constants
     distributed over consecutive passes over the same row (loop fission), in op order.
@@ -593,18 +702,9 @@ def split_passes(spec: StagedSpec) -> StagedSpec:
     sub: dict[int, int] = {}
     counts = []
     for s in range(spec.n_stages):
-        cur = pressure = 0
-        heavy = False
-        for j, op in enumerate(spec.ops):
-            if op.row or op.stage != s:
-                continue
-            w = _VECTOR_CONSTANTS[op.name] if op.name in _SPLITTABLE and _compute(np.dtype(op.dtype)) == F32 else 0
-            if w and heavy and pressure + w > SPLIT_MIN_CONSTANTS:
-                cur, pressure, heavy = cur + 1, 0, False
-            sub[j] = cur
-            pressure += w + sum(1 for r in op.args if r[0] == "const")
-            heavy = heavy or w > 0
-        counts.append(cur + 1)
+        part = _fission(spec.ops, [j for j, op in enumerate(spec.ops) if not op.row and op.stage == s])
+        sub.update(part)
+        counts.append(max(part.values(), default=0) + 1)
     if all(c == 1 for c in counts):
         return spec
     base = [sum(counts[:s]) for s in range(spec.n_stages + 1)]

@@ -9,6 +9,7 @@ import threading
 
 import numpy as np
 import pytest
+from funclib.kernels import fusion
 from funclib.transforms.jit import RetraceError
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -284,7 +285,7 @@ def test_staged_kernels_keep_values_in_output_rows_and_recompute_cheap_ones():
     assert "out0[i0, i1] = t" in three.split("for i1")[1]  # the first pass stores exp(x) in the output row
 
 
-def test_staged_kernels_split_heavy_math_into_passes_over_the_row():
+def test_staged_kernels_split_heavy_math_into_passes_over_the_row(monkeypatch):
     """On long rows a pass whose float32 math needs more vector constants than the registers hold (erf and logistic)
     becomes several passes over the row, each value crossing them held in a row (the output's when it can, one
     after another); reductions accumulate where their operand is computed. Results stay the eager ones."""
@@ -328,6 +329,30 @@ def test_staged_kernels_split_heavy_math_into_passes_over_the_row():
     # short rows keep one pass
     short = fl.jit(gelu_sig_norm).lower(fl.asarray(rng.normal(size=(4, 40)).astype(np.float32))).kernels[0]
     assert len([p for p in passes(short) if "ferf(" in p or "flogistic(" in p]) == 1
+
+    # an elementwise nest's row function splits the same way, bit for bit as one loop: values cross loops in their
+    # own output's row, in another output's, or in a row buffer (no float32 output row is free for erf(a) * 3)
+    def many(a, b):
+        e = fl.erf(a + b)
+        big = fl.tanh(fl.erf(a * 2.0)).astype(fl.float16)
+        return e, e * fl.sigmoid(a) > 0.1, big, fl.exp(fl.erf(a - b)) * fl.sigmoid(b)
+
+    def buffered(a, b):
+        return (fl.erf(a) * 3.0 * fl.sigmoid(a + b)).astype(fl.float16)
+
+    a = fl.asarray(rng.normal(size=(3, 300)).astype(np.float32))
+    b = fl.asarray(rng.normal(size=(300,)).astype(np.float32))
+    for f, bufs in ((many, False), (buffered, True)):
+        src = fl.jit(f).lower(a, b).kernels[0]
+        assert len(passes(src)) >= 2 and ("buf0" in src) == bufs, src
+        split = fl.jit(f)(a, b)
+        monkeypatch.setattr(fusion, "SPLIT_MIN_CONSTANTS", 10**6)
+        assert len(passes(fl.jit(f).lower(a, b).kernels[0])) == 1
+        one = fl.jit(f)(a, b)
+        monkeypatch.undo()
+        split, one = (split, one) if isinstance(one, tuple) else ((split,), (one,))
+        for got, want in zip(split, one):
+            np.testing.assert_array_equal(got.numpy(), want.numpy())
 
 
 def test_no_retrace_on_new_values_and_retrace_counting():

@@ -738,7 +738,8 @@ class FusedStep:
             red_shape = (cshape[csplit:] if leading else cshape[:csplit]) or (1,)
         n = math.prod(self.shape)
         outs = tuple((d, d in fusion.HALF, n * d.itemsize >= _ALIAS_MIN_BYTES) for d in self.out_dtypes)
-        return k, ins, tuple(cshape), np.asarray(cshape, dtype=np.int64), outs, red_shape
+        bufs = tuple(fusion.fused_buffer_dtypes(spec, row_calls))
+        return k, ins, tuple(cshape), np.asarray(cshape, dtype=np.int64), outs, red_shape, bufs
 
     def __call__(self, *arrays):
         try:
@@ -749,7 +750,7 @@ class FusedStep:
         p = self.plans.get(sig)
         if p is None:
             p = self.plans[sig] = self._plan(arrays)
-        k, in_plan, cshape, dims, out_plan, red_shape = p
+        k, in_plan, cshape, dims, out_plan, red_shape, bufs = p
         args = []
         for a, (pad, sl, c, half) in zip(arrays, in_plan):
             if pad is not None:
@@ -768,6 +769,8 @@ class FusedStep:
             if shape != cshape:
                 o = o.reshape(cshape)
             args.append(o.view(np.uint16) if half else o)
+        for b, d in enumerate(bufs):
+            args.append(_row_buffer(cshape[-1], d, ref, b))
         if red_shape is None:
             k(*args, dims)
             return outs
