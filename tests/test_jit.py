@@ -355,6 +355,32 @@ def test_staged_kernels_split_heavy_math_into_passes_over_the_row(monkeypatch):
             np.testing.assert_array_equal(got.numpy(), want.numpy())
 
 
+def test_independent_regions_get_kernels_of_their_own_and_scalars_run_their_impls():
+    """Same-shape computations that share no array become separate kernels (one source for identical ones, so each
+    compiles once); those reading one array stay one kernel; scalar arithmetic compiles nothing."""
+    rng = np.random.default_rng(8)
+    a, b, c, d, e = (fl.asarray(rng.normal(size=(4, 5)).astype(np.float32)) for _ in range(5))
+    t = fl.asarray(np.float32(3.0))
+
+    def adam_like(a, b, c, d, e, t):
+        t = t + 1.0
+        corr = 1.0 - 0.9**t
+        return a * 0.5 + b / corr, c * 0.5 + d / corr, fl.exp(e) * 2.0, fl.sin(e) + 1.0
+
+    args = (a, b, c, d, e, t)
+    jf = fl.jit(adam_like)
+    for got, want in zip(jf(*args), adam_like(*args)):
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
+    steps = _steps(jf, *args)
+    fused = [s for s in steps if "fused[" in s]
+    # a*0.5 + b/corr and c*0.5 + d/corr: one source twice; exp(e)*2 and sin(e)+1 read e: one kernel
+    assert len(fused) == 3, steps
+    sources = [k.source for k in jf.lower(*args).program.kernels]
+    assert len(sources) == 3 and len(set(sources)) == 2
+    assert not any("pow" in s for s in fused)  # t + 1 and 1 - 0.9**t: scalar ops, run by their impls
+    assert any(s.split(" = ")[1].startswith("pow") for s in steps), steps
+
+
 def test_no_retrace_on_new_values_and_retrace_counting():
     calls = []
 

@@ -506,17 +506,34 @@ def plan(jaxpr: Jaxpr, staged: bool = True) -> list:
     out: list = []
     open_groups: dict = {}
     owner: dict = {}
-    eqn_group: dict = {}
 
     def close(g):
         if open_groups.get(g.shape) is g:
             del open_groups[g.shape]
-        member_ids = {id(e) for e in g.eqns}
         for v in g.vars:
             owner.pop(v, None)
+        if g.reduction is None and not g.staged:
+            if not g.shape:
+                # scalar ops run their impls: a kernel would cost a compile (0.15 s and more) to save nothing
+                out.extend(("eqn", e) for e in g.eqns)
+                return
+            parts = _components(g)
+            if len(parts) > 1:
+                names = {id(e): n for e, n in zip(g.eqns, g.names)}
+                for part in parts:
+                    sub = Group(g.shape)
+                    sub.eqns = part
+                    sub.names = [names[id(e)] for e in part]
+                    sub.vars = {v for e in part for v in e.outputs}
+                    emit(sub)
+                return
+        emit(g)
+
+    def emit(g):
         if len(g.eqns) == 1 and g.reduction is None:
             out.append(("eqn", g.eqns[0]))
             return
+        member_ids = {id(e) for e in g.eqns}
         ids = {i for i, e in enumerate(jaxpr.eqns) if id(e) in member_ids or e is g.reduction}
         g.outputs = [
             v for e in g.eqns for v in e.outputs if v in outset or any(c not in ids for c in consumers.get(v, ()))
@@ -595,10 +612,35 @@ def plan(jaxpr: Jaxpr, staged: bool = True) -> list:
         for v in eqn.outputs:
             g.vars.add(v)
             owner[v] = g
-        eqn_group[id(eqn)] = g
     for g in list(open_groups.values()):
         close(g)
     return out
+
+
+def _components(g) -> list[list]:
+    """``g``'s equations in groups that share no array: neither a value computed in ``g`` nor a non-scalar input.
+
+    Independent computations of one shape (say, the Adam updates of two parameters of the same shape) then get a
+    kernel each, the same kernel whatever else runs beside them, instead of one more kernel to compile per
+    combination. Those reading the same array stay together, so it is read once."""
+    parent = list(range(len(g.eqns)))
+
+    def find(i):
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    first: dict = {}
+    for i, e in enumerate(g.eqns):
+        keys = [v for v in e.outputs] + [a for a in e.inputs if type(a) is Var and (a in g.vars or a.aval.shape)]
+        for v in keys:
+            j = first.setdefault(v, i)
+            parent[find(i)] = find(j)
+    parts: dict = {}
+    for i, e in enumerate(g.eqns):
+        parts.setdefault(find(i), []).append(e)
+    return list(parts.values())
 
 
 def _const_ref(a: Literal) -> tuple:
