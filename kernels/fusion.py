@@ -248,22 +248,30 @@ def fused_row_split(spec: KernelSpec, row_calls: bool):
         for k, j in enumerate(spec.outputs)
         if sub[j] == last and np.dtype(spec.ops[j].dtype) not in HALF
     ]
+    order = sorted((j for j in reads if j not in own), key=lambda j: (sub[j], j))
+    in_buf, dtypes, in_out = _assign_rows(spec, order, sub, reads, slots, lambda slot, j: True)
+    in_out.update({j: own[j] for j in reads if j in own})
+    return sub, in_buf, dtypes, in_out
+
+
+def _assign_rows(spec, order, start, reads, slots, fits):
+    """Give each value in ``order`` a row to wait in: the first of ``slots`` (``[kind, index, dtype, free from]``)
+    of its dtype that is free by the pass ``start[j]`` computing it and ``fits``, else a new row buffer. A row
+    is free again in the pass that last reads its value: each element is read there before it is overwritten.
+    Returns ``({value: buffer}, buffer dtypes, {value: output})``."""
     in_buf: dict[int, int] = {}
     in_out: dict[int, int] = {}
     dtypes: list[np.dtype] = []
-    for j in sorted(reads, key=lambda j: (sub[j], j)):
-        if j in own:
-            in_out[j] = own[j]
-            continue
+    for j in order:
         d = _compute(np.dtype(spec.ops[j].dtype))
-        slot = next((sl for sl in slots if sl[2] == d and sl[3] <= sub[j]), None)
+        slot = next((sl for sl in slots if sl[2] == d and sl[3] <= start[j] and fits(sl, j)), None)
         if slot is None:
             slot = ["buf", len(dtypes), d, 0]
             dtypes.append(d)
             slots.append(slot)
         (in_out if slot[0] == "out" else in_buf)[j] = slot[1]
         slot[3] = reads[j]
-    return sub, in_buf, dtypes, in_out
+    return in_buf, dtypes, in_out
 
 
 def fused_buffer_dtypes(spec: KernelSpec, row_calls: bool) -> list[np.dtype]:
@@ -604,30 +612,13 @@ def _staged_buffers(spec: StagedSpec) -> tuple[dict[int, int], list[np.dtype], d
         for k, j in enumerate(spec.outputs)
         if not spec.ops[j].row and spec.ops[j].stage == last and np.dtype(spec.ops[j].dtype) not in HALF
     ]
-    in_buf: dict[int, int] = {}
-    in_out: dict[int, int] = {}
-    dtypes: list[np.dtype] = []
-    for j in sorted(need, key=lambda j: (spec.ops[j].stage, j)):
-        d = _compute(np.dtype(spec.ops[j].dtype))
-        stage = spec.ops[j].stage
-        slot = next(
-            (
-                sl
-                for sl in slots
-                if sl[2] == d
-                and sl[3] <= stage
-                # an output's row is overwritten in pass `last`: every read must come in it or before
-                and (sl[0] == "buf" or (spec.outputs[sl[1]] != j and reads[j] <= last))
-            ),
-            None,
-        )
-        if slot is None:
-            slot = ["buf", len(dtypes), d, 0]
-            dtypes.append(d)
-            slots.append(slot)
-        (in_out if slot[0] == "out" else in_buf)[j] = slot[1]
-        slot[3] = reads[j]
-    return in_buf, dtypes, in_out
+    order = sorted(need, key=lambda j: (spec.ops[j].stage, j))
+    stage = {j: spec.ops[j].stage for j in need}
+
+    def fits(slot, j):  # an output's row is overwritten in pass `last`: every read must come in it or before
+        return slot[0] == "buf" or (spec.outputs[slot[1]] != j and reads[j] <= last)
+
+    return _assign_rows(spec, order, stage, reads, slots, fits)
 
 
 _CHEAP = frozenset({"add", "sub", "mul", "neg"})
