@@ -704,12 +704,11 @@ def split_passes(spec: StagedSpec) -> StagedSpec:
         if not op.row:
             stage = base[op.stage] + sub[j]
         elif op.name == "reduce":
-            # accumulated in old pass op.stage - 1: in the sub-pass that computes its operand (the first for an input
-            # or an earlier pass's value)
+            # accumulated in old pass op.stage - 1: now in the sub-pass computing its operand (the first sub-pass
+            # for an input or an earlier pass's value)
             a = op.args[0]
-            first = base[op.stage - 1]
-            computed = a[0] == "op" and not spec.ops[a[1]].row and spec.ops[a[1]].stage == op.stage - 1
-            stage = (base[op.stage - 1] + sub[a[1]] if computed else first) + 1
+            here = a[0] == "op" and not spec.ops[a[1]].row and spec.ops[a[1]].stage == op.stage - 1
+            stage = base[op.stage - 1] + (sub[a[1]] if here else 0) + 1
         else:
             stage = base[op.stage]
         ops.append(replace(op, stage=stage))
