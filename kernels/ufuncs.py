@@ -27,6 +27,7 @@ from .vmath import ferf, flogistic
 
 __all__ = ["erf", "logistic"]
 
+
 def _erf_scalar(x):
     return ferf(x)
 

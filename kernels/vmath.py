@@ -222,14 +222,8 @@ def _exp_reduce(x):
 @njit(**_INNER)
 def _exp(x):
     n, u = _exp_reduce(x)
-    return _scale(n, u)
-
-
-@njit(**_INNER)
-def _scale(n, u):
-    """``2**n * (1 + u)`` for n in [-150, 128]."""
-    # 2**n as two factors, so that n never leaves the normal range and a subnormal result is rounded only by
-    # the last multiplication.
+    # 2**n as two factors, so that n in [-150, 128] never leaves the normal range and a subnormal result is
+    # rounded only by the last multiplication.
     n1 = _I(n >> 1)
     n2 = _I(n - n1)
     return (_ONE + u) * _float(_I((n1 + _B127) << 23)) * _float(_I((n2 + _B127) << 23))
@@ -418,7 +412,7 @@ def flogistic(x):
     na = _EXP_LO if _EXP_LO > na else na  # one max instruction; NaN passes
     n, u = _exp_reduce_core(na)
     # e = 2**n * (1 + u), n in [-150, 0]: adding n + 64 to the exponent of 1 + u keeps it normal and the multiply
-    # by 2**-64 rounds a subnormal once (one multiply where _scale needs two). That integer add can turn a NaN
+    # by 2**-64 rounds a subnormal once (one multiply where _exp needs two). That integer add can turn a NaN
     # finite, so u - u (0, or NaN) carries it into s.
     e = _float(_I(_bits(_ONE + u) + ((n + _I(64)) << 23))) * _TWOM64
     s = (_ONE + e) + (u - u)

@@ -266,8 +266,9 @@ class Jitted:
         self.static_argnames = tuple(static_argnames)
         self.max_traces = max_traces
         self._cache: dict = {}
-        # (shape, dtype) of each argument when all are positional Tensors -> (entry, constant arrays): the
-        # common call skips flattening and key building, which after a large kernel runs on cold caches
+        # (shape, dtype) of each argument when all are positional Tensors -> (program, constant arrays, output
+        # tree, whether that tree is one leaf): the common call skips flattening and key building, which after a
+        # large kernel runs on cold caches
         self._fast: dict = {}
         self._fast_ok = not self.static_argnums and not self.static_argnames
         self._history: list = []

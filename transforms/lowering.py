@@ -21,9 +21,7 @@ from funclib.primitives.dot import _dot_impl
 
 
 class Program:
-    __slots__ = (
-        "n_slots", "in_slots", "out_slots", "consts", "steps", "describe_lines", "kernels", "fallback_names", "_run"
-    )  # fmt: skip
+    __slots__ = ("in_slots", "out_slots", "consts", "steps", "describe_lines", "kernels", "fallback_names", "_run")
 
     def __init__(self):
         self.steps: list = []
@@ -232,7 +230,6 @@ def compile_program(jaxpr: Jaxpr) -> Program:
                 outs.append(slot[v])
             raw_steps.append((kernel, ins, outs, True, f"fused[{', '.join(e.prim.name for e in group.eqns)}]"))
     prog.out_slots = [atom_slot(a) for a in jaxpr.outvars]
-    prog.n_slots = n
     # free each slot after its last use (never inputs' caller-owned arrays: dropping our reference is harmless)
     last_use: dict = {}
     for i, (_, ins, _, _, _) in enumerate(raw_steps):
@@ -945,8 +942,8 @@ def _placed_empty(shape, dtype, ref, half_pages: int) -> np.ndarray:
 
 
 def _row_buffer(n: int, dtype, ref, k: int) -> np.ndarray:
-    """Row buffer ``k`` of a staged kernel, half a page from the previous one modulo 4 KiB (the first half a page
-    from ``ref``): each pass loads from one and stores into the next."""
+    """Row buffer ``k`` of a kernel's passes over a row, half a page from the previous one modulo 4 KiB (the first
+    half a page from ``ref``): each pass loads from one and stores into the next."""
     return np.empty(n, dtype) if ref is None else _placed_empty((n,), dtype, ref, k + 1)
 
 
