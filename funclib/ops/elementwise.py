@@ -198,6 +198,9 @@ def logaddexp(x1, x2, /):
     """``log(exp(x1) + exp(x2))`` without overflow."""
     x1, x2 = promote_pair("logaddexp", x1, x2)
     x1, x2 = _float(x1, "logaddexp"), _float(x2, "logaddexp")
+    if x1.dtype in dtypes.REAL_FLOATING and x1.dtype != dtypes.float64:
+        # exp and log1p each round; in float32 their errors stack to 4 ulp, one float64 evaluation rounds once
+        return convert(logaddexp(convert(x1, np.dtype(np.float64)), convert(x2, np.dtype(np.float64))), x1.dtype)
     m = maximum(x1, x2)
     # where both are -inf (or +inf) the difference is nan; the max alone is the answer there
     finite = isfinite(m)
