@@ -59,6 +59,7 @@ from .ops.sorting import *  # noqa: F401, F403
 from .primitives.collectives import all_gather, axis_index, pmax, pmean, pmin, psum  # noqa: F401
 from .primitives.elementwise import stop_gradient  # noqa: F401, F811
 from .primitives.shape import dynamic_slice, dynamic_update_slice  # noqa: F401
+from .pt_reader import UnsafePickleError  # noqa: F401
 from .random import global_randint as randint  # noqa: F401
 from .random import manual_seed, rand, rand_like, randn, randn_like, randperm  # noqa: F401
 from .serialization import SerializationError, load, save  # noqa: F401

@@ -280,27 +280,43 @@ def _check_like(loaded, like, path):
             )
 
 
-def load(path: str | os.PathLike, *, like: Any = None) -> Any:
-    """Read a tree written by ``save`` (or any safetensors file, as a ``{name: tensor}`` dict).
+def load(path: str | os.PathLike, *, like: Any = None, mmap: bool = False) -> Any:
+    """Read a tree written by ``save``, any safetensors file (as a ``{name: tensor}`` dict), or a PyTorch checkpoint.
+
+    The format is recognized by the file's first bytes, not its name. PyTorch files (``torch.save``'s zip format and
+    the legacy pre-1.6 format) are read without PyTorch and without running code from the file: only tensors,
+    numbers, strings and dict/OrderedDict/list/tuple containers are rebuilt, and anything else (a pickled
+    ``Module``, any other Python global) raises ``UnsafePickleError`` naming it. Tensors of dtypes funclib has no
+    Tensor type for (the float8 variants) come back as read-only NumPy arrays of the ml_dtypes type.
 
     Args:
         path: the file.
         like: optional template. A ``Module`` (anything with ``state_dict``/``load_state_dict``) gives a copy of
             it with the loaded state (strict ``load_state_dict``: missing keys, unexpected keys and shape
             mismatches are errors); any other tree must match the file's structure, shapes and dtypes exactly.
+        mmap: map a PyTorch checkpoint's storages from the file instead of reading them (pages are read when
+            first used). The file must then not be changed in place while its tensors are alive. Safetensors files
+            are always read.
 
     Returns:
         The tree with its containers as saved (dict, ``OrderedDict``, list, tuple) and tensors as ``Tensor``.
 
     Raises:
         SerializationError: the file is truncated or corrupt, or does not match ``like``.
+        UnsafePickleError: a PyTorch checkpoint asks for a Python global or an operation data never needs.
 
     Example:
         >>> fl.save({"w": fl.ones((2, 2)), "step": 10}, "/tmp/ckpt.safetensors")
         >>> fl.load("/tmp/ckpt.safetensors")["step"]
         10
+        >>> model = nn.Linear(3, 2)
+        >>> model.load_state_dict(fl.load("linear.pt"))  # doctest: +SKIP
     """
     path = os.fspath(path)
+    if _is_pytorch(path):
+        from .pt_reader import load_pytorch
+
+        return _fill_like(load_pytorch(path, mmap=mmap), like, path)
     arrays, meta = _read(path)
     if _KEY in meta:
         try:
@@ -317,6 +333,20 @@ def load(path: str | os.PathLike, *, like: Any = None) -> Any:
             )
     else:
         tree = {k: _wrap(v) for k, v in arrays.items()}
+    return _fill_like(tree, like, path)
+
+
+def _is_pytorch(path: str) -> bool:
+    from .pt_reader import is_pytorch_file
+
+    try:
+        with open(path, "rb") as f:
+            return is_pytorch_file(f.read(16))
+    except OSError:
+        return False  # _read reports it
+
+
+def _fill_like(tree: Any, like: Any, path: str) -> Any:
     if like is None:
         return tree
     if _stateful(like):
