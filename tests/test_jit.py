@@ -520,3 +520,24 @@ def test_conv_input_gradient_folds_each_example_while_in_cache():
             np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-4, atol=1e-5)
         steps = _steps(jf, conv, x)
         assert any("dot_col2im" in s for s in steps) and not any("conv_patches_transpose" in s for s in steps)
+
+
+def test_jit_of_a_custom_rule_function_keeps_the_rule():
+    # jit copies the wrapped function's metadata; it must not take custom_jvp's inner `fun` as its own
+    @fl.custom_jvp
+    def f(x):
+        return fl.sin(x)
+
+    @f.defjvp
+    def f_jvp(primals, tangents):
+        return fl.sin(primals[0]), 100.0 * tangents[0]
+
+    @fl.custom_vjp
+    def g(x):
+        return fl.sin(x)
+
+    g.defvjp(lambda x: (fl.sin(x), x), lambda res, ct: (-7.0 * ct,))
+    x = fl.ones(2)
+    assert fl.jit(f).fun is f and fl.jit(g).fun is g
+    np.testing.assert_array_equal(fl.grad(lambda x: fl.sum(fl.jit(f)(x)))(x).numpy(), [100.0, 100.0])
+    np.testing.assert_array_equal(fl.jvp(fl.jit(f), (x,), (x,))[1].numpy(), [100.0, 100.0])

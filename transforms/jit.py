@@ -278,7 +278,8 @@ class Jitted:
             self._sig = inspect.signature(fun)
         except (TypeError, ValueError):
             self._sig = None
-        functools.update_wrapper(self, fun)
+        # not `updated`: merging fun.__dict__ would let a wrapper's attributes (custom_jvp's `fun`) replace ours
+        functools.update_wrapper(self, fun, updated=())
 
     # --- signature ----------------------------------------------------------------------------------------------
     def _arg_name(self, i):
