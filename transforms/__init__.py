@@ -1,5 +1,6 @@
 """Function transforms: autodiff, vmap, control flow, jacobians, custom rules, tracing."""
 
+from . import export
 from .autodiff import grad, jvp, linear_transpose, linearize, value_and_grad, vjp
 from .batching import vmap
 from .control_flow import associative_scan, cond, fori_loop, map, scan, switch, while_loop  # noqa: A004
@@ -9,6 +10,7 @@ from .jit import jit
 from .tracing import ShapeDtypeStruct, eval_shape, make_jaxpr
 
 __all__ = [
+    "export",
     "grad",
     "jvp",
     "linear_transpose",

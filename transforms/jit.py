@@ -324,7 +324,15 @@ class Jitted:
 
     # --- tracing ------------------------------------------------------------------------------------------------
     def _trace(self, key, leaves, in_tree, args, kwargs, static):
-        in_avals = [ShapedArray(tuple(x.shape), x.dtype) for x in leaves]
+        avals = [ShapedArray(tuple(x.shape), x.dtype) for x in leaves]
+        closed, out_tree = self._trace_avals(avals, in_tree, args, kwargs)
+        closed = optimize(closed)
+        open_j, consts = _closed_to_open(closed)
+        return _Entry(open_j, consts, out_tree, closed, self._desc(key, self._leaf_names(in_tree, args, kwargs)))
+
+    def _trace_avals(self, in_avals, in_tree, args, kwargs) -> tuple[ClosedJaxpr, Any]:
+        """The unoptimized jaxpr for flattened dynamic arguments of these types (``in_tree`` as from flattening
+        ``(dynamic args, dynamic kwargs)``; ``args``/``kwargs`` supply the static values), and the output tree."""
         store = {}
 
         def flat(*xs):
@@ -338,8 +346,7 @@ class Jitted:
             store["tree"] = t
             return [as_tensor_leaf(v, f"jit({self.__name__}) output") for v in o]
 
-        names = self._leaf_names(in_tree, args, kwargs)
-        trace = JitTrace(_state.trace, names, self.__name__)
+        trace = JitTrace(_state.trace, self._leaf_names(in_tree, args, kwargs), self.__name__)
         ins = [trace.new_arg(a) for a in in_avals]
         prev = _state.trace
         _state.trace = trace
@@ -348,10 +355,7 @@ class Jitted:
         finally:
             _state.trace = prev
         jaxpr, consts = trace.to_jaxpr(ins, outs)
-        closed = optimize(ClosedJaxpr(jaxpr, consts))
-        open_j, consts = _closed_to_open(closed)
-        entry = _Entry(open_j, consts, store["tree"], closed, self._desc(key, names))
-        return entry
+        return ClosedJaxpr(jaxpr, consts), store["tree"]
 
     def _leaf_names(self, in_tree, args, kwargs):
         dyn_pos = [i for i in range(len(args)) if i not in self.static_argnums]
