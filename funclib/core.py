@@ -387,14 +387,27 @@ class Tensor:
         return funclib
 
     def __dlpack__(self, /, *, stream=None, max_version=None, dl_device=None, copy=None):
-        kw = {}
-        if max_version is not None:
-            kw["max_version"] = max_version
-        if copy is not None:
-            kw["copy"] = copy
-        if dl_device is not None:
-            kw["dl_device"] = dl_device
-        return self.numpy().__dlpack__(**kw)
+        """Export the buffer through DLPack, shared (``copy=True`` copies).
+
+        DLPack 1.0 consumers (NumPy, PyTorch) receive it marked read-only; NumPy honours the mark, PyTorch
+        ignores it, so writing to ``torch.from_dlpack(x)`` changes ``x``: clone it first. Consumers of the older
+        protocol (JAX) cannot be told, and get the buffer unmarked, as JAX exports its own immutable arrays;
+        memory funclib does not own (a memory-mapped checkpoint, ``fl.from_numpy``) is copied for them. JAX also
+        copies buffers that are not 64-byte aligned, which NumPy's allocations usually are not. bfloat16 cannot be
+        exported: NumPy, which produces the capsule, has no DLPack code for it.
+        """
+        kw = {} if dl_device is None else {"dl_device": dl_device}
+        if max_version is not None and tuple(max_version) >= (1, 0):
+            return self.numpy().__dlpack__(stream=stream, max_version=max_version, copy=copy, **kw)
+        v = self._value
+        if copy or not v.flags.writeable:
+            if copy is False:
+                raise BufferError(
+                    "Tensor.__dlpack__: this tensor's memory is read-only and the consumer speaks a DLPack version "
+                    "before 1.0, which cannot mark it so; allow a copy (copy=None)"
+                )
+            v = np.array(v)
+        return v.__dlpack__(stream=stream, **kw)
 
     def __dlpack_device__(self):
         return self._value.__dlpack_device__()

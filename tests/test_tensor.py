@@ -297,11 +297,13 @@ def test_dlpack_round_trip():
     y = fl.from_dlpack(x)
     assert y.dtype == fl.int32 and y.tolist() == x.tolist()
     src = np.arange(3.0)
-    z = fl.from_dlpack(src)
+    z = fl.from_dlpack(src)  # shared, as every DLPack consumer does: later writes to the source show
     src[0] = 7.0
-    assert z.tolist() == [0.0, 1.0, 2.0]
-    with pytest.raises(ValueError, match="writable"):
-        fl.from_dlpack(src, copy=False)
+    assert z.tolist() == [7.0, 1.0, 2.0] and not z.numpy().flags.writeable
+    assert fl.from_dlpack(src, copy=True).tolist() == [7.0, 1.0, 2.0]
+    snapshot = fl.from_dlpack(src, copy=True)
+    src[0] = 8.0
+    assert snapshot.tolist() == [7.0, 1.0, 2.0]
     assert fl.from_dlpack(x, copy=False).tolist() == x.tolist()
     capsule = x.__dlpack__(max_version=(1, 0))
     assert type(capsule).__name__ == "PyCapsule"

@@ -346,14 +346,69 @@ def eye(n_rows: int, n_cols: int | None = None, /, *, k: int = 0, dtype=None, de
     return _wrap(np.eye(n_rows, n_cols, k=k, dtype=d))
 
 
-def from_dlpack(x, /, *, device=None, copy=None) -> Tensor:
-    """A Tensor from any object supporting DLPack; a writable source is copied, as in ``asarray``.
+def from_dlpack(x, /, *, device=None, copy: bool | None = None) -> Tensor:
+    """A Tensor over the memory of any DLPack producer (NumPy, PyTorch, JAX, ...), without a copy.
 
-    >>> fl.from_dlpack(np.arange(3))
-    Tensor([0, 1, 2], dtype=int64)
+    The Tensor is read-only, but it shares the producer's buffer, as ``torch.from_dlpack`` and
+    ``jax.dlpack.from_dlpack`` do: writes to the source made later through the producer are visible in it. Pass
+    ``copy=True`` for a snapshot (or use ``fl.asarray``, which copies writable sources). ``copy=False`` raises if
+    sharing is impossible.
+
+    >>> src = np.arange(3.0)
+    >>> fl.from_dlpack(src)
+    Tensor([0., 1., 2.], dtype=float64)
     """
     _check_device(device, "from_dlpack")
-    return asarray(np.from_dlpack(x), copy=copy)
+    if isinstance(x, Tensor):
+        return _wrap(np.array(x._value)) if copy else x
+    try:
+        arr = np.from_dlpack(x, copy=copy)
+    except (BufferError, TypeError, ValueError, RuntimeError) as e:
+        hint = (
+            " (NumPy, through which funclib reads DLPack, has no DLPack code for bfloat16 or float8: convert on "
+            "the producer's side, e.g. t.float())"
+            if "dtype" in str(e).lower()
+            else ""
+        )
+        what = f"{type(x).__module__}.{type(x).__qualname__}"
+        raise type(e)(f"from_dlpack: cannot import a {what} through DLPack: {e}{hint}") from None
+    return _shared(arr, "from_dlpack")
+
+
+def from_numpy(a: np.ndarray, /) -> Tensor:
+    """A read-only Tensor sharing ``a``'s memory (no copy), like ``torch.from_numpy``.
+
+    funclib never writes to it, but ``a`` stays writable: values written to ``a`` later are visible through the
+    Tensor (and a ``jit`` that captured it as a constant keeps the values it saw). Use ``fl.asarray(a)`` for an
+    independent copy.
+
+    >>> a = np.zeros(2, np.float32)
+    >>> t = fl.from_numpy(a)
+    >>> a[0] = 5.0
+    >>> t
+    Tensor([5., 0.], dtype=float32)
+    """
+    if not isinstance(a, np.ndarray):
+        raise TypeError(
+            f"from_numpy: expected a NumPy ndarray, got {type(a).__name__}; use fl.asarray for other objects"
+        )
+    if a.dtype.byteorder not in ("=", "|") and a.dtype.itemsize > 1:
+        raise ValueError(
+            f"from_numpy: the array has non-native byte order ({a.dtype.str}), so its memory cannot be shared; "
+            "fl.asarray(a) converts it with a copy"
+        )
+    return _shared(a, "from_numpy")
+
+
+def _shared(arr: np.ndarray, op: str) -> Tensor:
+    if arr.dtype not in dtypes._KNOWN:
+        raise DTypeError(
+            f"{op}: dtype {arr.dtype} is not supported by funclib; convert it first (e.g. to float32)"
+        )
+    if arr.flags.writeable:
+        arr = arr.view()
+        arr.flags.writeable = False
+    return _wrap(arr)
 
 
 def meshgrid(*arrays, indexing: str = "xy") -> list[Tensor]:
@@ -412,6 +467,7 @@ __all__ = [
     "empty_like",
     "eye",
     "from_dlpack",
+    "from_numpy",
     "full",
     "full_like",
     "linspace",
