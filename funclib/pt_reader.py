@@ -464,11 +464,10 @@ class _Reader:
                         f"at pickle byte {at}; data files only set the metadata of an OrderedDict. The file may run "
                         "code when unpickled; it is corrupt or hostile."
                     )
-            elif op in (0x51, 0x50):  # BINPERSID, PERSID
-                pid = stack.pop() if op == 0x51 and stack else self._line(at) if op == 0x50 else None
-                if pid is None:
-                    self._fail("the pickle is corrupt: BINPERSID with an empty stack", at)
-                stack.append(self.persistent_load(pid, at))
+            elif op == 0x51:  # BINPERSID
+                stack.append(self.persistent_load(stack.pop() if stack else None, at))
+            elif op == 0x50:  # PERSID (text)
+                stack.append(self.persistent_load(self._line(at), at))
             else:
                 name = _OPNAMES.get(op, f"0x{op:02x}")
                 raise UnsafePickleError(
