@@ -97,11 +97,24 @@ def _warn(path: str, problem: str) -> None:
     warnings.warn(
         f"funclib's kernel cache {path!r} {problem}. Compiled kernels are loaded by unpickling, which runs code, so "
         "funclib reads them only from a directory private to you; for the rest of this process kernels are compiled "
-        "in memory (each first call compiles again). Fix: set FUNCLIB_CACHE_DIR to a directory of your own, or "
-        "remove this one so that funclib recreates it with mode 0700.",
+        "in memory (each first call compiles again). Fix: set FUNCLIB_CACHE_DIR to a directory only you can write "
+        "(funclib creates a missing one with mode 0700), or correct this one's ownership and permissions; deleting "
+        "the cache is always safe.",
         KernelCacheWarning,
-        stacklevel=3,
+        stacklevel=_outside_stacklevel(),
     )
+
+
+def _outside_stacklevel() -> int:
+    """The ``stacklevel`` of ``_warn``'s first caller outside funclib and numba: the user's line."""
+    f, level = sys._getframe(1), 1
+    while f is not None:
+        name = f.f_globals.get("__name__") or ""
+        inside = name == "funclib" or name.startswith(("funclib.", "funclib_kernel_", "numba"))
+        if not inside and not f.f_code.co_filename.startswith("<funclib"):
+            return level
+        f, level = f.f_back, level + 1
+    return 1
 
 
 def _give_up(path: str, err: OSError) -> None:
@@ -126,7 +139,6 @@ def _ancestors(path: str) -> list[str]:
 
 def _prepare(path: str) -> str | None:
     """Create ``path`` (mode 0700, parents too) and check it is private. Returns what is wrong, or None."""
-    uid = os.geteuid()
     missing = []
     p = path
     while not os.path.lexists(p):
@@ -139,6 +151,9 @@ def _prepare(path: str) -> str | None:
             pass  # another process made it: checked below like any existing directory
         except OSError as e:
             return f"cannot be created ({e.strerror or e}: {m!r})"
+    if not hasattr(os, "geteuid"):  # Windows: access is by ACL, and a user's profile is private by default
+        return None if os.path.isdir(path) and os.access(path, os.W_OK) else "is not a writable directory"
+    uid = os.geteuid()
     for a in dict.fromkeys(_ancestors(path) + _ancestors(os.path.realpath(path))):
         try:
             st = os.stat(a)

@@ -165,22 +165,24 @@ def _source() -> tuple[str, float]:
     return src, 2.0 + c
 
 
-def _load_with(monkeypatch, cache) -> list[str]:
-    """Load and run two new kernels with ``cache`` as the cache dir; returns the KernelCacheWarning messages."""
+def _load_with(monkeypatch, cache) -> list:
+    """Load and run two new kernels with ``cache`` as the cache dir; returns the KernelCacheWarnings."""
     monkeypatch.setenv("FUNCLIB_CACHE_DIR", str(cache))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for _ in range(2):
             src, expected = _source()
             assert diskcache.load_kernel(src)(1.0) == expected
-    return [str(w.message) for w in caught if issubclass(w.category, fl.errors.KernelCacheWarning)]
+    return [w for w in caught if issubclass(w.category, fl.errors.KernelCacheWarning)]
 
 
 def _refused(monkeypatch, cache, reason: str, unchanged: bool = True) -> None:
     before = _modes(cache) if unchanged and os.path.isdir(cache) else None
-    msgs = _load_with(monkeypatch, cache)  # the kernels compile in memory and run
-    assert len(msgs) == 1, msgs  # one warning for the process, not one per kernel
-    assert reason in msgs[0] and str(cache) in msgs[0] and "FUNCLIB_CACHE_DIR" in msgs[0], msgs[0]
+    caught = _load_with(monkeypatch, cache)  # the kernels compile in memory and run
+    assert len(caught) == 1, [str(w.message) for w in caught]  # one warning for the process, not one per kernel
+    msg = str(caught[0].message)
+    assert reason in msg and str(cache) in msg and "FUNCLIB_CACHE_DIR" in msg, msg
+    assert caught[0].filename == __file__  # it points at the caller's line, not into funclib
     if before is not None:
         assert _modes(cache) == before  # nothing written there
 
