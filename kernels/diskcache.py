@@ -13,13 +13,14 @@ in every process that reads it. So funclib uses its cache directory (``FUNCLIB_C
 
 A kernel is a generated module ``k_<key>.py`` (the key hashes its source and funclib's, numba's and the vector
 math's versions). It is executed from the source held in memory; the file is there to be read and for tracebacks,
-and one that differs from the source is rewritten. Each compiled signature of each function in it is one file
-``k_<key>.<function>.<hash>.nbc``: a magic header, the SHA-256 of the payload, then the pickled numba compile
-result with its full cache key (signature, CPU, numba and Python versions, bytecode hash). A file that is
-truncated, holds other bytes or belongs to another key is a miss: the function is compiled again and the file
-replaced. The digest catches corruption, not tampering: the privacy checks are what keep others out. Every file is
-written to a temporary name and renamed into place, so processes compiling the same kernel at once each leave a
-complete file, and a reader sees a whole old file or a whole new one.
+and one that differs from the source is rewritten. Each compiled signature of each numba function in it, and of
+funclib's own numba functions (decorated with ``njit``/``vectorize`` from here instead of numba's ``cache=True``),
+is one file ``<module>.<function>.<hash>.nbc``: a magic header, the SHA-256 of the payload, then the pickled numba
+compile result with its full cache key (signature, CPU, bytecode and module source hashes, numba and Python
+versions). A file that is truncated, holds other bytes or belongs to another key is a miss: the function is
+compiled again and the file replaced. The digest catches corruption, not tampering: the privacy checks are what
+keep others out. Every file is written to a temporary name and renamed into place, so processes compiling the same
+kernel at once each leave a complete file, and a reader sees a whole old file or a whole new one.
 
 Example::
 
@@ -42,9 +43,9 @@ import tempfile
 import threading
 import types
 import warnings
+from collections.abc import Callable
 
 import numba
-import numpy as np
 from numba.core import compiler, serialize
 from numba.core.caching import _Cache
 from numba.core.dispatcher import Dispatcher
@@ -369,7 +370,7 @@ class DiskCache(_Cache):
             _give_up(d, e)
 
 
-def njit(fn=None, **options):
+def njit(fn: Callable | None = None, **options):
     """``numba.njit`` for funclib's own functions: compiled code is cached in the private kernel cache (never in
     numba's ``__pycache__`` or ``NUMBA_CACHE_DIR``). Example: ``@diskcache.njit(nogil=True)``."""
     if fn is None:
@@ -379,9 +380,9 @@ def njit(fn=None, **options):
     return disp
 
 
-def vectorize(signatures: list[str], fn) -> np.ufunc:
-    """``numba.vectorize(signatures)(fn)`` with its loops cached like ``njit``'s (a DUFunc that no longer
-    compiles at call time, as numba builds for explicit signatures)."""
+def vectorize(signatures: list[str], fn: Callable):
+    """``numba.vectorize(signatures)(fn)`` with its loops cached like ``njit``'s: numba's DUFunc, closed to new
+    signatures as numba makes it for explicit ones. Example: ``vectorize(["float64(float64)"], f)(np.ones(3))``."""
     uf = numba.vectorize()(fn)
     uf._dispatcher.cache = DiskCache(fn, fn.__module__, _source_stamp(fn))
     for s in signatures:
