@@ -30,7 +30,20 @@ the compiled body per iteration). Read when a jitted function compiles for a new
 
 
 def cache_dir() -> str:
-    """Where compiled kernels are cached: ``FUNCLIB_CACHE_DIR``, else the user cache dir."""
-    from .kernels.fusion import cache_dir as _kernel_cache_dir
+    """Where jit keeps compiled kernels: ``FUNCLIB_CACHE_DIR``, else ``$XDG_CACHE_HOME/funclib``, else
+    ``~/.cache/funclib``.
+
+    Compiled kernels are loaded by unpickling, which runs code, so the directory is used only while private to
+    you: funclib creates it (and missing parents) with mode 0700 and its files with mode 0600 whatever the umask,
+    and refuses one owned by another user or writable by group or others (or with such a parent, unless sticky
+    like ``/tmp``). A refused or unwritable directory gives one ``fl.errors.KernelCacheWarning``, after which
+    kernels compile in memory for the rest of the process. A truncated or corrupt cache file is detected (each
+    carries a SHA-256 of its contents) and the kernel compiled again.
+
+    >>> import funclib as fl
+    >>> fl.config.cache_dir()  # doctest: +SKIP
+    '/home/me/.cache/funclib'
+    """
+    from .kernels.diskcache import cache_dir as _kernel_cache_dir
 
     return _kernel_cache_dir()

@@ -1,5 +1,8 @@
 """Error classes raised by funclib. Each message names the operation, the values involved and the fix."""
 
+# a warning, defined beside the kernel cache that issues it
+from .kernels.diskcache import KernelCacheWarning as KernelCacheWarning
+
 
 class FunclibError(Exception):
     """Base class of funclib's own errors."""

@@ -9,6 +9,8 @@ output rows, which are contiguous in both arrays.
 
 Example:
     >>> import numpy as np
+
+from . import diskcache
     >>> from funclib.kernels import conv
     >>> conv.im2col(np.ones((1, 3, 3, 1), np.float32), (2, 2), (1, 1), ((0, 0), (0, 0)), (1, 1)).shape
     (1, 2, 2, 2, 2, 1)
@@ -16,15 +18,16 @@ Example:
 
 from __future__ import annotations
 
-import numba
 import numpy as np
+
+from . import diskcache
 
 __all__ = ["im2col", "col2im", "im2col_cf", "col2im_cf", "SUPPORTED"]
 
 SUPPORTED = (np.dtype(np.float32), np.dtype(np.float64))
 
 
-@numba.njit(cache=True, nogil=True)
+@diskcache.njit(nogil=True)
 def _im2col(x, out, sh, sw, ph, pw, dh, dw):  # pragma: no cover - compiled
     n_, h_, w_, c_ = x.shape
     oh_, ow_, kh_, kw_ = out.shape[1], out.shape[2], out.shape[3], out.shape[4]
@@ -43,7 +46,7 @@ def _im2col(x, out, sh, sw, ph, pw, dh, dw):  # pragma: no cover - compiled
                                 out[n, i, j, a, b, c] = 0
 
 
-@numba.njit(cache=True, nogil=True)
+@diskcache.njit(nogil=True)
 def _col2im(cols, out, sh, sw, ph, pw, dh, dw):  # pragma: no cover - compiled
     n_, oh_, ow_, kh_, kw_, c_ = cols.shape
     h_, w_ = out.shape[1], out.shape[2]
@@ -92,7 +95,7 @@ def col2im(cols: np.ndarray, input_shape, strides, padding, dilation) -> np.ndar
     return out if nd == 2 else out[:, 0]
 
 
-@numba.njit(cache=True, nogil=True)
+@diskcache.njit(nogil=True)
 def _im2col_cf(x, out, sh, sw, dh, dw):  # pragma: no cover - compiled
     # x is already padded, so every window lies inside it; per-plane and per-row views keep the inner loop a
     # plain 1-d copy, and with unit strides its index j + b is provably non-negative (no wraparound check), so
@@ -117,7 +120,7 @@ def _im2col_cf(x, out, sh, sw, dh, dw):  # pragma: no cover - compiled
                                 orow[j] = xr[j * sw + b * dw]
 
 
-@numba.njit(cache=True, nogil=True)
+@diskcache.njit(nogil=True)
 def _col2im_cf(cols, out, sh, sw, dh, dw):  # pragma: no cover - compiled
     # out is the zero-initialized padded input; the caller crops it
     n_, c_, kh_, kw_, oh_, ow_ = cols.shape

@@ -2,26 +2,19 @@
 
 A ``KernelSpec`` describes one fused region with no reference to tracing: the collapsed loop rank, each input's
 dtype and which loop axes it broadcasts over (size 1), and the scalar program (op names over input/op/constant
-references). ``compile_kernel(spec)`` turns it into numba source for one loop nest (outputs allocated by the caller
-and passed in; no NumPy array expressions inside), compiles it with ``cache=True`` from a file in the cache dir,
-and returns the numba dispatcher. The key is a content hash of the source plus funclib/numba/vmath versions, so a
-new batch size reuses the compiled kernel.
+references). ``generate_source(spec)`` turns it into numba source for one loop nest (outputs allocated by the caller
+and passed in; no NumPy array expressions inside); ``diskcache.load_kernel`` compiles it, or loads it from the
+private disk cache, keyed by a content hash of the source plus funclib/numba/vmath versions, so a new batch size
+reuses the compiled kernel.
 """
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
-import os
-import sys
-import tempfile
-import threading
 from dataclasses import dataclass, replace
 
-import numba
 import numpy as np
 
-FUNCLIB_KERNEL_VERSION = "1"
+from . import diskcache
 
 F32 = np.dtype(np.float32)
 F64 = np.dtype(np.float64)
@@ -353,7 +346,7 @@ def generate_source(spec: KernelSpec, row_calls: bool = False) -> str:
     lines = _module_header(consts)
     # reductions may reassociate (that is what vectorizes them); pure elementwise kernels keep IEEE semantics
     fm = ", fastmath={'reassoc', 'contract'}" if red is not None and red.kind == "sum" else ""
-    jit = f"@numba.njit(cache=True, error_model='numpy', nogil=True{fm})"
+    jit = f"@numba.njit(error_model='numpy', nogil=True{fm})"
     lines.append(jit)
     lines.append(f"def kernel({', '.join(args)}):")
     for k in range(r):
@@ -420,93 +413,12 @@ def collapse_segments(shape: tuple[int, ...], in_shapes: list[tuple[int, ...]], 
     return a_out + b_out, [x + y for x, y in zip(a_in, b_in)], len(a_out)
 
 
-@numba.njit(cache=True, error_model="numpy", inline="always")
+@diskcache.njit(error_model="numpy", inline="always")
 def _logistic64(x):
     if x >= 0:
         return 1.0 / (1.0 + np.exp(-x))
     e = np.exp(x)
     return e / (1.0 + e)
-
-
-_loaded: dict = {}
-_load_lock = threading.Lock()
-
-
-def _cache_key(src: str) -> str:
-    h = hashlib.sha256()
-    h.update(src.encode())
-    h.update(FUNCLIB_KERNEL_VERSION.encode())
-    h.update(numba.__version__.encode())
-    from . import vmath
-
-    h.update(getattr(vmath, "VERSION", "0").encode())
-    return h.hexdigest()[:24]
-
-
-def cache_dir() -> str:
-    """Where compiled kernels are cached: ``FUNCLIB_CACHE_DIR``, else the user cache dir."""
-    d = os.environ.get("FUNCLIB_CACHE_DIR")
-    if d:
-        return d
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "funclib")
-
-
-def _cache_dir() -> str:
-    d = cache_dir()
-    os.makedirs(d, exist_ok=True)
-    return d
-
-
-def _write_atomic(path: str, text: str) -> None:
-    d = os.path.dirname(path)
-    fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp_", suffix=".py")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-def load_kernel(src: str):
-    """Import (or reuse) the kernel module for ``src`` from the disk cache and return its dispatcher."""
-    key = _cache_key(src)
-    k = _loaded.get(key)
-    if k is not None:
-        return k
-    with _load_lock:
-        k = _loaded.get(key)
-        if k is not None:
-            return k
-        d = _cache_dir()
-        path = os.path.join(d, f"k_{key}.py")
-        try:
-            with open(path) as f:
-                stale = f.read() != src
-        except OSError:
-            stale = True
-        if stale:
-            # a missing, truncated or foreign file is rewritten, never trusted
-            _write_atomic(path, src)
-        name = f"funclib_kernel_{key}"
-        spec = importlib.util.spec_from_file_location(name, path)
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        try:
-            spec.loader.exec_module(mod)
-        except Exception:
-            sys.modules.pop(name, None)
-            _write_atomic(path, src)
-            spec = importlib.util.spec_from_file_location(name, path)
-            mod = importlib.util.module_from_spec(spec)
-            sys.modules[name] = mod
-            spec.loader.exec_module(mod)
-        k = mod.kernel
-        _loaded[key] = k
-        return k
 
 
 def collapse(out_shape: tuple[int, ...], in_shapes: list[tuple[int, ...]]):
@@ -820,7 +732,7 @@ def generate_staged_source(spec: StagedSpec, row_calls: bool = False) -> str:
     lines = _module_header(consts)
     has_sum = any(op.name == "reduce" and op.param == "sum" for op in spec.ops)
     fm = ", fastmath={'reassoc', 'contract'}" if has_sum else ""
-    jit = f"@numba.njit(cache=True, error_model='numpy', nogil=True{fm})"
+    jit = f"@numba.njit(error_model='numpy', nogil=True{fm})"
     head = [jit, f"def kernel({', '.join(args)}):", "    n1 = dims[1]", "    for i0 in range(dims[0]):"]
     if not row_calls:
         return "\n".join(lines + head + ["    " + b for b in body]) + "\n"

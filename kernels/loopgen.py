@@ -20,7 +20,7 @@ broadcasts, slices, reversals). ``build(spec)`` generates one module whose ``ker
   iteration otherwise (through a staging buffer where it is a view of an old carry, e.g. a swap).
 
 Sizes never appear in the source: they are read from an ``int64`` table passed at run time, so the kernel
-(keyed by a content hash, written to the kernel cache dir and compiled with ``cache=True``) serves every trip
+(keyed by a content hash and kept in the private kernel cache, see ``diskcache``) serves every trip
 count and every batch size with the same structure. ``Unsupported`` is raised for what it cannot generate;
 callers then run the loop some other way.
 
@@ -46,13 +46,12 @@ from __future__ import annotations
 import importlib.util
 from dataclasses import dataclass
 
-import numba
 import numpy as np
 from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from . import fusion
+from . import diskcache, fusion
 
 GENERATOR_VERSION = "5"
 
@@ -96,13 +95,13 @@ try:
     _gemm = _gemm_intrinsic()
 
     # a function of its own (cached per operand layout), so each loop kernel only emits a call
-    @numba.njit(cache=True, nogil=True, no_cpython_wrapper=True)
+    @diskcache.njit(nogil=True, no_cpython_wrapper=True)
     def gemm(a, b, out):
         _gemm(a, b, out)
 
 except ImportError:  # numba moved its BLAS helpers: np.dot does the same, compiling more slowly
 
-    @numba.njit(cache=True, nogil=True)
+    @diskcache.njit(nogil=True)
     def gemm(a, b, out):
         np.dot(a, b, out)
 
@@ -407,7 +406,7 @@ class _Gen:
                 names.setdefault(self.base[v], f"a{len(names)}")
             lines = self.region(st, names, f"s{n}_", "    ")
             self.helpers.append(
-                "@numba.njit(cache=True, error_model='numpy', nogil=True, fastmath={'reassoc', 'contract'})\n"
+                "@numba.njit(error_model='numpy', nogil=True, fastmath={'reassoc', 'contract'})\n"
                 f"def step{n}(d, {', '.join(names.values())}):\n" + "\n".join(lines) + "\n"
             )
             self.body.append(f"step{n}(d, {', '.join(names)})")
@@ -680,7 +679,7 @@ class _Gen:
         lines += ["", ""]
         for h in self.helpers:
             lines += [h, ""]
-        lines.append("@numba.njit(cache=True, error_model='numpy', nogil=True)")
+        lines.append("@numba.njit(error_model='numpy', nogil=True)")
         args += [f"b{j}" for j in range(len(self.temps))]
         lines.append(f"def kernel(n, d, {', '.join(args)}):")
         lines += ["    " + s for s in self.pre]
@@ -703,7 +702,7 @@ class LoopKernel:
 
     def _dispatcher(self):
         if self._fn is None:
-            self._fn = fusion.load_kernel(self.source)
+            self._fn = diskcache.load_kernel(self.source)
         return self._fn
 
     def __call__(self, length: int, consts, carry, xs) -> tuple[list[np.ndarray], list[np.ndarray]]:

@@ -46,9 +46,10 @@ from fractions import Fraction
 from functools import cache
 
 import ml_dtypes
-import numba
 import numpy as np
 import numpy.typing as npt
+
+from . import diskcache
 
 __all__ = ["erf", "erfinv", "lgamma", "digamma", "polygamma"]
 
@@ -116,19 +117,19 @@ def _apply(ufunc: np.ufunc, a: np.ndarray) -> np.ndarray:
 # ---------------------------------------------------------------- scalar float64 code
 
 
-@numba.njit(cache=True)
+@diskcache.njit
 def _erf64(x):
     return math.erf(x)
 
 
-@numba.njit(cache=True)
+@diskcache.njit
 def _lgamma64(x):
     if x <= 0.0 and x == math.floor(x):
         return -_INF if x == -_INF else _INF
     return math.lgamma(x)
 
 
-@numba.njit(cache=True)
+@diskcache.njit
 def _erfinv64(x):
     a = abs(x)
     if not a < 1.0:
@@ -155,7 +156,7 @@ def _erfinv64(x):
     return math.copysign(y, x)
 
 
-@numba.njit(cache=True)
+@diskcache.njit
 def _cotpi(x):
     """cot(pi x) for finite non-integer x; x - n is exact for the nearest integer n (Sterbenz)."""
     f = x - math.floor(x + 0.5)
@@ -168,7 +169,7 @@ def _cotpi(x):
     return c if f > 0.0 else -c
 
 
-@numba.njit(cache=True)
+@diskcache.njit
 def _digamma_near_root(x):
     h = (x - _ROOT_HI) - _ROOT_LO
     acc = 0.0
@@ -177,7 +178,7 @@ def _digamma_near_root(x):
     return acc * h
 
 
-@numba.njit(cache=True)
+@diskcache.njit
 def _digamma_pos(x):
     if x >= _PSI_SHIFT:
         if x > 1e17:
@@ -197,7 +198,7 @@ def _digamma_pos(x):
     return _digamma_near_root(x - m) + shift
 
 
-@numba.njit(cache=True)
+@diskcache.njit
 def _digamma64(x):
     if x > 0.0:
         return _INF if x == _INF else _digamma_pos(x)
@@ -210,7 +211,7 @@ def _digamma64(x):
     return _digamma_pos(1.0 - x) - _PI * _cotpi(x)
 
 
-@numba.njit(cache=True)
+@diskcache.njit
 def _hurwitz_scaled(s, x, a_min):
     """x**s * zeta(s, x) for x > 0 and integer s >= 2."""
     if x >= a_min:
@@ -236,7 +237,7 @@ def _hurwitz_scaled(s, x, a_min):
     return z
 
 
-@numba.njit(cache=True)
+@diskcache.njit
 def _polygamma_pos(n, x, a_min):
     """(-1)**(n+1) n! zeta(n+1, x) for finite x > 0, as mantissas and exponents so nothing overflows early."""
     s = n + 1
@@ -260,7 +261,7 @@ def _polygamma_pos(n, x, a_min):
     return mag if n % 2 == 1 else -mag
 
 
-@numba.njit(cache=True)
+@diskcache.njit
 def _polygamma64(n, x, a_min, cot_poly):
     if x > 0.0:
         if x == _INF:
@@ -286,7 +287,7 @@ def _polygamma64(n, x, a_min, cot_poly):
     return mirrored - _PI ** (n + 1) * poly
 
 
-@numba.njit(cache=True)
+@diskcache.njit
 def _polygamma_loop(n, x, out, a_min, cot_poly):
     for i in range(x.size):
         out[i] = _polygamma64(n, np.float64(x[i]), a_min, cot_poly)
@@ -321,7 +322,7 @@ _SCALARS = {
 
 @cache
 def _ufunc(name: str) -> np.ufunc:
-    return numba.vectorize(_SIGNATURES, cache=True)(_SCALARS[name])
+    return diskcache.vectorize(_SIGNATURES, _SCALARS[name])
 
 
 @cache

@@ -25,7 +25,9 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
-_OPTS = dict(cache=True, nogil=True, error_model="numpy")
+from . import diskcache
+
+_OPTS = dict(nogil=True, error_model="numpy")
 
 _U32 = np.uint32
 _PARITY = _U32(0x1BD11BDA)
@@ -75,7 +77,7 @@ def block(k0, k1, x0, x1):
     return x0, x1
 
 
-@njit(**_OPTS)
+@diskcache.njit(**_OPTS)
 def threefry2x32(k0, k1, x0, x1, out0, out1):
     """The block function over 1-D arrays of equal length (broadcast by the caller)."""
     for i in range(out0.shape[0]):
@@ -159,37 +161,37 @@ def _open53(y0, y1):
     return (np.float64(np.int64(_word64(y0, y1) >> _S12)) * 2.0 + 1.0) * _F53
 
 
-@njit(**_OPTS)
+@diskcache.njit(**_OPTS)
 def bits32(keys, out):
     """Raw 32-bit words: ``out[l, i]`` per the layout above."""
     fill32(keys, out, _word)
 
 
-@njit(**_OPTS)
+@diskcache.njit(**_OPTS)
 def bits64(keys, out):
     """Raw 64-bit words: ``out[l, i] = w0 << 32 | w1`` of the block at counter ``i``."""
     fill64(keys, out, _word64)
 
 
-@njit(**_OPTS)
+@diskcache.njit(**_OPTS)
 def uniform32(keys, out):
     """float32 in [0, 1): the top 24 bits of each 32-bit word, times 2**-24 (exact)."""
     fill32(keys, out, _unit24)
 
 
-@njit(**_OPTS)
+@diskcache.njit(**_OPTS)
 def uniform32_open(keys, out):
     """float32 in (0, 1): odd multiples of 2**-24 (the top 23 bits of each word), so 0 and 1 never occur."""
     fill32(keys, out, _open24)
 
 
-@njit(**_OPTS)
+@diskcache.njit(**_OPTS)
 def uniform64(keys, out):
     """float64 in [0, 1): the top 53 bits of each 64-bit word, times 2**-53 (exact)."""
     fill64(keys, out, _unit53)
 
 
-@njit(**_OPTS)
+@diskcache.njit(**_OPTS)
 def uniform64_open(keys, out):
     """float64 in (0, 1): odd multiples of 2**-53."""
     fill64(keys, out, _open53)
@@ -295,7 +297,7 @@ def _box_muller32(w0, w1):
     return r * c, r * s
 
 
-@njit(**_OPTS)
+@diskcache.njit(**_OPTS)
 def normal32(keys, out):
     """Standard normal float32 by Box-Muller on each pair of 32-bit words (radius from w0, angle from w1)."""
     n = out.shape[1]
@@ -326,7 +328,7 @@ def _box_muller64(a0, a1, b0, b1):
     return r * math.cos(t), r * math.sin(t)
 
 
-@njit(**_OPTS)
+@diskcache.njit(**_OPTS)
 def normal64(keys, out):
     """Standard normal float64 by Box-Muller on pairs of 64-bit words (counters 2j and 2j + 1)."""
     n = out.shape[1]
@@ -399,42 +401,42 @@ def _logistic64(y0, y1):
     return math.log(u) - math.log(1.0 - u)
 
 
-@njit(**_OPTS)
+@diskcache.njit(**_OPTS)
 def exponential32(keys, out):
     fill32(keys, out, _exponential32)
 
 
-@njit(**_OPTS)
+@diskcache.njit(**_OPTS)
 def gumbel32(keys, out):
     fill32(keys, out, _gumbel32)
 
 
-@njit(**_OPTS)
+@diskcache.njit(**_OPTS)
 def laplace32(keys, out):
     fill32(keys, out, _laplace32)
 
 
-@njit(**_OPTS)
+@diskcache.njit(**_OPTS)
 def logistic32(keys, out):
     fill32(keys, out, _logistic32)
 
 
-@njit(**_OPTS)
+@diskcache.njit(**_OPTS)
 def exponential64(keys, out):
     fill64(keys, out, _exponential64)
 
 
-@njit(**_OPTS)
+@diskcache.njit(**_OPTS)
 def gumbel64(keys, out):
     fill64(keys, out, _gumbel64)
 
 
-@njit(**_OPTS)
+@diskcache.njit(**_OPTS)
 def laplace64(keys, out):
     fill64(keys, out, _laplace64)
 
 
-@njit(**_OPTS)
+@diskcache.njit(**_OPTS)
 def logistic64(keys, out):
     fill64(keys, out, _logistic64)
 
@@ -503,7 +505,7 @@ def truncated_normal_one(a, b, u):
     return -x if flip else x
 
 
-@njit(**_OPTS)
+@diskcache.njit(**_OPTS)
 def truncated_normal(keys, lower, upper, out):
     """Truncated standard normals; ``lower``, ``upper`` and ``out`` are ``(L, n)``. Element i inverts the
     open-interval float64 uniform of 64-bit word i, so its derivatives need only that uniform again."""
@@ -556,7 +558,7 @@ def _gamma_one(k0, k1, i, a):
     return z
 
 
-@njit(**_OPTS)
+@diskcache.njit(**_OPTS)
 def gamma(keys, alpha, out):
     """Gamma(alpha, 1) samples; ``alpha`` and ``out`` are ``(L, n)``. Non-positive or nan alpha gives nan."""
     for lane in range(out.shape[0]):
@@ -610,7 +612,7 @@ def gamma_sample_grad(a, x):
     return -acc
 
 
-@njit(**_OPTS)
+@diskcache.njit(**_OPTS)
 def gamma_grad(alpha, x, out):
     """Elementwise ``gamma_sample_grad`` over 1-D arrays of equal length."""
     for i in range(out.shape[0]):
@@ -655,7 +657,7 @@ def _poisson_one(k0, k1, i, lam):
             return np.int64(k)
 
 
-@njit(**_OPTS)
+@diskcache.njit(**_OPTS)
 def poisson(keys, lam, out):
     """Poisson(lam) counts; ``lam`` and ``out`` are ``(L, n)``. Negative or nan rates give -1."""
     for lane in range(out.shape[0]):

@@ -19,10 +19,9 @@ from __future__ import annotations
 
 from functools import cache
 
-import numba
 import numpy as np
 
-from . import special
+from . import diskcache, special
 from .vmath import ferf, flogistic
 
 __all__ = ["erf", "logistic"]
@@ -42,7 +41,7 @@ _SCALARS = {"erf": _erf_scalar, "logistic": _logistic_scalar}
 @cache
 def _ufunc(name: str) -> np.ufunc:
     # the plain NumPy ufunc under numba's DUFunc: a third of the call overhead on small arrays
-    return numba.vectorize(["float32(float32)"], cache=True)(_SCALARS[name]).ufunc
+    return diskcache.vectorize(["float32(float32)"], _SCALARS[name]).ufunc
 
 
 def _apply(name: str, x) -> np.ndarray:

@@ -55,8 +55,8 @@ Example:
     >>> x = np.array([0.0, 1.0], np.float32); out = np.empty_like(x); k(x, out); out
     array([1.       , 2.7182817], dtype=float32)
 
-Kernels compiled with ``cache=True`` that call these functions are not invalidated by numba when this
-file changes: put ``VERSION`` (a hash of this file) into the kernel cache key.
+Cached kernels that call these functions are not invalidated when this file changes (a cache entry is keyed
+by its own module): put ``VERSION`` (a hash of this file) into the kernel cache key.
 """
 
 from __future__ import annotations
@@ -71,6 +71,8 @@ from llvmlite import ir
 from numba import njit, types
 from numba.core import config
 from numba.extending import intrinsic
+
+from . import diskcache
 
 __all__ = [
     "FUNCS",
@@ -92,7 +94,7 @@ VERSION: str = hashlib.sha256(pathlib.Path(__file__).read_bytes()).hexdigest()[:
 # Compiled once and cached; forceinline makes LLVM inline them into the calling loop, which then vectorizes.
 # error_model="numpy" keeps divisions free of the zero check (a branch). fastmath is set explicitly so that a
 # fastmath caller cannot pass its flags down: reassociation would fold the rounding tricks away.
-_OPTS = dict(cache=True, nogil=True, error_model="numpy", fastmath=False, forceinline=True)
+_OPTS = dict(nogil=True, error_model="numpy", fastmath=False, forceinline=True)
 _INNER = dict(inline="always", error_model="numpy")
 
 _F = np.float32
@@ -245,7 +247,7 @@ def _div2(a, al, b, bl):
     return _fma(_fma(-q, bl, r), inv, q)
 
 
-@njit(**_OPTS)
+@diskcache.njit(**_OPTS)
 def fexp(x):
     """``e**x`` for float32 (<= 1 ulp). Example: ``fexp(np.float32(1)) == np.float32(2.7182817)``."""
     return _exp(_F(x))
@@ -259,7 +261,7 @@ _EM1_TINY = _F(2.0**-25)  # expm1(x) rounds to x below this
 _M0, _M1, _M2, _M3, _M4 = _F(0.16666666), _F(0.04166648), _F(0.00833342), _F(0.0013933422), _F(1.9824061e-04)
 
 
-@njit(**_OPTS)
+@diskcache.njit(**_OPTS)
 def fexpm1(x):
     """``e**x - 1`` for float32, accurate near 0. Example: ``fexpm1(np.float32(1e-10)) == np.float32(1e-10)``."""
     x = _F(x)
@@ -307,7 +309,7 @@ def _log_tail(f):
     return _fma(f * z, p, -_HALF * z)
 
 
-@njit(**_OPTS)
+@diskcache.njit(**_OPTS)
 def flog(x):
     """Natural log for float32 (<= 1 ulp). Example: ``flog(np.float32(np.e)) == np.float32(1)``."""
     x = _F(x)
@@ -321,7 +323,7 @@ def flog(x):
     return _NINF if x == _ZERO else res
 
 
-@njit(**_OPTS)
+@diskcache.njit(**_OPTS)
 def flog1p(x):
     """``log(1 + x)`` for float32, accurate near 0. Example: ``flog1p(np.float32(1e-10)) == np.float32(1e-10)``."""
     x = _F(x)
@@ -351,7 +353,7 @@ def _copysign(v, x):
     return _float(_I(_bits(v) | (_bits(x) & _SIGN)))
 
 
-@njit(**_OPTS)
+@diskcache.njit(**_OPTS)
 def ftanh(x):
     """tanh for float32. Example: ``ftanh(np.float32(-0.0))`` is ``-0.0``."""
     x = _F(x)
@@ -397,7 +399,7 @@ def _logistic_pair(x):
     return y * (d if neg else _ONE) * (d2 if neg else _ONE)
 
 
-@njit(**_OPTS)
+@diskcache.njit(**_OPTS)
 def flogistic(x):
     """``1 / (1 + e**-x)`` for float32, relative accuracy kept for large negative x (subnormal results).
 
@@ -442,7 +444,7 @@ _P0, _P1, _P2, _P3, _P4, _P5, _P6 = (
 _Q1, _Q2, _Q3, _Q4, _Q5, _Q6 = (_F(c) for c in (0.37035108, 0.5738469, 0.181311, 0.13912329, 0.027662244, 0.022252562))
 
 
-@njit(**_OPTS)
+@diskcache.njit(**_OPTS)
 def ferf(x):
     """Error function for float32. Example: ``ferf(np.float32(10)) == 1``."""
     x = _F(x)
@@ -527,7 +529,7 @@ def _sin_cos_poly(rh, rl):
     return s, c
 
 
-@njit(**_OPTS)
+@diskcache.njit(**_OPTS)
 def fsin(x):
     """sin for float32 with exact argument reduction for every input.
 
@@ -541,7 +543,7 @@ def fsin(x):
     return res if abs(x) < _INF else _NAN
 
 
-@njit(**_OPTS)
+@diskcache.njit(**_OPTS)
 def fcos(x):
     """cos for float32 with exact argument reduction for every input.
 
@@ -597,7 +599,7 @@ def _exp2_64(t):
     return p * _float64(_L((n + _B1023) << 52))
 
 
-@njit(**_OPTS)
+@diskcache.njit(**_OPTS)
 def fpow(x, y):
     """``x**y`` for float32 with the C99 ``pow`` special cases (<= 1 ulp).
 

@@ -1,10 +1,6 @@
 """jit: equality with eager, composition with every transform, caching and retraces, kernels, disk cache."""
 
 import logging
-import os
-import subprocess
-import sys
-import textwrap
 import threading
 
 import numpy as np
@@ -471,33 +467,6 @@ def test_threads_get_correct_results():
     for t in threads:
         t.join()
     assert not errors
-
-
-def test_disk_cache_hit_from_second_process(tmp_path):
-    script = textwrap.dedent(
-        """
-        import time, numpy as np, funclib as fl
-        from funclib.kernels import fusion
-        f = fl.jit(lambda x: fl.tanh(x * 2.0 + 1.0) * x - 0.5)
-        x = fl.asarray(np.linspace(-1, 1, 64, dtype=np.float32))
-        out = f(x)
-        print(len(fusion._loaded), float(out.sum()))
-        """
-    )
-    env = dict(os.environ, FUNCLIB_CACHE_DIR=str(tmp_path))
-    r1 = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
-    files = sorted(p.name for p in tmp_path.iterdir())
-    assert any(n.startswith("k_") and n.endswith(".py") for n in files)
-    nbc = [n for n in os.listdir(tmp_path / "__pycache__")] if (tmp_path / "__pycache__").exists() else []
-    assert any(n.endswith(".nbi") for n in nbc), files
-    r2 = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
-    assert r1.stdout.split()[1] == r2.stdout.split()[1]
-    # a corrupt cache file is rewritten, not trusted
-    for p in tmp_path.iterdir():
-        if p.name.startswith("k_"):
-            p.write_text("this is not python")
-    r3 = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
-    assert r3.stdout.split()[1] == r1.stdout.split()[1]
 
 
 def test_conv_input_gradient_folds_each_example_while_in_cache():

@@ -12,7 +12,7 @@ import functools
 import math
 
 import numpy as np
-from funclib.kernels import fusion
+from funclib.kernels import diskcache, fusion
 
 from funclib import config
 from funclib.jaxpr import Eqn, Jaxpr, Literal, Var, use_counts
@@ -769,7 +769,7 @@ class FusedStep:
         key += (len(cshape), csplit, row_calls)
         k = self.kernels.get(key)
         if k is None:
-            k = self.kernels[key] = fusion.load_kernel(fusion.generate_source(spec, row_calls))
+            k = self.kernels[key] = diskcache.load_kernel(fusion.generate_source(spec, row_calls))
         ins = tuple((pad, sl, tuple(c), a.dtype in fusion.HALF) for (pad, sl), c, a in zip(steps, cins, views))
         red_shape = None
         if self.red is not None:
@@ -901,7 +901,7 @@ class StagedStep:
     def __call__(self, *arrays):
         k = self._kernel
         if k is None:
-            k = self._kernel = fusion.load_kernel(self.source)
+            k = self._kernel = diskcache.load_kernel(self.source)
         args = []
         for i, cshape, half in self.in_prep:
             a = arrays[i]
