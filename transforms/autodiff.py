@@ -27,7 +27,7 @@ from funclib.core import (
     _wrap,
     aval_of,
 )
-from funclib.errors import DTypeError, FunclibError
+from funclib.errors import ConcretizationError, DTypeError, FunclibError
 from funclib.jaxpr import Jaxpr, JaxprTrace, JaxprTracer, Literal, Var
 from funclib.primitives._util import instantiate, zeros
 from funclib.primitives.elementwise import add
@@ -69,6 +69,16 @@ class JVPTrace(Trace):
 
     def concretize(self, tracer, what):
         return tracer.primal
+
+    def export(self, tracer, what):
+        # NumPy computes without the tangent: a result built from the export would silently get a zero derivative
+        raise ConcretizationError(
+            f"Cannot convert a {tracer.aval.str_short()} that carries a derivative to {what} inside {self.name}: "
+            "NumPy cannot differentiate, so the derivative would silently become zero. Compute with fl.* "
+            "operations instead (fl.sin(x), not np.sin(x)); to use the value without its derivative, convert "
+            "fl.stop_gradient(x) or x.detach(). (bool(), int(), float() and .item() still work, so Python "
+            "control flow such as `if x > 0:` is fine.)"
+        )
 
     def new(self, primal, tangent) -> JVPTracer:
         t = JVPTracer.__new__(JVPTracer)
