@@ -22,6 +22,7 @@ from funclib import dtypes
 from funclib import random as _random
 from funclib.core import Tensor, Tracer, _state, _wrap
 from funclib.errors import DTypeError, ShapeError
+from funclib.ops.reductions import stable_shift
 from funclib.primitives.conv import conv_patches, conv_patches_transpose
 from funclib.primitives.dot import dot_general
 from funclib.primitives.indexing import gather
@@ -1060,13 +1061,15 @@ def cross_entropy(
         and t.dtype in dtypes.INTEGER
         and not np.any(t.numpy() == ignore_index)
     ):
-        # known class indices, nothing weighted or ignored: -log_softmax(x)[t] = logsumexp(x) - x[t], a row
-        # reduction and one gather, without forming the (N, C) log-probabilities (a third of the operations)
+        # known class indices, nothing weighted or ignored: -log_softmax(x)[t] = log(sum(exp(x - m))) + (m - x[t])
+        # with m the row max, a row reduction and one gather, without forming the (N, C) log-probabilities (a
+        # third of the operations); m - x[t] is exact where x[t] is near m, so large logits lose no precision
         _check_target(x, t, "cross_entropy")
         rows, tflat, out_shape = _rows(x, t)
         tf = tflat.numpy()
         _check_range_np(tf, c, "cross_entropy")
-        loss = fl.logsumexp(rows, axis=1) - _pick(rows, tf)
+        m, mk = stable_shift(rows, (1,))
+        loss = fl.log(fl.sum(fl.exp(rows - mk), axis=1)) + (m - _pick(rows, tf))
         return fl.reshape(loss, out_shape) if reduction == "none" else _reduce(loss, reduction, "cross_entropy")
     logp = fl.log_softmax(x, axis=1 if x.ndim > 1 else 0)
     w = None if weight is None else _t(weight, "cross_entropy").astype(x.dtype)
@@ -1171,12 +1174,15 @@ def binary_cross_entropy_with_logits(
 ) -> Tensor:
     """Sigmoid + binary cross entropy in one stable step; ``pos_weight`` weighs the positive term."""
     x, t = _pair(input, target, "binary_cross_entropy_with_logits")
-    sp = fl.log1p(fl.exp(-fl.abs(x))) + fl.maximum(-x, 0.0)  # softplus(-x) = -log(sigmoid(x))
+    # -log(sigmoid(x)) = softplus(-x) and -log(1 - sigmoid(x)) = softplus(x), sharing log1p(exp(-|x|)); the
+    # shorter (1 - t) x + softplus(-x) cancels catastrophically for large |x| (x = -20, t = 0 gives 0, not 2e-9)
+    tail = fl.log1p(fl.exp(-fl.abs(x)))
+    pos = fl.maximum(-x, 0.0) + tail
+    neg = fl.maximum(x, 0.0) + tail
     if pos_weight is not None:
-        lw = (pos_weight - 1.0) * t + 1.0
-        loss = (1.0 - t) * x + lw * sp
+        loss = (1.0 - t) * neg + (pos_weight * t) * pos
     else:
-        loss = (1.0 - t) * x + sp
+        loss = (1.0 - t) * neg + t * pos
     if weight is not None:
         loss = loss * weight
     return _reduce(loss, _legacy(size_average, reduce, reduction), "binary_cross_entropy_with_logits")

@@ -15,7 +15,7 @@ from ..errors import DTypeError
 from ..primitives import shape as S
 from ..primitives.elementwise import _to_tensor, convert, select
 from . import elementwise as E
-from .reductions import _axes, logsumexp, stable_shift
+from .reductions import _axes, stable_shift
 
 
 def _f(x, op):
@@ -38,9 +38,21 @@ def softmax(x, /, axis=-1):
 
 
 def log_softmax(x, /, axis=-1):
-    """``x - logsumexp(x)`` along ``axis``."""
+    """``x - logsumexp(x)`` along ``axis``, computed as ``s - log(sum(exp(s)))`` from the shifted logits
+    ``s = x - max(x)``: subtracting the rounded ``logsumexp`` itself would lose the low bits of the result when
+    the logits are large (``[1000, 1000]`` in float32).
+
+    >>> fl.log_softmax(fl.tensor([1000.0, 1000.0]))
+    Tensor([-0.6931472, -0.6931472], dtype=float32)
+    """
     x = _f(x, "log_softmax")
-    return E.subtract(x, logsumexp(x, axis=axis, keepdims=True))
+    axes = _axes(x, axis, "log_softmax")
+    from ..primitives.reduce import reduce_sum
+
+    _, mk = stable_shift(x, axes)
+    shifted = E.subtract(x, mk)
+    lse = E.log(reduce_sum(E.exp(shifted), axes))
+    return E.subtract(shifted, S.reshape(lse, mk.shape))
 
 
 def relu(x, /):
