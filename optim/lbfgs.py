@@ -23,7 +23,7 @@ import funclib as fl
 from funclib.core import Tensor
 
 from ..nn.module import Module, named_grads
-from .optimizer import Optimizer, hyperparameters
+from .optimizer import Optimizer, _model_step_error, hyperparameters
 
 __all__ = ["LBFGS"]
 
@@ -278,6 +278,12 @@ class LBFGS(Optimizer):
         list (or any pytree whose leaves follow the parameter order). Returns the starting loss."""
         if closure is None or not callable(closure):
             raise TypeError("LBFGS.step(closure): pass closure(params) -> (loss, grads)")
+        if self._from_model:
+            raise _model_step_error(
+                "LBFGS",
+                "step(closure)",
+                "optimizer.update(model, lambda: nn.value_and_grad(model, loss_fn)(model, x, y))",
+            )
 
         def evaluate(params):
             loss, g = closure(params)
@@ -292,7 +298,7 @@ class LBFGS(Optimizer):
         (for example ``lambda: nn.value_and_grad(model, loss_fn)(model, x, y)``). Returns the starting loss."""
         if closure is None or not callable(closure):
             raise TypeError("LBFGS.update(model, closure): pass closure() -> (loss, grads)")
-        if any(n is None for n in self._names):
+        if not self.__dict__.get("_bound") or any(n is None for n in self._names):
             self.bind(model)
         locs = [[self._locate(model, n) for n in names] for names in self._names]
 
