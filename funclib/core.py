@@ -209,7 +209,9 @@ class Primitive:
             reason = f" ({why})" if why else ""
             raise MissingRuleError(
                 f"primitive '{self.name}' has no {kind} rule{reason} (it has: {has}); "
-                f"add @{self.name}_p.def_{kind} in {self.defined_in}"
+                f"add @{self.name}_p.def_{kind} in {self.defined_in}",
+                self,
+                kind,
             )
         return r
 

@@ -1,6 +1,7 @@
 """Autodiff semantics: transforms' API, define-by-run, nesting, custom rules, numerical care, properties."""
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -450,3 +451,27 @@ def test_tensor_backward_explains_the_functional_equivalent():
         loss.backward()
     msg = str(e.value)
     assert "nn.value_and_grad(model, loss_fn)(model, x, y)" in msg and "optimizer.update(model, grads)" in msg
+
+
+def test_linear_transpose_of_a_non_linear_function_names_the_primitive():
+    from funclib.errors import NotLinearError
+
+    x = f64([1.0, 2.0])
+    cases = [
+        (lambda x: fl.sin(x), x, r"applies 'sin' \(not linear\) to a value computed from the input"),
+        (lambda x, y: x + fl.exp(y), (x, x), "applies 'exp' .* from input 1"),
+        (lambda x: x * x, x, "mul: both operands depend on the linear input"),
+        (lambda x: 1.0 / x, x, "div: the denominator depends on the linear input"),
+        (fl.jit(lambda x: fl.tanh(x) * 2.0), x, "applies 'tanh'"),  # inside a nested jaxpr
+    ]
+    for f, args, pattern in cases:
+        args = args if isinstance(args, tuple) else (args,)
+        with pytest.raises(NotLinearError, match="linear_transpose: the function is not linear in its input") as e:
+            fl.linear_transpose(f, *args)(fl.ones_like(x))
+        assert re.search(pattern, str(e.value)), str(e.value)
+        assert "elementwise.py" not in str(e.value)
+
+
+def test_jvp_dtype_mismatch_names_the_fix():
+    with pytest.raises(DTypeError, match=r"tangent 0 has dtype float32 .*tangent\.astype\(fl\.float64\)"):
+        fl.jvp(fl.sin, (f64([1.0]),), (fl.ones(1),))

@@ -27,7 +27,7 @@ from funclib.core import (
     _wrap,
     aval_of,
 )
-from funclib.errors import ConcretizationError, DTypeError, FunclibError
+from funclib.errors import ConcretizationError, DTypeError, FunclibError, MissingRuleError, NotLinearError
 from funclib.jaxpr import Jaxpr, JaxprTrace, JaxprTracer, Literal, Var
 from funclib.primitives._util import instantiate, zeros
 from funclib.primitives.elementwise import add
@@ -166,7 +166,11 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = Fa
         if tuple(p.shape) != tuple(t.shape):
             raise ValueError(f"jvp: tangent {i} has shape {tuple(t.shape)} but its primal has shape {tuple(p.shape)}")
         if p.dtype in dtypes.INEXACT and t.dtype != p.dtype:
-            raise DTypeError(f"jvp: tangent {i} has dtype {t.dtype.name} but its primal has {p.dtype.name}")
+            raise DTypeError(
+                f"jvp: tangent {i} has dtype {t.dtype.name} but its primal has {p.dtype.name}; a tangent must have "
+                f"its primal's dtype: pass tangent.astype(fl.{p.dtype.name}) (or fl.ones_like(primal) for a "
+                "direction of ones)"
+            )
     trace = JVPTrace(_state.trace)
     ins = [trace.new(p, t) if p.dtype in dtypes.INEXACT else p for p, t in zip(p_leaves, t_leaves)]
     args = tree_util.unflatten(p_tree, ins)
@@ -565,18 +569,52 @@ def linear_transpose(fun: Callable, *primals) -> Callable:
 
     jaxpr, consts, outs = trace_to_jaxpr(flat, [aval_of(x) for x in leaves], name="linear_transpose")
     out_tree = store["tree"]
-    out_avals = [aval_of(o) for o in outs]
+    _check_linear(jaxpr, len(leaves))
 
     def transposed(ct):
         c_leaves, c_tree = tree_util.flatten(ct)
         if c_tree != out_tree:
             raise ValueError(f"linear_transpose: cotangent structure {c_tree} != output structure {out_tree}")
-        res = backward_pass(jaxpr, consts, [as_tensor_leaf(c, "linear_transpose") for c in c_leaves])
+        try:
+            res = backward_pass(jaxpr, consts, [as_tensor_leaf(c, "linear_transpose") for c in c_leaves])
+        except NotLinearError as e:
+            raise NotLinearError(f"linear_transpose: the function is not linear in its input: {e}") from None
+        except MissingRuleError as e:
+            # inside a nested jaxpr (jit, cond, scan): a primitive without a transpose on purpose is not linear
+            if e.kind != "transpose" or "transpose" not in e.prim.no_rule:
+                raise
+            raise _not_linear(e.prim, "") from None
         res = [zeros(aval_of(x)) if r is None else r for r, x in zip(res, leaves)]
         return tree_util.unflatten(in_tree, res)
 
-    del out_avals
     return transposed
+
+
+def _not_linear(prim, where: str) -> NotLinearError:
+    return NotLinearError(
+        f"linear_transpose: the function is not linear in its input: it applies '{prim.name}' "
+        f"({prim.no_rule.get('transpose', 'no transpose rule')}) to a value computed from {where or 'the input'}. "
+        "linear_transpose needs a function built from linear operations of its inputs (sums, scaling by "
+        "constants, products with constant matrices, reshapes, indexing); for the derivative of a non-linear "
+        "function use fl.vjp, or fl.linearize and then fl.linear_transpose of the linear map it returns."
+    )
+
+
+def _check_linear(jaxpr: Jaxpr, n_inputs: int) -> None:
+    """Name the first primitive without a transpose rule applied to a value that depends on an input."""
+    dep: dict[Var, set[int]] = {v: {i} for i, v in enumerate(jaxpr.invars)}
+    for eqn in jaxpr.eqns:
+        srcs = set()
+        for v in eqn.inputs:
+            if type(v) is Var and v in dep:
+                srcs |= dep[v]
+        if not srcs:
+            continue
+        if eqn.prim.transpose is None:
+            where = "" if n_inputs == 1 else f"input {', '.join(map(str, sorted(srcs)))}"
+            raise _not_linear(eqn.prim, where)
+        for o in eqn.outputs:
+            dep[o] = srcs
 
 
 class GradientError(FunclibError, TypeError):

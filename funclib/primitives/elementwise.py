@@ -13,7 +13,7 @@ import numpy as np
 
 from .. import dtypes
 from ..core import Primitive, ShapedArray, Tensor, Zero, _state, _wrap, aval_of, is_undefined
-from ..errors import DTypeError
+from ..errors import DTypeError, NotLinearError
 from ..kernels import special, ufuncs
 from ._util import broadcast_shapes, instantiate, unbroadcast
 
@@ -882,7 +882,10 @@ def _mul_transpose_for(mulfn):
     # product is exact here; safe_mul keeps its own semantics under transposition
     def rule(ct, x, y):
         if is_undefined(x) and is_undefined(y):
-            raise TypeError(f"{mulfn.__name__}: both operands are linear; the product is not linear")
+            raise NotLinearError(
+                f"{mulfn.__name__}: both operands depend on the linear input, and a product of two such values is "
+                "not linear in it"
+            )
         if is_undefined(x):
             return [unbroadcast(mulfn(ct, y), x.aval), None]
         return [None, unbroadcast(mulfn(x, ct), y.aval)]
@@ -897,7 +900,8 @@ safe_mul_p.def_transpose(_mul_transpose_for(safe_mul))
 def _div_transpose_for(name):
     def rule(ct, x, y):
         if is_undefined(y):
-            raise TypeError(f"{name} is linear in its numerator only")
+            raise NotLinearError(f"{name}: the denominator depends on the linear input; {name} is linear in its "
+                                 "numerator only")
         return [unbroadcast(safe_div(ct, y), x.aval), None]
 
     return rule
