@@ -520,3 +520,16 @@ def test_conv_input_gradient_folds_each_example_while_in_cache():
             np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-4, atol=1e-5)
         steps = _steps(jf, conv, x)
         assert any("dot_col2im" in s for s in steps) and not any("conv_patches_transpose" in s for s in steps)
+
+
+def test_retrace_error_counts_in_english():
+    from funclib.transforms.jit import _ordinal
+
+    assert [_ordinal(n) for n in (1, 2, 3, 4, 11, 12, 13, 21, 22, 23, 101, 111, 112)] == [
+        "1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd", "23rd", "101st", "111th", "112th",
+    ]
+    jf = fl.jit(lambda x: x * 2, max_traces=2)
+    jf(fl.ones(1))
+    jf(fl.ones(2))
+    with pytest.raises(RetraceError, match="would trace a 3rd time"):
+        jf(fl.ones(3))

@@ -49,6 +49,12 @@ from .lowering import Program, compile_program
 log = logging.getLogger("funclib.jit")
 
 
+def _ordinal(n: int) -> str:
+    """``1st``, ``2nd``, ``3rd``, ``4th``, ``11th``, ``21st``, ..."""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
 class RetraceError(FunclibError, RuntimeError):
     """A jitted function was traced more often than its ``max_traces`` allows."""
 
@@ -401,7 +407,7 @@ class Jitted:
                     why = self._explain(desc)
                     if self.max_traces is not None and self.num_traces >= self.max_traces:
                         raise RetraceError(
-                            f"jit({self.__name__}) would trace a {self.num_traces + 1}th time, over "
+                            f"jit({self.__name__}) would trace a {_ordinal(self.num_traces + 1)} time, over "
                             f"max_traces={self.max_traces}: {why}. Keep shapes/dtypes/static values stable, or "
                             "raise max_traces."
                         )
