@@ -39,6 +39,15 @@ __all__ = [
 
 _NS = "funclib"
 
+
+def __getattr__(name: str):
+    # the Hypothesis strategies load on first use, so the rest of funclib.testing works without Hypothesis
+    if name == "strategies":
+        import importlib
+
+        return importlib.import_module(f"{__name__}.strategies")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 # (rtol, atol) used by assert_allclose when none is given
 _DEFAULT_TOL: dict[np.dtype, tuple[float, float]] = {
     dtypes.float16: (1e-3, 1e-3),

@@ -14,8 +14,14 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from hypothesis import strategies as st
-from hypothesis.extra import numpy as hnp
+
+try:
+    from hypothesis import strategies as st
+    from hypothesis.extra import numpy as hnp
+except ImportError as e:
+    raise ImportError(
+        "funclib.testing.strategies needs Hypothesis, which is not installed: pip install funclib[testing]"
+    ) from e
 
 from .. import dtypes as _dt
 
