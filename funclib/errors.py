@@ -30,6 +30,11 @@ class ShapeError(FunclibError, ValueError):
     """Operand shapes do not fit the operation."""
 
 
+class OutOfRangeError(FunclibError, OverflowError, ValueError):
+    """A Python number does not fit the dtype it is converted to: an ``OverflowError`` as in NumPy, and a
+    ``ValueError`` (a bad value, not a bad type)."""
+
+
 class DTypeError(FunclibError, TypeError):
     """Operand dtypes do not fit the operation."""
 
