@@ -460,7 +460,7 @@ def test_linear_transpose_of_a_non_linear_function_names_the_primitive():
     cases = [
         (lambda x: fl.sin(x), x, r"applies 'sin' \(not linear\) to a value computed from the input"),
         (lambda x, y: x + fl.exp(y), (x, x), "applies 'exp' .* from input 1"),
-        (lambda x: x * x, x, "mul: both operands depend on the linear input"),
+        (lambda x: x * x, x, "multiply: both operands depend on the linear input"),
         (lambda x: 1.0 / x, x, "div: the denominator depends on the linear input"),
         (fl.jit(lambda x: fl.tanh(x) * 2.0), x, "applies 'tanh'"),  # inside a nested jaxpr
     ]

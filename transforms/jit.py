@@ -18,6 +18,7 @@ import numpy as np
 
 from funclib import config, dtypes
 from funclib import tree as tree_util
+from funclib.checks import check_callable
 from funclib.core import (
     Primitive,
     ShapedArray,
@@ -43,7 +44,7 @@ from funclib.jaxpr import (
 from funclib.passes import optimize
 from funclib.primitives._util import instantiate, zeros
 
-from ._api_util import as_tensor_leaf
+from ._api_util import as_tensor_leaf, check_argnames
 from .lowering import Program, compile_program
 
 log = logging.getLogger("funclib.jit")
@@ -556,6 +557,8 @@ def jit(
             max_traces=max_traces,
             donate_argnums=donate_argnums,
         )
+    check_callable(fun, "jit")
     sn = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
     sa = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)
+    check_argnames(fun, sa, "jit")
     return Jitted(fun, sn, sa, max_traces, donate_argnums)

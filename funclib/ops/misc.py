@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
+from ..checks import check_callable
 from ..core import Trace, Tracer, _state
 from ..primitives.elementwise import stop_gradient, stop_gradient_p
 
@@ -61,6 +62,8 @@ class no_grad:
         _state.trace = self._saved.pop()
 
     def __call__(self, fn: Callable) -> Callable:
+        check_callable(fn, "no_grad", "the decorated function")
+
         @functools.wraps(fn)
         def wrapped(*args, **kwargs):
             with no_grad():
