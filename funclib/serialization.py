@@ -156,6 +156,8 @@ def save(tree: Any, path: str | os.PathLike) -> None:
     }
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise FileNotFoundError(f"fl.save: the directory {directory!r} of {path!r} does not exist; create it first")
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".safetensors", dir=directory)
     os.close(fd)
     try:

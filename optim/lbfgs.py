@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 import funclib as fl
+from funclib.checks import check_int
 from funclib.core import Tensor
 
 from ..nn.module import Module, named_grads
@@ -145,8 +146,11 @@ class LBFGS(Optimizer):
         history_size: int = 100,
         line_search_fn: str | None = None,
     ):
+        check_int(max_iter, "LBFGS", "max_iter", min=1)
+        check_int(history_size, "LBFGS", "history_size", min=1)
         if max_eval is None:
             max_eval = max_iter * 5 // 4
+        check_int(max_eval, "LBFGS", "max_eval", min=1)
         if line_search_fn not in (None, "strong_wolfe"):
             raise ValueError(f"LBFGS: line_search_fn must be None or 'strong_wolfe', got {line_search_fn!r}")
         super().__init__(params, hyperparameters(locals()))

@@ -37,6 +37,7 @@ import numpy as np
 
 import funclib as fl
 from funclib import tree as tree_util
+from funclib.checks import describe
 from funclib.core import Tensor, Tracer, _wrap
 
 from ..nn.module import Module, _clone, named_grads
@@ -148,6 +149,25 @@ def _numpy_ready(g, p, s) -> bool:
     return True
 
 
+def _numeric_hyperparameters(cls) -> dict[str, Any]:
+    """The constructor arguments of an optimizer class that take numbers (or tuples of them), with defaults;
+    ``lr`` always."""
+    hit = _NUMERIC_HYPER.get(cls)
+    if hit is None:
+        import inspect
+
+        hit = {"lr": 0.0}
+        for k, p in inspect.signature(cls.__init__).parameters.items():
+            d = p.default
+            if k not in ("self", "params") and (_is_number(d) or (isinstance(d, tuple) and _numeric(d))):
+                hit[k] = d
+        _NUMERIC_HYPER[cls] = hit
+    return hit
+
+
+_NUMERIC_HYPER: dict[type, dict[str, Any]] = {}
+
+
 def _as_param(x, where: str) -> Tensor:
     if isinstance(x, Tensor):
         return x
@@ -228,8 +248,11 @@ class Optimizer:
     def add_param_group(self, param_group: dict[str, Any]) -> None:
         """Add a group ``{"params": [...], **hyperparameters}``; missing hyperparameters take the defaults."""
         where = f"{type(self).__name__}.add_param_group"
-        if "params" not in param_group:
-            raise KeyError(f"{where}: a parameter group needs a 'params' entry")
+        if not isinstance(param_group, Mapping) or "params" not in param_group:
+            raise ValueError(
+                f"{where}: a parameter group must be a dict with a 'params' entry (and optional hyperparameters), "
+                f"got {describe(param_group)}"
+            )
         raw = param_group["params"]
         if isinstance(raw, Module):
             raw = list(raw.trainable_parameters())
@@ -272,6 +295,16 @@ class Optimizer:
             self._group_of.append(gi)
 
     def _validate(self, group: dict[str, Any]) -> None:
+        name = type(self).__name__
+        for k, default in _numeric_hyperparameters(type(self)).items():
+            if k not in group or group[k] is required:
+                continue
+            v = group[k]
+            if isinstance(default, tuple):
+                if not (isinstance(v, tuple) and len(v) == len(default) and _numeric(v)):
+                    raise TypeError(f"{name}: {k} must be a tuple of {len(default)} numbers, got {describe(v)}")
+            elif not _is_number(v):
+                raise TypeError(f"{name}: {k} must be a number, got {describe(v)}")
         lr = group.get("lr")
         if isinstance(lr, (int, float)) and lr < 0:
             raise ValueError(f"{type(self).__name__}: invalid learning rate {lr} (must be >= 0)")

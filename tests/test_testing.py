@@ -284,7 +284,7 @@ def test_strategy_arguments_are_checked():
         fst.dtypes("floats")
     with pytest.raises(ValueError, match="not a floating-point dtype"):
         fst.floats_for(fl.int32)
-    with pytest.raises(ValueError, match="need 0 <= min <= max"):
+    with pytest.raises(ValueError, match="need 0 <= min_dims <= max_dims"):
         fst.shapes(min_dims=3, max_dims=1)
 
 
