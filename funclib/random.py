@@ -356,9 +356,7 @@ def _check_positive(v, op: str, name: str, strict: bool = True) -> None:
         return
     bad = (k <= 0) | np.isnan(k) if strict else (k < 0) | np.isnan(k)
     if bad.any():
-        raise ValueError(
-            f"random.{op}: {name} must be {'> 0' if strict else '>= 0'}, got {k[bad].flat[0]!r}"
-        )
+        raise ValueError(f"random.{op}: {name} must be {'> 0' if strict else '>= 0'}, got {k[bad].flat[0].item()!r}")
 
 
 def _check_order(lo, hi, op: str, lo_name: str, hi_name: str, strict: bool = True) -> None:
@@ -373,8 +371,8 @@ def _check_order(lo, hi, op: str, lo_name: str, hi_name: str, strict: bool = Tru
     if np.any(bad):
         raise ValueError(
             f"random.{op}: {hi_name} must be {'greater than' if strict else 'at least'} {lo_name}, got "
-            f"{lo_name}={np.broadcast_to(a, np.shape(bad))[bad].flat[0]!r} and "
-            f"{hi_name}={np.broadcast_to(b, np.shape(bad))[bad].flat[0]!r}"
+            f"{lo_name}={np.broadcast_to(a, np.shape(bad))[bad].flat[0].item()!r} and "
+            f"{hi_name}={np.broadcast_to(b, np.shape(bad))[bad].flat[0].item()!r}"
         )
 
 
@@ -551,7 +549,7 @@ def bernoulli(key: Tensor, p: float | Tensor = 0.5, shape: Shape | None = None) 
     key = _consume(key, "bernoulli")
     k = _known(p)
     if k is not None and k.size and ((k < 0) | (k > 1) | np.isnan(k)).any():
-        bad = k[(k < 0) | (k > 1) | np.isnan(k)].flat[0]
+        bad = k[(k < 0) | (k > 1) | np.isnan(k)].flat[0].item()
         raise ValueError(f"random.bernoulli: p must be a probability in [0, 1], got {bad!r}")
     pd = p.dtype if isinstance(p, Tensor) and p.dtype == dtypes.float64 else dtypes.float32
     p = _param(p, pd)

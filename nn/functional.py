@@ -20,7 +20,7 @@ import numpy as np
 import funclib as fl
 from funclib import dtypes
 from funclib import random as _random
-from funclib.checks import check_choice, check_int, check_number, describe
+from funclib.checks import check_int, check_number, describe
 from funclib.core import Tensor, Tracer, _state, _wrap
 from funclib.errors import DTypeError, ShapeError
 from funclib.ops.reductions import stable_shift
@@ -333,7 +333,8 @@ def _pool_args(nd, kernel_size, stride, padding, dilation, op):
 def _conv_padding_arg(padding, nd, stride, op):
     """A convolution's padding as given (``'valid'``, ``'same'``, ints), checked; ``'same'`` needs stride 1."""
     if isinstance(padding, str):
-        check_choice(padding, op, "padding", ("valid", "same"))
+        if padding not in ("valid", "same"):
+            raise ValueError(f"{op}: padding must be an int, a tuple of ints, 'valid' or 'same', got {padding!r}")
         if padding == "same" and any(a != 1 for a in stride):
             raise ValueError(f"{op}: padding='same' needs stride 1 (strided 'same' is ambiguous), got stride {stride}")
         return padding
