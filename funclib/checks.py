@@ -93,6 +93,12 @@ def check_choice(v: Any, op: str, arg: str, choices: Iterable[Any]) -> Any:
 
 def check_shape(shape: Any, op: str, arg: str = "shape", *, allow_unknown: bool = False) -> tuple[int, ...]:
     """An int or a sequence of ints as a shape tuple; non-negative, except one ``-1`` when ``allow_unknown``."""
+    if type(shape) is tuple:  # the common case, checked without the general machinery
+        for d in shape:
+            if type(d) is not int or d < 0:
+                break
+        else:
+            return shape
     from .errors import ShapeError
 
     if isinstance(shape, (int, numbers.Integral)) and not isinstance(shape, bool):

@@ -341,38 +341,29 @@ def _shape(shape, op: str) -> tuple[int, ...]:
     return out
 
 
-def _known(v) -> np.ndarray | None:
-    """A parameter given as a Python/NumPy number, else None. Tensor parameters keep JAX's elementwise semantics
-    (NaN, -1 or ``minval`` where invalid), which vectorized code may mask; a bad number is a mistake."""
-    if isinstance(v, (int, float, np.number)) and not isinstance(v, bool):
-        return np.asarray(v)
+def _number(v):
+    """A parameter given as a Python or NumPy number (as a float), else None. Tensor parameters keep JAX's
+    elementwise semantics (NaN, -1 or ``minval`` where invalid), which vectorized code may mask; a bad number is a
+    mistake."""
+    if type(v) in (int, float) or (isinstance(v, (int, float, np.number)) and not isinstance(v, bool)):
+        return v
     return None
 
 
 def _check_positive(v, op: str, name: str, strict: bool = True) -> None:
-    """A ValueError when a number parameter is <= 0 (< 0 unless ``strict``)."""
-    k = _known(v)
-    if k is None or not k.size:
-        return
-    bad = (k <= 0) | np.isnan(k) if strict else (k < 0) | np.isnan(k)
-    if bad.any():
-        raise ValueError(f"random.{op}: {name} must be {'> 0' if strict else '>= 0'}, got {k[bad].flat[0].item()!r}")
+    """A ValueError when a number parameter is <= 0 (< 0 unless ``strict``), or NaN."""
+    k = _number(v)
+    if k is not None and not (k > 0 if strict else k >= 0):
+        raise ValueError(f"random.{op}: {name} must be {'> 0' if strict else '>= 0'}, got {k!r}")
 
 
 def _check_order(lo, hi, op: str, lo_name: str, hi_name: str, strict: bool = True) -> None:
     """A ValueError when number bounds give an empty interval: ``hi <= lo`` (``hi < lo`` unless ``strict``)."""
-    a, b = _known(lo), _known(hi)
-    if a is None or b is None or not a.size or not b.size:
-        return
-    try:
-        bad = b <= a if strict else b < a
-    except ValueError:
-        return  # non-broadcasting bounds: _fit names the shapes
-    if np.any(bad):
+    a, b = _number(lo), _number(hi)
+    if a is not None and b is not None and (b <= a if strict else b < a):
         raise ValueError(
             f"random.{op}: {hi_name} must be {'greater than' if strict else 'at least'} {lo_name}, got "
-            f"{lo_name}={np.broadcast_to(a, np.shape(bad))[bad].flat[0].item()!r} and "
-            f"{hi_name}={np.broadcast_to(b, np.shape(bad))[bad].flat[0].item()!r}"
+            f"{lo_name}={a!r} and {hi_name}={b!r}"
         )
 
 
@@ -547,10 +538,9 @@ def bernoulli(key: Tensor, p: float | Tensor = 0.5, shape: Shape | None = None) 
     >>> fl.random.bernoulli(fl.random.key(0), 0.3, (10,))
     """
     key = _consume(key, "bernoulli")
-    k = _known(p)
-    if k is not None and k.size and ((k < 0) | (k > 1) | np.isnan(k)).any():
-        bad = k[(k < 0) | (k > 1) | np.isnan(k)].flat[0].item()
-        raise ValueError(f"random.bernoulli: p must be a probability in [0, 1], got {bad!r}")
+    k = _number(p)
+    if k is not None and not 0 <= k <= 1:
+        raise ValueError(f"random.bernoulli: p must be a probability in [0, 1], got {k!r}")
     pd = p.dtype if isinstance(p, Tensor) and p.dtype == dtypes.float64 else dtypes.float32
     p = _param(p, pd)
     shape = p.shape if shape is None else _shape(shape, "bernoulli")

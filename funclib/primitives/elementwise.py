@@ -14,7 +14,7 @@ import numpy as np
 from .. import dtypes
 from ..checks import check_int, describe
 from ..core import Primitive, ShapedArray, Tensor, Zero, _state, _wrap, aval_of, is_undefined
-from ..errors import DTypeError, NotLinearError, OutOfRangeError
+from ..errors import DTypeError, NotLinearError, OutOfRangeError, ShapeError
 from ..kernels import special, ufuncs
 from ._util import broadcast_shapes, instantiate, unbroadcast
 
@@ -284,9 +284,12 @@ def binary(
             if d in ok:
                 if isinstance(y, Tensor):
                     if y.dtype == d:
-                        if x.shape != y.shape:
+                        try:
+                            return p.bind(x, y)
+                        except ShapeError:
+                            # the abstract rule names the primitive; the user called the public function
                             broadcast_shapes(x.shape, y.shape, op=public)
-                        return p.bind(x, y)
+                            raise
                 elif ty is builtins.float and d in FLOAT:
                     return p.bind(x, _wrap(np.array(y, d)))
         elif tx is builtins.float and isinstance(y, Tensor):
