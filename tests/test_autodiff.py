@@ -1,6 +1,7 @@
 """Autodiff semantics: transforms' API, define-by-run, nesting, custom rules, numerical care, properties."""
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -339,3 +340,138 @@ def test_concrete_operations_inside_a_transform_respect_outer_traces():
     # d/dx of x * exp(c x) with c a constant under an inner grad and x traced by an outer one
     f = lambda x: fl.grad(lambda y: fl.sum(y * fl.exp(fl.stop_gradient(y) * x)))(fl.ones(3))  # noqa: E731
     np.testing.assert_allclose(fl.grad(lambda x: fl.sum(f(x)))(fl.asarray(0.5)), 3 * np.exp(0.5))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Leaving funclib under a derivative transform: an error, never a silent zero
+
+
+_EXPORTS = {
+    "np.sin": lambda x: np.sin(x),
+    "np.asarray": lambda x: np.asarray(x),
+    "np.array": lambda x: np.array(x, dtype=np.float64),
+    ".numpy()": lambda x: x.numpy(),
+    ".tolist()": lambda x: x.tolist(),
+    "np.from_dlpack": lambda x: np.from_dlpack(x),
+    "fl.asarray(x.numpy())": lambda x: fl.asarray(x.numpy()),
+}
+
+
+@pytest.mark.parametrize("how", sorted(_EXPORTS))
+@pytest.mark.parametrize("transform", ["grad", "jvp", "vjp", "jacrev", "hessian"])
+def test_converting_a_value_with_a_derivative_to_numpy_raises(how, transform):
+    export = _EXPORTS[how]
+    x = f64([0.5, 1.5])
+
+    def f(x):
+        return fl.sum(fl.asarray(export(x)) * 1.0)
+
+    run = {
+        "grad": lambda: fl.grad(f)(x),
+        "jvp": lambda: fl.jvp(f, (x,), (f64([1.0, 1.0]),)),
+        "vjp": lambda: fl.vjp(f, x),
+        "jacrev": lambda: fl.jacrev(f)(x),
+        "hessian": lambda: fl.hessian(f)(x),
+    }[transform]
+    with pytest.raises(ConcretizationError) as e:
+        run()
+    msg = str(e.value)
+    assert "carries a derivative" in msg and "fl.stop_gradient(x)" in msg and "x.detach()" in msg, msg
+
+
+def test_scalar_conversions_and_comparisons_still_work_under_grad():
+    def f(x):
+        s = x.sum()
+        assert isinstance(bool(s > 0), bool) and isinstance(float(s), float) and isinstance(s.item(), float)
+        n = int(x[0] * 0 + 2)
+        scale = 2.0 if s > 0 else -1.0
+        return scale * (x**n).sum()
+
+    np.testing.assert_allclose(fl.grad(f)(f64([1.0, 2.0])).numpy(), [4.0, 8.0])
+    np.testing.assert_allclose(fl.grad(f)(f64([-1.0, -2.0])).numpy(), [2.0, 4.0])
+
+
+def test_detached_values_convert_to_numpy_under_grad():
+    x = f64([0.5, 1.5])
+    for cut in (fl.stop_gradient, lambda v: v.detach()):
+        g = fl.grad(lambda x: (x * fl.asarray(np.sin(cut(x).numpy()))).sum())(x)  # noqa: B023
+        np.testing.assert_allclose(g.numpy(), np.sin(x.numpy()), rtol=1e-15)
+    assert float(fl.grad(lambda x: x * x.detach())(f64(3.0))) == 3.0
+    y = f64([1.0, 2.0])
+    assert y.detach() is y  # eagerly there is nothing to cut
+
+
+@given(st.lists(st.floats(-3, 3), min_size=1, max_size=5))
+def test_no_grad_cuts_derivatives_in_every_transform(vals):
+    x = f64(vals)
+
+    def f(x):
+        with fl.no_grad():
+            c = fl.sin(x) * 2.0  # a constant for differentiation
+        return (x * c).sum()
+
+    want = 2.0 * np.sin(x.numpy())
+    np.testing.assert_allclose(fl.grad(f)(x).numpy(), want, rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(fl.jit(fl.grad(f))(x).numpy(), want, rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(fl.grad(fl.jit(f))(x).numpy(), want, rtol=1e-13, atol=1e-15)
+    _, t = fl.jvp(f, (x,), (fl.ones_like(x),))
+    assert float(t) == pytest.approx(float(want.sum()), rel=1e-12, abs=1e-14)
+    xs = fl.stack([x, 2.0 * x])
+    np.testing.assert_allclose(fl.vmap(fl.grad(f))(xs).numpy()[1], 2.0 * np.sin(2.0 * x.numpy()), rtol=1e-13,
+                               atol=1e-15)
+    np.testing.assert_allclose(fl.grad(lambda a: fl.vmap(f)(a).sum())(xs).numpy()[0], want, rtol=1e-13, atol=1e-15)
+
+
+def test_no_grad_is_free_eagerly_and_lets_inner_transforms_differentiate():
+    x = f64([1.0, 2.0])
+    with fl.no_grad():
+        from funclib.core import current_trace
+
+        assert current_trace() is None
+        # a transform started inside the block differentiates as usual
+        np.testing.assert_allclose(fl.grad(lambda a: (a * a).sum())(x).numpy(), [2.0, 4.0])
+
+    def outer(a):
+        with fl.no_grad():
+            inner = fl.grad(lambda b: (b * b * a).sum())(a)  # derivative in b works, the one in a is cut
+        return (inner * a).sum()
+
+    np.testing.assert_allclose(fl.grad(outer)(x).numpy(), 2 * x.numpy() ** 2)
+
+    @fl.no_grad()
+    def stat(a):
+        return fl.max(fl.abs(a))
+
+    np.testing.assert_allclose(fl.grad(lambda a: (a / stat(a)).sum())(f64([1.0, -2.0])).numpy(), [0.5, 0.5])
+
+
+def test_tensor_backward_explains_the_functional_equivalent():
+    loss = f64([1.0]).sum()
+    with pytest.raises(TypeError) as e:
+        loss.backward()
+    msg = str(e.value)
+    assert "nn.value_and_grad(model, loss_fn)(model, x, y)" in msg and "optimizer.update(model, grads)" in msg
+
+
+def test_linear_transpose_of_a_non_linear_function_names_the_primitive():
+    from funclib.errors import NotLinearError
+
+    x = f64([1.0, 2.0])
+    cases = [
+        (lambda x: fl.sin(x), x, r"applies 'sin' \(not linear\) to a value computed from the input"),
+        (lambda x, y: x + fl.exp(y), (x, x), "applies 'exp' .* from input 1"),
+        (lambda x: x * x, x, "multiply: both operands depend on the linear input"),
+        (lambda x: 1.0 / x, x, "div: the denominator depends on the linear input"),
+        (fl.jit(lambda x: fl.tanh(x) * 2.0), x, "applies 'tanh'"),  # inside a nested jaxpr
+    ]
+    for f, args, pattern in cases:
+        args = args if isinstance(args, tuple) else (args,)
+        with pytest.raises(NotLinearError, match="linear_transpose: the function is not linear in its input") as e:
+            fl.linear_transpose(f, *args)(fl.ones_like(x))
+        assert re.search(pattern, str(e.value)), str(e.value)
+        assert "elementwise.py" not in str(e.value)
+
+
+def test_jvp_dtype_mismatch_names_the_fix():
+    with pytest.raises(DTypeError, match=r"tangent 0 has dtype float32 .*tangent\.astype\(fl\.float64\)"):
+        fl.jvp(fl.sin, (f64([1.0]),), (fl.ones(1),))

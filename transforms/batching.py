@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from funclib import tree as tree_util
+from funclib.checks import check_callable
 from funclib.core import ShapedArray, Trace, Tracer, _state, aval_of
 from funclib.errors import ConcretizationError
 from funclib.primitives._util import moveaxis
@@ -141,6 +142,7 @@ def vmap(
     >>> fl.vmap(lambda x: x.sum())(fl.ones((3, 4)))
     Tensor([4., 4., 4.], dtype=float32)
     """
+    check_callable(fun, "vmap")
     if isinstance(in_axes, list):
         in_axes = tuple(in_axes)
     if chunk_size is not None and (not isinstance(chunk_size, int) or chunk_size < 1):

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from funclib import tree as tree_util
+from funclib.checks import check_callable, check_int
 from funclib.core import Primitive, ShapedArray, Zero, _state, _wrap, aval_of, is_undefined, set_trace
 from funclib.jaxpr import JaxprTrace, JaxprTracer, trace_to_jaxpr
 from funclib.primitives._util import instantiate, zeros
@@ -110,6 +111,20 @@ def _split_args(args, nondiff_argnums, name):
     return static, dyn, leaves, in_tree, full_args
 
 
+def _nondiff_tuple(nums, op: str, what: str) -> tuple[int, ...]:
+    nums = (nums,) if not isinstance(nums, (tuple, list)) else tuple(nums)
+    return tuple(check_int(n, op, what, min=0) for n in nums)
+
+
+def _check_nondiff(nums: tuple[int, ...], nargs: int, where: str, what: str) -> None:
+    bad = [n for n in nums if n >= nargs]
+    if bad:
+        raise ValueError(
+            f"{where}: {what}={nums} names argument(s) {bad}, but it was called with {nargs} positional "
+            f"argument{'' if nargs == 1 else 's'}"
+        )
+
+
 class custom_jvp:
     """A function with a custom forward-mode derivative rule (reverse mode follows by transposition).
 
@@ -123,8 +138,8 @@ class custom_jvp:
     """
 
     def __init__(self, fun: Callable, nondiff_argnums: Sequence[int] = ()):
-        self.fun = fun
-        self.nondiff_argnums = tuple(nondiff_argnums)
+        self.fun = check_callable(fun, "custom_jvp")
+        self.nondiff_argnums = _nondiff_tuple(nondiff_argnums, "custom_jvp", "nondiff_argnums")
         self.jvp: Callable | None = None
         self.__name__ = getattr(fun, "__name__", "custom_jvp")
         self.__doc__ = getattr(fun, "__doc__", None)
@@ -132,10 +147,11 @@ class custom_jvp:
 
     def defjvp(self, jvp: Callable) -> Callable:
         """Set the rule ``jvp(primals, tangents) -> (primal_out, tangent_out)`` (nondiff args come first)."""
-        self.jvp = jvp
+        self.jvp = check_callable(jvp, f"custom_jvp({self.__name__}).defjvp", "jvp")
         return jvp
 
     def __call__(self, *args):
+        _check_nondiff(self.nondiff_argnums, len(args), f"custom_jvp {self.__name__!r}", "nondiff_argnums")
         if self.jvp is None:
             raise TypeError(f"custom_jvp function {self.__name__!r} has no rule yet; define it with @f.defjvp")
         if _state.trace is None:
@@ -325,9 +341,11 @@ class custom_vjp:
     >>> clip_grad.defvjp(lambda x: (x, None), lambda _, g: (fl.clip(g, -1.0, 1.0),))
     """
 
+    _argnums_label = "nondiff_argnums"
+
     def __init__(self, fun: Callable, nondiff_argnums: Sequence[int] = ()):
-        self.fun = fun
-        self.nondiff_argnums = tuple(nondiff_argnums)
+        self.fun = check_callable(fun, "custom_vjp")
+        self.nondiff_argnums = _nondiff_tuple(nondiff_argnums, "custom_vjp", "nondiff_argnums")
         self.fwd: Callable | None = None
         self.bwd: Callable | None = None
         self.__name__ = getattr(fun, "__name__", "custom_vjp")
@@ -335,10 +353,12 @@ class custom_vjp:
         self.__wrapped__ = fun
 
     def defvjp(self, fwd: Callable, bwd: Callable) -> None:
-        self.fwd = fwd
-        self.bwd = bwd
+        """Set ``fwd(*args) -> (out, residuals)`` and ``bwd(residuals, cotangent) -> input cotangents``."""
+        self.fwd = check_callable(fwd, f"custom_vjp({self.__name__}).defvjp", "fwd")
+        self.bwd = check_callable(bwd, f"custom_vjp({self.__name__}).defvjp", "bwd")
 
     def __call__(self, *args):
+        _check_nondiff(self.nondiff_argnums, len(args), f"custom_vjp {self.__name__!r}", self._argnums_label)
         if self.fwd is None:
             raise TypeError(f"custom_vjp function {self.__name__!r} has no rule yet; call f.defvjp(fwd, bwd)")
         if _state.trace is None:
@@ -398,7 +418,10 @@ def checkpoint(fun: Callable, *, static_argnums: Sequence[int] = ()) -> Callable
     """
     from .autodiff import vjp
 
+    check_callable(fun, "checkpoint")
+    static_argnums = _nondiff_tuple(static_argnums, "checkpoint", "static_argnums")
     cv = custom_vjp(fun, nondiff_argnums=static_argnums)
+    cv._argnums_label = "static_argnums"
 
     def fwd(*args):
         return fun(*args), [a for i, a in enumerate(args) if i not in static_argnums]

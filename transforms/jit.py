@@ -18,6 +18,7 @@ import numpy as np
 
 from funclib import config, dtypes
 from funclib import tree as tree_util
+from funclib.checks import check_callable
 from funclib.core import (
     Primitive,
     ShapedArray,
@@ -43,10 +44,16 @@ from funclib.jaxpr import (
 from funclib.passes import optimize
 from funclib.primitives._util import instantiate, zeros
 
-from ._api_util import as_tensor_leaf
+from ._api_util import as_tensor_leaf, check_argnames
 from .lowering import Program, compile_program
 
 log = logging.getLogger("funclib.jit")
+
+
+def _ordinal(n: int) -> str:
+    """``1st``, ``2nd``, ``3rd``, ``4th``, ``11th``, ``21st``, ..."""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
 
 
 class RetraceError(FunclibError, RuntimeError):
@@ -406,7 +413,7 @@ class Jitted:
                     why = self._explain(desc)
                     if self.max_traces is not None and self.num_traces >= self.max_traces:
                         raise RetraceError(
-                            f"jit({self.__name__}) would trace a {self.num_traces + 1}th time, over "
+                            f"jit({self.__name__}) would trace a {_ordinal(self.num_traces + 1)} time, over "
                             f"max_traces={self.max_traces}: {why}. Keep shapes/dtypes/static values stable, or "
                             "raise max_traces."
                         )
@@ -555,6 +562,8 @@ def jit(
             max_traces=max_traces,
             donate_argnums=donate_argnums,
         )
+    check_callable(fun, "jit")
     sn = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
     sa = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)
+    check_argnames(fun, sa, "jit")
     return Jitted(fun, sn, sa, max_traces, donate_argnums)

@@ -14,7 +14,7 @@ import numpy as np
 
 from .. import dtypes
 from ..core import Tensor, Tracer, _wrap, concrete_or_none
-from ..errors import DataDependentShapeError, ShapeError
+from ..errors import DataDependentShapeError, ImmutableError, ShapeError
 from ..primitives import shape as S
 from ..primitives.elementwise import _to_tensor, convert, select
 from ..primitives.indexing import gather, scatter, scatter_add
@@ -58,11 +58,22 @@ def _expand_key(x, key):
     else:
         out += [slice(None)] * (x.ndim - consumed)
     res = []
+    pos = 0  # the tensor axis the next key addresses
     for k in out:
         if _is_bool_index(k):
+            nd = _ndim(k)
+            want = tuple(x.shape[pos : pos + nd])
+            if tuple(np.shape(k)) != want:
+                raise IndexError(
+                    f"boolean index (mask) of shape {tuple(np.shape(k))} does not match the shape {want} of the "
+                    f"axes it indexes (axes {pos}..{pos + nd - 1} of a tensor of shape {tuple(x.shape)})"
+                )
             res.extend(_mask_to_indices(k))
+            pos += nd
         else:
             res.append(k)
+            if k is not None and type(k) is not _NewAxis:
+                pos += 1
     return res
 
 
@@ -202,7 +213,10 @@ def _index_plan(x, keys):
         k = keys[i]
         n = x.shape[i]
         if not isinstance(k, slice):
-            raise IndexError(f"unsupported index {k!r}")
+            raise IndexError(
+                f"unsupported index {k!r} of type {type(k).__name__}; use ints, slices, ..., None, or integer or "
+                "boolean arrays"
+            )
         basic_ranges[i] = np.arange(*k.indices(n), dtype=np.int64)
     # result layout
     if adv_pos and contiguous:
@@ -339,6 +353,12 @@ class _AtHelper:
     def __getitem__(self, key):
         return _IndexUpdateRef(self.x, key)
 
+    def __setitem__(self, key, value):
+        raise ImmutableError(
+            f"x.at[{key!r}] = {value!r:.40} is not supported: tensors are immutable. Use "
+            f"x = x.at[{key!r}].set({value!r:.40}), which returns a new tensor (also .add, .multiply, .min, .max)."
+        )
+
 
 def take(x, indices, /, *, axis: int | None = None) -> Tensor:
     """Elements of ``x`` at integer ``indices`` along ``axis`` (flattened when None)."""
@@ -351,7 +371,10 @@ def take(x, indices, /, *, axis: int | None = None) -> Tensor:
     ax = normalize_axis(axis, x.ndim, "take")
     key = [slice(None)] * x.ndim
     key[ax] = indices if isinstance(indices, (Tensor, np.ndarray)) else np.asarray(indices)
-    return getitem(x, tuple(key))
+    try:
+        return getitem(x, tuple(key))
+    except IndexError as e:
+        raise IndexError(f"take: {e}") from None
 
 
 def take_along_axis(x, indices, /, *, axis: int = -1) -> Tensor:

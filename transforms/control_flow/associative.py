@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from funclib import tree as tree_util
+from funclib.checks import check_callable
 from funclib.core import aval_of
 from funclib.errors import ShapeError
 from funclib.primitives._util import moveaxis, normalize_axis
@@ -52,6 +53,7 @@ def associative_scan(fn: Callable[[Any, Any], Any], elems: Any, reverse: bool = 
     >>> fl.associative_scan(fl.add, fl.arange(1.0, 5.0))
     Tensor([ 1.,  3.,  6., 10.], dtype=float32)
     """
+    check_callable(fn, "associative_scan", "fn")
     leaves, tree, _ = as_leaves(elems, "associative_scan (elems)")
     if not leaves:
         return elems

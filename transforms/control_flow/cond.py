@@ -13,6 +13,7 @@ import numpy as np
 
 from funclib import dtypes
 from funclib import tree as tree_util
+from funclib.checks import check_callable, describe
 from funclib.core import Primitive, Zero, _wrap, aval_of, is_undefined, set_trace
 from funclib.errors import DTypeError, ShapeError
 from funclib.jaxpr import ClosedJaxpr, Jaxpr, Var
@@ -203,11 +204,13 @@ def switch(index: Any, branches: Sequence[Callable], *operands: Any) -> Any:
     >>> fl.switch(1, [lambda x: x + 1.0, lambda x: x * 10.0], fl.tensor(2.0))
     Tensor(20., dtype=float32)
     """
+    if callable(branches) or not isinstance(branches, (list, tuple)):
+        raise TypeError(f"switch: branches must be a list or tuple of functions, got {describe(branches)}")
     branches = list(branches)
     if not branches:
         raise ValueError("switch: need at least one branch")
-    if not all(callable(b) for b in branches):
-        raise TypeError("switch: branches must be a sequence of functions")
+    for i, b in enumerate(branches):
+        check_callable(b, "switch", f"branches[{i}] (one of the functions)")
     idx = as_tensor_leaf(index, "switch (index)")
     if idx.shape != ():
         raise ShapeError(f"switch: the index must be a scalar, got shape {tuple(idx.shape)}")
@@ -234,6 +237,8 @@ def cond(pred: Any, true_fun: Callable, false_fun: Callable, *operands: Any) -> 
     >>> fl.cond(fl.tensor(3.0) > 0, lambda x: x * 2.0, lambda x: -x, fl.tensor(3.0))
     Tensor(6., dtype=float32)
     """
+    check_callable(true_fun, "cond", "true_fun")
+    check_callable(false_fun, "cond", "false_fun")
     p = as_tensor_leaf(pred, "cond (pred)")
     if p.shape != ():
         raise ShapeError(

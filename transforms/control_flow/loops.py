@@ -20,6 +20,7 @@ import numpy as np
 
 from funclib import dtypes
 from funclib import tree as tree_util
+from funclib.checks import check_callable, describe
 from funclib.core import (
     Primitive,
     ShapedArray,
@@ -467,6 +468,8 @@ def while_loop(
     >>> fl.while_loop(lambda x: x < 10.0, lambda x: x * 2.0, fl.tensor(1.0))
     Tensor(16., dtype=float32)
     """
+    check_callable(cond_fun, "while_loop", "cond_fun")
+    check_callable(body_fun, "while_loop", "body_fun")
     if max_steps is not None and (
         isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1
     ):
@@ -560,6 +563,12 @@ def fori_loop(
     >>> fl.fori_loop(0, 4, lambda i, x: x + i, fl.tensor(0))
     Tensor(6, dtype=int64)
     """
+    check_callable(body_fun, "fori_loop", "body_fun")
+    for name, v in (("lower", lower), ("upper", upper)):
+        d = getattr(v, "dtype", None)
+        if isinstance(v, (bool, float, complex)) or (d is not None and np.dtype(d) not in dtypes.INTEGER):
+            raise TypeError(f"fori_loop: {name} must be an integer (a Python int or an integer scalar tensor), "
+                            f"got {describe(v)}")
     lo, hi = _static_int(lower), _static_int(upper)
     idt = _index_dtype(lower, upper)
     if lo is not None and hi is not None:

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from funclib import tree as tree_util
+from funclib.checks import check_callable
 from funclib.core import Primitive, ShapedArray, Zero, _wrap, aval_of, is_undefined, set_trace
 from funclib.errors import ShapeError
 from funclib.jaxpr import ClosedJaxpr, Jaxpr, Var, eval_jaxpr
@@ -423,6 +424,7 @@ def scan(
     >>> fl.scan(lambda c, x: (c + x, c * x), 0.0, fl.arange(4.0))
     (Tensor(6., dtype=float32), Tensor([0., 0., 2., 9.], dtype=float32))
     """
+    check_callable(f, "scan", "f")
     init_leaves, init_tree, weak = as_leaves(init, "scan (init)")
     xs_leaves, xs_tree, _ = as_leaves(xs, "scan (xs)")
     sizes = {int(x.shape[0]) if x.ndim else None for x in xs_leaves}
@@ -522,6 +524,7 @@ def map(f: Callable[[Any], Any], xs: Any, batch_size: int | None = None) -> Any:
     >>> fl.map(lambda x: x * x, fl.arange(3.0))
     Tensor([0., 1., 4.], dtype=float32)
     """
+    check_callable(f, "map", "f")
     if batch_size is None:
         return scan(lambda c, x: (c, f(x)), (), xs)[1]
     from ..batching import vmap
