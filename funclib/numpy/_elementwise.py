@@ -246,7 +246,10 @@ def _logical(fn, name):
 
 
 def _spacing(x):
-    x = _f(x, "spacing")
+    from ..ops.misc import stop_gradient
+
+    # piecewise constant: its derivative is 0, which the difference of nextafter and x would not give
+    x = stop_gradient(_f(x, "spacing"))
     ax = E.abs(x)
     gap = E.subtract(E.nextafter(ax, _full(np.inf, ax)), ax)
     tiny = _full(np.nextafter(np.zeros((), x.dtype), np.ones((), x.dtype)), x)
@@ -625,7 +628,7 @@ def i0(x) -> Tensor:
         return convert(i0(convert(x, dtypes.float64)), x.dtype)
     ax = E.abs(x)
     big = E.greater(ax, _I0_SWITCH)
-    xs = _where(big, _full(_I0_SWITCH, ax), ax)
+    xs = _where(big, _full(_I0_SWITCH, x), x)  # the series is even in x: no |x| kink at 0 for second derivatives
     series = _horner(_I0_SERIES, E.multiply(E.square(xs), 0.25))
     xb = _where(big, ax, _full(_I0_SWITCH + 1, ax))
     asym = E.divide(_horner(_I0_ASYM, E.reciprocal(xb)), E.sqrt(E.multiply(xb, 2 * math.pi)))

@@ -143,13 +143,15 @@ def _var(x, axis, dtype, ddof, keepdims, where, mean_, correction, op, nan=False
     if nan:
         ok = E.logical_not(E.isnan(x))
         mask = ok if mask is None else E.logical_and(mask, ok)
+    # left-out values (NaN for the nan variants) are replaced before any arithmetic: a NaN multiplied by a zero
+    # cotangent would still give NaN gradients
     xz = x if mask is None else _where(mask, x, _const(0, x.dtype))
     n = _masked_count(x, mask, axes, True)
     if mean_ is NoValue:
         m = E.divide(R.sum(xz, axis=axes, keepdims=True), n if isinstance(n, Tensor) else _const(n, x.dtype))
     else:
         m = asarray(mean_, op)
-    dev = E.subtract(x, m)
+    dev = E.subtract(xz, m)
     sq = E.real(E.multiply(dev, E.conj(dev))) if x.dtype in dtypes.COMPLEX else E.multiply(dev, dev)
     if mask is not None:
         sq = _where(mask, sq, _const(0, sq.dtype))
