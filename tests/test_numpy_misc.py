@@ -324,3 +324,23 @@ def test_unique_variants_match_numpy():
     for ours, theirs in zip(fnp.unique_all(fl.asarray(x)), np.unique_all(x)):
         same(ours, theirs)
     same(fnp.unique_values(fl.asarray([3, 1, 3])), np.unique_values(np.array([3, 1, 3])))
+
+
+def test_long_convolutions_go_through_the_fft():
+    a, v = rng.standard_normal(3000), rng.standard_normal(700)  # 700 windows of 3699: past the direct limit
+    for x, k in ((a, v), (a + 1j * a[::-1], v)):
+        for mode in ("full", "same", "valid"):
+            want = np.convolve(x, k, mode)
+            got = np.asarray(fnp.convolve(fl.asarray(x), fl.asarray(k), mode))
+            np.testing.assert_allclose(got, want, rtol=0, atol=1e-12 * np.abs(want).max())
+            want = np.correlate(k, x, mode)
+            got = np.asarray(fnp.correlate(fl.asarray(k), fl.asarray(x), mode))
+            np.testing.assert_allclose(got, want, rtol=0, atol=1e-12 * np.abs(want).max())
+
+
+def test_sort_keeps_signed_zeros_in_order():
+    # the fast path for values alone must not reorder -0 and +0 (the sort is stable)
+    x = np.array([0.0, -0.0, 2.0, -0.0, 0.0, -1.0])
+    got = np.asarray(fnp.sort(fl.asarray(x)))
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(x[np.argsort(x, kind="stable")]))
+    same(fnp.sort(fl.asarray(A), axis=0), np.sort(A, axis=0))

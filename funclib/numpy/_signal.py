@@ -294,22 +294,49 @@ def interp(x, xp, fp, left=None, right=None, period=None) -> Tensor:
     return _where(E.equal(xv, xpv[n - 1]), fpv[n - 1], out)
 
 
-def _correlate_full(a, v):
-    """``c[t] = sum_j a[t - (m - 1) + j] * v[j]`` for t in [0, n + m - 1), zeros outside ``a``."""
-    n, m = a.shape[0], v.shape[0]
-    d = a.dtype
-    ap = S.pad(a, _c(0, d), ((m - 1, m - 1, 0),))
-    length = n + m - 1
-    if m <= 64:
-        acc = None
-        for j in range(m):
-            term = E.multiply(ap[j: j + length], v[j])
-            acc = term if acc is None else E.add(acc, term)
-        return acc
-    windows = take(ap, _wrap(np.arange(length)[:, None] + np.arange(m)[None, :]), axis=0)
-    from ..ops.linalg_basic import matmul
+# above this many window entries the direct sum's patch matrix no longer fits in cache: use the FFT
+_DIRECT_MAX = 1 << 20
 
-    return matmul(windows, v)
+
+def _fast_len(n: int) -> int:
+    """The smallest 2^a 3^b 5^c >= n: FFT lengths with large prime factors are many times slower."""
+    best = 1 << (n - 1).bit_length()
+    p5 = 1
+    while p5 < best:
+        p35 = p5
+        while p35 < best:
+            p = p35
+            while p < n:
+                p *= 2
+            best = min(best, p)
+            p35 *= 3
+        p5 *= 5
+    return best
+
+
+def _correlate_full(a, v):
+    """``c[t] = sum_j a[t - (m - 1) + j] * v[j]`` for t in [0, n + m - 1), zeros outside ``a``.
+
+    Directly (as NumPy computes it): the sliding windows of the zero-padded ``a`` (the convolution layers'
+    im2col, channels first: ``m`` contiguous rows) times ``v``. For long floating-point inputs, by FFT, whose
+    rounding is relative to the largest output rather than to each one.
+    """
+    from ..ops import fft as F
+    from ..ops.linalg_basic import matmul
+    from ..primitives.conv import conv_patches
+
+    n, m = a.shape[0], v.shape[0]
+    length = n + m - 1
+    if m * length <= _DIRECT_MAX or a.dtype not in dtypes.INEXACT:
+        windows = conv_patches(S.reshape(a, (1, 1, n)), (m,), padding=((m - 1, m - 1),), channels_last=False)
+        return matmul(v, S.reshape(windows, (m, length)))
+    vr = S.rev(v, (0,))
+    size = _fast_len(length)
+    if a.dtype in dtypes.COMPLEX:
+        full = F.ifft(E.multiply(F.fft(a, n=size), F.fft(vr, n=size)), n=size)
+    else:
+        full = F.irfft(E.multiply(F.rfft(a, n=size), F.rfft(vr, n=size)), n=size)
+    return full[:length]
 
 
 def _prep_pair(a, v, op):
@@ -338,7 +365,8 @@ def _mode_window(full, n, m, mode, op, same_offset):
 
 def correlate(a, v, mode="valid") -> Tensor:
     """The cross-correlation of two 1-D sequences, ``c[k] = sum_n a[n + k] * conj(v[n])``, over the 'valid'
-    (full overlap), 'same' or 'full' range.
+    (full overlap), 'same' or 'full' range. Summed directly as NumPy does, except for long floating-point
+    inputs (length product above a million), which go through the FFT.
 
     >>> fnp.correlate(fnp.array([1.0, 2.0, 3.0]), fnp.array([0.0, 1.0, 0.5]))
     Tensor([3.5], dtype=float32)
@@ -351,7 +379,8 @@ def correlate(a, v, mode="valid") -> Tensor:
 
 
 def convolve(a, v, mode="full") -> Tensor:
-    """The discrete linear convolution of two 1-D sequences over the 'full', 'same' or 'valid' range.
+    """The discrete linear convolution of two 1-D sequences over the 'full', 'same' or 'valid' range (by FFT
+    for long floating-point inputs, as ``correlate``).
 
     >>> fnp.convolve(fnp.array([1.0, 2.0, 3.0]), fnp.array([0.0, 1.0, 0.5]))
     Tensor([0. , 1. , 2.5, 4. , 1.5], dtype=float32)

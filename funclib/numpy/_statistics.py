@@ -18,7 +18,7 @@ from ..core import Tensor, Tracer, _wrap
 from ..errors import DTypeError, ShapeError
 from ..ops import elementwise as E
 from ..ops import reductions as R
-from ..ops.indexing import take_along_axis
+from ..ops.indexing import take, take_along_axis
 from ..ops.searching import where as _where
 from ..ops.sorting import sort as _sort
 from ..primitives import shape as S
@@ -131,6 +131,15 @@ def _as_index(p, n_static):
     return convert(E.clip(p, 0.0, float(builtins.max(n_static - 1, 0))), dtypes.int64)
 
 
+def _pick(s, pos, shape):
+    """The sorted values ``s`` at positions ``pos`` along the last axis, as ``shape``. Positions that are the
+    same for every slice (concrete ``q``, no NaN counting) index one axis; others gather per slice."""
+    pos = _as_index(pos, s.shape[-1])
+    if not isinstance(pos, Tracer) and pos.size == pos.shape[-1]:
+        return S.broadcast_to(take(s, S.reshape(pos, (-1,)), axis=-1), shape)
+    return take_along_axis(s, S.broadcast_to(pos, shape), axis=-1)
+
+
 def _q_values(q, op, scale):
     if isinstance(q, Tensor):
         qt = inexact(q)
@@ -172,12 +181,11 @@ def _quantile(a, q, axis, method, keepdims, weights, op, nan=False, scale=1):
         prev, nxt, gamma = _positions(method, count, qv)
         nq = builtins.max(1, int(np.prod(qshape, dtype=np.int64)))
         shape = rshape + (nq,)
-        prev = S.broadcast_to(prev, shape)
-        lo = take_along_axis(s, _as_index(prev, n), axis=-1)
+        lo = _pick(s, prev, shape)
         if gamma is None:
             res = lo
         else:
-            hi = take_along_axis(s, _as_index(S.broadcast_to(nxt, shape), n), axis=-1)
+            hi = _pick(s, nxt, shape)
             g = S.broadcast_to(gamma, shape)
             res = _lerp(lo, hi, g if g.dtype == lo.dtype else convert(g, lo.dtype))
         if x.dtype in dtypes.INEXACT:
@@ -276,10 +284,10 @@ def _median(a, axis, keepdims, op, nan):
         hi_i = E.clip(E.floor_divide(cnt, 2), 0, n - 1)
         bad = E.equal(cnt, 0)
     else:
-        lo_i = _wrap(np.full(rshape + (1,), (n - 1) // 2, np.int64))
-        hi_i = _wrap(np.full(rshape + (1,), n // 2, np.int64))
+        lo_i = _wrap(np.full((1,) * len(rshape) + (1,), (n - 1) // 2, np.int64))
+        hi_i = _wrap(np.full((1,) * len(rshape) + (1,), n // 2, np.int64))
         bad = E.isnan(s[..., -1:])
-    lo, hi = take_along_axis(s, lo_i, axis=-1), take_along_axis(s, hi_i, axis=-1)
+    lo, hi = _pick(s, lo_i, rshape + (1,)), _pick(s, hi_i, rshape + (1,))
     mid = _where(E.equal(lo_i, hi_i), lo, E.divide(E.add(lo, hi), 2.0))
     mid = _where(bad, _c(np.nan, mid.dtype), mid)
     return _finish(mid, x, axes, rshape, (), keepdims)
