@@ -8,7 +8,7 @@ import warnings
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
@@ -357,3 +357,21 @@ def test_pad_matches_numpy(x, data):
         assert got.shape == want.shape
         return
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-9)
+
+
+CONTINUOUS = ["linear", "hazen", "weibull", "median_unbiased", "normal_unbiased", "interpolated_inverted_cdf"]
+
+
+@settings(max_examples=10)
+@given(perm=st.permutations(range(8)), data=st.data())
+def test_statistics_derivatives_over_drawn_inputs(perm, data):
+    """Order statistics are smooth where values are distinct: their derivatives match finite differences."""
+    x = fl.asarray(np.asarray(perm, np.float64) * 0.3 + data.draw(st.floats(-1, 1)))
+    q = data.draw(st.floats(0.05, 0.95))
+    method = data.draw(st.sampled_from(CONTINUOUS))
+    ddof = data.draw(st.integers(0, 2))
+
+    def f(v):
+        return fnp.quantile(v, q, method=method) + fnp.var(v, ddof=ddof) + fnp.median(v) * fnp.std(v)
+
+    check_grads(f, (x,), order=1, atol=1e-6, rtol=1e-6)

@@ -46,7 +46,7 @@ def _cast_inputs(name, xs, dtype, casting):
 def prepare(name, xs, out, where, casting, order, dtype, signature):
     """Validate NumPy's ufunc keywords (off the fast path) and apply ``dtype``."""
     no_out(out, name)
-    check_ufunc_kw(name, where, casting, order, True, signature)
+    check_ufunc_kw(name, where, casting, order, signature)
     return _cast_inputs(name, xs, dtype, casting) if dtype is not None else list(xs)
 
 

@@ -30,14 +30,6 @@ def no_out(out, op: str) -> None:
     )
 
 
-def refuse(op: str, name: str, value, allowed, why: str) -> None:
-    """Raise unless ``value`` is one of ``allowed`` (a tuple of accepted values)."""
-    if builtins.any(value is a or (type(value) is type(a) and value == a) for a in allowed):
-        return
-    shown = " or ".join(repr(a) for a in allowed)
-    raise ValueError(f"numpy.{op}: {name}={value!r} is not supported ({why}); pass {name}={shown}")
-
-
 def check_like(like, op: str) -> None:
     if like is not None:
         raise TypeError(f"numpy.{op}: like= (array-function dispatch) is not supported; pass like=None")
@@ -54,7 +46,7 @@ def check_order(order, op: str, allowed=("C", "F", "A", "K", None)) -> None:
         raise ValueError(f"numpy.{op}: order must be one of {[a for a in allowed if a]}, got {order!r}")
 
 
-def check_ufunc_kw(op: str, where, casting, order, subok, signature) -> None:
+def check_ufunc_kw(op: str, where, casting, order, signature) -> None:
     if where is not True:
         raise ValueError(
             f"numpy.{op}: where= is not supported for elementwise functions: without out= the unselected "
@@ -79,11 +71,6 @@ def asarray(a, op: str = "array") -> Tensor:
 
 def dtype_arg(dtype):
     return None if dtype is None else dtypes.canonicalize(dtype)
-
-
-def cast(x: Tensor, dtype) -> Tensor:
-    d = dtype_arg(dtype)
-    return x if d is None or x.dtype == d else convert(x, d)
 
 
 def inexact(x: Tensor) -> Tensor:
