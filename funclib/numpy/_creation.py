@@ -522,7 +522,7 @@ def fromfunction(function, shape, *, dtype=float, like=None, **kwargs):
            [1, 2]], dtype=int64)
     """
     check_like(like, "fromfunction")
-    return function(*(g for g in _grid_list(shape, dtype)), **kwargs)
+    return function(*_grid_list(shape, dtype), **kwargs)
 
 
 def _grid_list(shape, dtype):

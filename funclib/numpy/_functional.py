@@ -32,7 +32,7 @@ def _parse(signature: str):
     if not _SIGNATURE.match(sig):
         raise ValueError(f"numpy.vectorize: not a valid gufunc signature: {signature!r}")
     ins, outs = sig.split("->")
-    parse = lambda side: [tuple(re.findall(_DIM, arg)) for arg in re.findall(_ARG, side)]  # noqa: E731
+    parse = lambda side: [tuple(re.findall(_DIM, arg)) for arg in re.findall(_ARG, side)]
     return parse(ins), parse(outs)
 
 

@@ -42,7 +42,7 @@ def polyval(p, x) -> Tensor:
 def _align(a, b):
     n = max(a.shape[0], b.shape[0])
     d = dtypes.result_type(a, b)
-    pad = lambda v: S.pad(convert(v, d) if v.dtype != d else v, _wrap(np.zeros((), d)),  # noqa: E731
+    pad = lambda v: S.pad(convert(v, d) if v.dtype != d else v, _wrap(np.zeros((), d)),
                           ((n - v.shape[0], 0, 0),))
     return pad(a), pad(b)
 
