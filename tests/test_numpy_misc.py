@@ -344,3 +344,17 @@ def test_sort_keeps_signed_zeros_in_order():
     got = np.asarray(fnp.sort(fl.asarray(x)))
     np.testing.assert_array_equal(np.signbit(got), np.signbit(x[np.argsort(x, kind="stable")]))
     same(fnp.sort(fl.asarray(A), axis=0), np.sort(A, axis=0))
+
+
+@pytest.mark.parametrize("module", ["funclib.numpy"] + [f"funclib.numpy.{m}" for m in (
+    "_creation", "_dtypes", "_elementwise", "_functional", "_index_tricks", "_indexing", "_manipulation", "_pad",
+    "_polynomial", "_printing", "_products", "_reductions", "_signal", "_sorting", "_statistics", "_ufunc",
+    "linalg", "fft")])
+def test_docstring_examples_run(module):
+    import doctest
+    import importlib
+
+    mod = importlib.import_module(module)
+    result = doctest.testmod(mod, extraglobs={"fl": fl, "fnp": fnp, "np": np},
+                             optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    assert result.failed == 0 and result.attempted > 0, result
