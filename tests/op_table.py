@@ -1196,10 +1196,10 @@ add_row(
 # Collectives: applied inside a vmap named "i" over the leading axis (each lane is one row of x)
 
 COLLECTIVE_LANE = {
-    "psum": lambda xi, n: bind("psum", xi, axis_name="i"),
-    "pmax": lambda xi, n: bind("pmax", xi, axis_name="i"),
-    "pmin": lambda xi, n: bind("pmin", xi, axis_name="i"),
-    "all_gather": lambda xi, n: bind("all_gather", xi, axis_name="i", axis_size=n),
+    "psum": lambda xi, n: bind("psum", xi, axes=("i",))[0],
+    "pmax": lambda xi, n: bind("pmax", xi, axes=("i",))[0],
+    "pmin": lambda xi, n: bind("pmin", xi, axes=("i",))[0],
+    "all_gather": lambda xi, n: bind("all_gather", xi, axes=("i",), axis_size=n)[0],
 }
 
 
@@ -1231,7 +1231,7 @@ collective_row("all_gather", lambda x: np.broadcast_to(x[None], (x.shape[0],) + 
 add_row(
     Row(
         "axis_index",
-        lambda cfg: fl.vmap(lambda: bind("axis_index", axis_name="i"), axis_name="i", axis_size=cfg["n"])(),
+        lambda cfg: fl.vmap(lambda: bind("axis_index", axes=("i",))[0], axis_name="i", axis_size=cfg["n"])(),
         _cfg(n=st.integers(1, 4)),
         lambda draw, cfg, dtype, smooth: [],
         lambda cfg: np.arange(cfg["n"]),

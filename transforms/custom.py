@@ -53,6 +53,7 @@ def _is_linearize_tangent(t) -> bool:
 
 custom_jvp_call_p = Primitive("custom_jvp_call", multiple_results=True)
 custom_jvp_call_p.family = "call"
+custom_jvp_call_p.batch_named = True  # batching rules take the named axis (transforms/batching.py)
 custom_jvp_call_p.no_rule["transpose"] = "its JVP is expressed with ordinary primitives, which are transposed instead"
 
 
@@ -76,16 +77,18 @@ def _cjvp_jvp(primals, tangents, *, fun, jvp, out_tree_store):
 
 
 @custom_jvp_call_p.def_vmap
-def _cjvp_vmap(args, dims, *, fun, jvp, out_tree_store):
+def _cjvp_vmap(args, dims, *, fun, jvp, out_tree_store, axis=None, lanes=None):
     from .batching import vmap
 
-    size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
+    size = next((a.shape[d] for a, d in zip(args, dims) if d is not None), lanes)
     moved = [_to_front(a, d, size) for a, d in zip(args, dims)]
-    bfun = vmap(lambda *xs: fun(*xs))
+    bfun = vmap(lambda *xs: fun(*xs), axis_name=axis)
     n = len(args)
 
     def bjvp(primals, tangents):
-        res = vmap(lambda *pt: tuple(map(list, jvp(list(pt[:n]), list(pt[n:])))))(*primals, *tangents)
+        res = vmap(lambda *pt: tuple(map(list, jvp(list(pt[:n]), list(pt[n:])))), axis_name=axis)(
+            *primals, *tangents
+        )
         return res[0], res[1]
 
     outs = custom_jvp_call_p.bind(*moved, fun=bfun, jvp=bjvp, out_tree_store=out_tree_store)
@@ -190,6 +193,7 @@ class custom_jvp:
 
 custom_vjp_call_p = Primitive("custom_vjp_call", multiple_results=True)
 custom_vjp_call_p.family = "call"
+custom_vjp_call_p.batch_named = True
 custom_vjp_call_p.no_rule["transpose"] = "its JVP emits custom_lin, which carries the transpose (the bwd rule)"
 
 
@@ -230,19 +234,19 @@ def _cvjp_jvp(primals, tangents, *, fun, fwd, bwd, store):
 
 
 @custom_vjp_call_p.def_vmap
-def _cvjp_vmap(args, dims, *, fun, fwd, bwd, store):
+def _cvjp_vmap(args, dims, *, fun, fwd, bwd, store, axis=None, lanes=None):
     from .batching import vmap
 
-    size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
+    size = next((a.shape[d] for a, d in zip(args, dims) if d is not None), lanes)
     moved = [_to_front(a, d, size) for a, d in zip(args, dims)]
-    bfun = vmap(lambda *xs: fun(*xs))
+    bfun = vmap(lambda *xs: fun(*xs), axis_name=axis)
 
     def bfwd(*xs):
-        outs, res = vmap(lambda *ys: tuple(map(list, fwd(*ys))))(*xs)
+        outs, res = vmap(lambda *ys: tuple(map(list, fwd(*ys))), axis_name=axis)(*xs)
         return outs, res
 
     def bbwd(res, cts):
-        return vmap(lambda r, c: list(bwd(list(r), list(c))))(list(res), list(cts))
+        return vmap(lambda r, c: list(bwd(list(r), list(c))), axis_name=axis)(list(res), list(cts))
 
     outs = custom_vjp_call_p.bind(*moved, fun=bfun, fwd=bfwd, bwd=bbwd, store=store)
     return outs, [0] * len(outs)
@@ -250,6 +254,7 @@ def _cvjp_vmap(args, dims, *, fun, fwd, bwd, store):
 
 custom_lin_p = Primitive("custom_lin", multiple_results=True, linear=True)
 custom_lin_p.family = "call"
+custom_lin_p.batch_named = True
 
 
 def _lin_split(args, n_res):
@@ -301,17 +306,17 @@ def _lin_transpose(cts, *args, fun, bwd, n_res, out_avals):
 
 
 @custom_lin_p.def_vmap
-def _lin_vmap(args, dims, *, fun, bwd, n_res, out_avals):
+def _lin_vmap(args, dims, *, fun, bwd, n_res, out_avals, axis=None, lanes=None):
     from .batching import vmap
 
-    size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
+    size = next((a.shape[d] for a, d in zip(args, dims) if d is not None), lanes)
     moved = [_to_front(a, d, size) for a, d in zip(args, dims)]
 
     def bfun(*xs):
-        return vmap(lambda *ys: fun(*ys))(*xs)
+        return vmap(lambda *ys: fun(*ys), axis_name=axis)(*xs)
 
     def bbwd(res, cts):
-        return vmap(lambda r, c: list(bwd(list(r), list(c))))(list(res), list(cts))
+        return vmap(lambda r, c: list(bwd(list(r), list(c))), axis_name=axis)(list(res), list(cts))
 
     out_b = tuple(ShapedArray((size,) + a.shape, a.dtype) for a in out_avals)
     outs = custom_lin_p.bind(*moved, fun=bfun, bwd=bbwd, n_res=n_res, out_avals=out_b)
