@@ -256,7 +256,7 @@ def _scatter_mul_jvp(primals, tangents, *, axes):
         # d out[i] / d u_j = x[i] * (the product of the other updates to element i)
         others = _product_of_others(u, idx, axes, aval_of(x).shape)
         t = scatter_add_p.bind(zeros_like_value(x), idx, safe_mul(instantiate(tu), others), axes=axes)
-        t = safe_mul(x, t)
+        t = safe_mul(t, x)
         acc = t if acc is None else acc + t
     return out, acc
 
