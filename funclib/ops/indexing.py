@@ -2,8 +2,10 @@
 
 Basic indices (ints, slices, ``...``, ``None``) lower to static ``slice``/``rev``/``reshape``. Anything
 with integer arrays, traced integers or boolean masks lowers to one ``gather`` over index tuples built
-here; ``.at`` always lowers to one ``scatter``/``scatter_add``. Boolean masks need a concrete mask
-(eager, or a mask that is not traced, e.g. under ``grad``): their output shape depends on the data.
+here; ``.at`` lowers to one ``scatter``, ``scatter_add``, ``scatter_mul``, ``scatter_max`` or ``scatter_min``
+(``.divide``/``.power``: ``x / scatter_mul(ones, ...)`` and ``x ** scatter_mul(ones, ...)``, as JAX). Boolean
+masks need a concrete mask (eager, or a mask that is not traced, e.g. under ``grad``): their output shape depends
+on the data.
 """
 
 from __future__ import annotations

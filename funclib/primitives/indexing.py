@@ -1,8 +1,10 @@
 """Gather and scatter over integer index arrays.
 
 Canonical form: ``idx`` has shape ``batch + (k,)`` and addresses the operand axes ``axes`` (k of them, sorted).
-``gather(x, idx, axes)`` has shape ``batch + (x's other axes, in order)``; ``scatter``/``scatter_add`` write
-``updates`` of that shape into ``x``. NumPy-style indexing in ``funclib.ops.indexing`` lowers onto these.
+``gather(x, idx, axes)`` has shape ``batch + (x's other axes, in order)``; ``scatter`` writes ``updates`` of that
+shape into ``x`` (with repeated indices, the last write wins), and ``scatter_add``/``scatter_mul``/``scatter_max``/
+``scatter_min`` combine every update with ``x`` in turn (``np.add.at`` semantics). NumPy-style indexing in
+``funclib.ops.indexing`` lowers onto these.
 Indices must be in bounds (negative ones are wrapped by the public indexing code); out-of-bounds indices raise.
 """
 
