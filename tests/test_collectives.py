@@ -130,6 +130,19 @@ def test_chunking_never_changes_a_result(n, chunk, seed):
     close(fl.vmap(every_collective, axis_name="i", chunk_size=chunk)(x), reference(x), 1e-11)
 
 
+@pytest.mark.parametrize("dtype", [fl.bool, fl.uint8, fl.int32, fl.float32, fl.complex128])
+def test_chunked_collectives_at_every_dtype(dtype):
+    values = np.array([3, 0, 2, 250, 1, 7, 0], np.int64)
+    x = fl.asarray(values).astype(dtype)
+    ops = [fl.psum, fl.all_gather] + ([fl.pmax, fl.pmin] if dtype != fl.complex128 else [])
+    for op in ops:
+        want = fl.vmap(lambda v, op=op: op(v, "i"), axis_name="i")(x)
+        for chunk in (2, 3):
+            got = fl.vmap(lambda v, op=op: op(v, "i"), axis_name="i", chunk_size=chunk)(x)
+            assert got.dtype == want.dtype
+            np.testing.assert_array_equal(got.numpy(), want.numpy(), err_msg=f"{op.__name__} at {dtype}")
+
+
 def test_chunks_with_collectives_keep_memory_bounded():
     """The work before a collective is recomputed per chunk, not stored: peak memory follows the chunk."""
 

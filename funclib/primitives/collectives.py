@@ -19,7 +19,7 @@ import numpy as np
 
 from .. import tree as tree_util
 from ..core import Primitive, ShapedArray, Zero, _wrap, aval_of, current_trace, is_undefined
-from ..errors import FunclibError
+from ..errors import DTypeError, FunclibError
 from ._util import bdim_to_front
 
 
@@ -69,21 +69,29 @@ def _add(a, b):
 
 
 def _max(a, b):
-    from .elementwise import maximum
+    from .elementwise import bitwise_or, maximum
 
-    return maximum(a, b)
+    return bitwise_or(a, b) if a.dtype == np.bool_ else maximum(a, b)
 
 
 def _min(a, b):
-    from .elementwise import minimum
+    from .elementwise import bitwise_and, minimum
 
-    return minimum(a, b)
+    return bitwise_and(a, b) if a.dtype == np.bool_ else minimum(a, b)
 
 
 # --- psum ---------------------------------------------------------------------------------------------------------
 
 psum_p = _collective("psum", linear=True, combine=_fold(_add))
-psum_p.def_abstract_eval(_same_avals)
+
+
+@psum_p.def_abstract_eval
+def _psum_abstract(*avals, axes):
+    for a in avals:
+        if a.dtype == np.bool_:
+            raise DTypeError("psum: boolean operands have no sum; fl.psum counts them as int64 (or use pmax: any)")
+    return _same_avals(*avals, axes=axes)
+
 
 
 @psum_p.def_jvp
@@ -273,7 +281,14 @@ def psum(x, axis_name):
     """
     names = _names(axis_name, "psum")
     leaves, tree = _flat(x, "psum")
-    return tree_util.unflatten(tree, psum_p.bind(*leaves, axes=names)) if leaves else x
+    return tree_util.unflatten(tree, psum_p.bind(*_counts(leaves), axes=names)) if leaves else x
+
+
+def _counts(leaves):
+    from .elementwise import convert
+
+    # booleans are summed as counts, as fl.sum does
+    return [convert(v, np.int64) if v.dtype == np.bool_ else v for v in leaves]
 
 
 def pmean(x, axis_name):
@@ -286,6 +301,7 @@ def pmean(x, axis_name):
     leaves, tree = _flat(x, "pmean")
     if not leaves:
         return x
+    leaves = _counts(leaves)
     # the lane count as psum(1) rather than a size read at trace time, so a traced pmean suits any batch size
     ones = [_wrap(np.ones((), v.dtype)) for v in leaves]
     sums = psum_p.bind(*leaves, *ones, axes=names)
