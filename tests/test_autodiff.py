@@ -225,6 +225,94 @@ def test_custom_vjp_nondiff_argnums():
     assert float(fl.grad(lambda x: cf(3, x))(f64(2.0))) == pytest.approx(12.0)
 
 
+def _vjp_with_bwd(bwd, fun=None):
+    @fl.custom_vjp
+    def f(x, y):
+        return fl.sin(x) * fl.sum(y["w"])
+
+    f.defvjp(lambda x, y: (f(x, y), (x, y)), bwd)
+    return f
+
+
+def _each_mode(f, x, y):
+    """d/d(x, y["w"]) eagerly, under jit and under vmap (each must check bwd's output the same way)."""
+
+    def loss(x, w):
+        return f(x, {"w": w, "n": y["n"]}).sum()
+
+    g = fl.grad(loss, argnums=(0, 1))
+    yield lambda: g(x, y["w"])
+    yield lambda: fl.jit(g)(x, y["w"])
+    yield lambda: fl.vmap(g, in_axes=(0, None))(fl.stack([x, x]), y["w"])
+
+
+class TestCustomVJPChecksBwd:
+    """bwd's cotangents must have the structure, shapes and dtypes of the primal inputs (as JAX checks)."""
+
+    x = fl.asarray(np.linspace(0.1, 0.3, 3, dtype=np.float32))
+    y = {"w": fl.ones((2,)), "n": fl.asarray(np.arange(2))}
+
+    def test_a_wrong_shape_names_the_argument_and_both_avals(self):
+        f = _vjp_with_bwd(lambda r, g: (fl.ones((4, 3)), {"w": fl.ones(2), "n": None}))
+        for run in _each_mode(f, self.x, self.y):
+            with pytest.raises(ValueError, match=r"argument 0 \('x'\) is f32\[4,3\], but that input is f32\[3\]"):
+                run()
+        f = _vjp_with_bwd(lambda r, g: (g, {"w": fl.ones(3), "n": None}))
+        for run in _each_mode(f, self.x, self.y):
+            with pytest.raises(ValueError, match=r"argument 1 \('y'\)\['w'\] is f32\[3\], but that input is f32\[2\]"):
+                run()
+
+    def test_a_wrong_dtype_names_the_cast(self):
+        f = _vjp_with_bwd(lambda r, g: (g.astype(fl.float64), None))
+        for run in _each_mode(f, self.x, self.y):
+            with pytest.raises(DTypeError, match=r"f64\[3\], but that input is f32\[3\].*astype\(fl.float32\)"):
+                run()
+
+    def test_a_wrong_structure_or_count_is_a_type_error(self):
+        f = _vjp_with_bwd(lambda r, g: (g, [fl.ones(2), None]))
+        with pytest.raises(TypeError, match=r"argument 1 \('y'\) has structure .* but the input has"):
+            fl.grad(lambda x, y: f(x, y).sum())(self.x, self.y)
+        f = _vjp_with_bwd(lambda r, g: (g, {"w": {"deep": fl.ones(2)}, "n": None}))
+        with pytest.raises(TypeError, match="cotangent for argument 1"):
+            fl.grad(lambda x, y: f(x, y).sum())(self.x, self.y)
+        f = _vjp_with_bwd(lambda r, g: (g,))
+        with pytest.raises(TypeError, match=r"one cotangent per differentiable argument \(2\), got tuple of length 1"):
+            fl.grad(lambda x, y: f(x, y).sum())(self.x, self.y)
+
+        @fl.custom_vjp
+        def h(x):
+            return x
+
+        h.defvjp(lambda x: (x, None), lambda r, g: g)
+        with pytest.raises(TypeError, match=r"return \(g,\)"):
+            fl.grad(lambda x: h(x).sum())(self.x)
+
+    def test_none_is_zero_and_integer_inputs_take_anything(self):
+        def bwd(r, g):
+            x, y = r
+            return fl.cos(x) * g * fl.sum(y["w"]), {"w": None, "n": fl.ones(7)}  # n is integer: ignored
+
+        f = _vjp_with_bwd(bwd)
+        for run in _each_mode(f, self.x, self.y):
+            gx, gw = run()
+            assert not np.any(gw.numpy())
+            np.testing.assert_allclose(gx.numpy().reshape(-1, 3)[0], 2 * np.cos(self.x.numpy()), rtol=1e-6)
+        f = _vjp_with_bwd(lambda r, g: (None, None))
+        for run in _each_mode(f, self.x, self.y):
+            assert not any(np.any(g.numpy()) for g in run())
+
+    def test_a_python_scalar_takes_the_input_dtype_and_nondiff_args_keep_positions(self):
+        def f(n, x):
+            return x * n
+
+        cf = fl.custom_vjp(f, nondiff_argnums=(0,))
+        cf.defvjp(lambda n, x: (x * n, None), lambda n, r, g: (float(n),))
+        assert float(fl.grad(lambda x: cf(3.0, x))(f64(2.0))) == 3.0
+        cf.defvjp(lambda n, x: (x * n, None), lambda n, r, g: (fl.ones(2),))
+        with pytest.raises(ValueError, match=r"argument 1 \('x'\) is f32\[2\], but that input is f64\[\]"):
+            fl.grad(lambda x: cf(3.0, x))(f64(2.0))
+
+
 class TestNumericalCare:
     def test_where_sqrt_log_at_zero(self):
         assert float(fl.grad(lambda x: fl.where(x > 0, fl.sqrt(x), 0.0))(0.0)) == 0.0

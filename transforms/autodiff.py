@@ -31,7 +31,7 @@ from funclib.core import (
 from funclib.errors import ConcretizationError, DTypeError, FunclibError, MissingRuleError, NotLinearError
 from funclib.jaxpr import Jaxpr, JaxprTrace, JaxprTracer, Literal, Var
 from funclib.primitives._util import instantiate, zeros
-from funclib.primitives.elementwise import add
+from funclib.primitives.elementwise import add, mul_p, safe_mul_p
 
 from ._api_util import as_tensor_leaf, check_argnums, check_float_input, flatten_args
 
@@ -291,8 +291,11 @@ def linearize_flat(fun_flat: Callable, primals: list, diff_mask: list[bool], nam
     return out_primals, lin, aux
 
 
-def backward_pass(jaxpr: Jaxpr, consts: list, cts_out: list) -> list:
-    """Transpose a jaxpr that is linear in its invars: cotangents of the outputs -> cotangents of the inputs."""
+def backward_pass(jaxpr: Jaxpr, consts: list, cts_out: list, plain_products: bool = False) -> list:
+    """Transpose a jaxpr that is linear in its invars: cotangents of the outputs -> cotangents of the inputs.
+
+    ``plain_products`` transposes ``safe_mul`` as a plain product (see ``_transpose_linearized``).
+    """
     env: dict[Var, Any] = dict(zip(jaxpr.constvars, consts))
     linear = set(jaxpr.invars)
     lin_eqns = []
@@ -331,7 +334,8 @@ def backward_pass(jaxpr: Jaxpr, consts: list, cts_out: list) -> list:
                 args.append(UndefinedPrimal(v.aval))
             else:
                 args.append(env[v])
-        rule = eqn.prim.transpose or eqn.prim.rule("transpose")
+        prim = mul_p if plain_products and eqn.prim is safe_mul_p else eqn.prim
+        rule = prim.transpose or prim.rule("transpose")
         in_cts = rule(ct, *args, **eqn.params)
         for v, c in zip(eqn.inputs, in_cts):
             if c is None or type(v) is not Var or v not in linear or type(c) is Zero:
@@ -342,7 +346,18 @@ def backward_pass(jaxpr: Jaxpr, consts: list, cts_out: list) -> list:
 
 
 def _transpose_linearized(lin: _Linearized, cts: list) -> list:
-    out = backward_pass(lin.jaxpr, lin.consts, cts)
+    out = None
+    if _state.trace is None:
+        # Eagerly, first with safe_mul's products plain: they differ from safe ones only where a zero meets an
+        # infinity, giving NaN instead of 0. Without a NaN in the result every such value was masked on the way
+        # (by a where), and the result is the safe one bit for bit; with one, the pass runs again with safe
+        # products. This spares the common case a finiteness check per product.
+        with np.errstate(invalid="ignore"):
+            out = backward_pass(lin.jaxpr, lin.consts, cts, plain_products=True)
+        if any(c is not None and type(c) is Tensor and np.isnan(c._value).any() for c in out):
+            out = None
+    if out is None:
+        out = backward_pass(lin.jaxpr, lin.consts, cts)
     return [zeros(a) if c is None else c for c, a in zip(out, lin.in_avals)]
 
 

@@ -11,11 +11,16 @@ Both bind a call primitive whose ``fun`` parameter is the flattened user functio
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 
+import numpy as np
+
+from funclib import dtypes
 from funclib import tree as tree_util
 from funclib.checks import check_callable, check_int
 from funclib.core import Primitive, ShapedArray, Zero, _state, _wrap, aval_of, is_undefined, set_trace
+from funclib.errors import DTypeError, ShapeError
 from funclib.jaxpr import JaxprTrace, JaxprTracer, trace_to_jaxpr
 from funclib.primitives._util import instantiate, zeros
 
@@ -49,6 +54,7 @@ def _is_linearize_tangent(t) -> bool:
 
 custom_jvp_call_p = Primitive("custom_jvp_call", multiple_results=True)
 custom_jvp_call_p.family = "call"
+custom_jvp_call_p.batch_named = True  # batching rules take the named axis (transforms/batching.py)
 custom_jvp_call_p.no_rule["transpose"] = "its JVP is expressed with ordinary primitives, which are transposed instead"
 
 
@@ -72,16 +78,18 @@ def _cjvp_jvp(primals, tangents, *, fun, jvp, out_tree_store):
 
 
 @custom_jvp_call_p.def_vmap
-def _cjvp_vmap(args, dims, *, fun, jvp, out_tree_store):
+def _cjvp_vmap(args, dims, *, fun, jvp, out_tree_store, axis=None, lanes=None):
     from .batching import vmap
 
-    size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
+    size = next((a.shape[d] for a, d in zip(args, dims) if d is not None), lanes)
     moved = [_to_front(a, d, size) for a, d in zip(args, dims)]
-    bfun = vmap(lambda *xs: fun(*xs))
+    bfun = vmap(lambda *xs: fun(*xs), axis_name=axis)
     n = len(args)
 
     def bjvp(primals, tangents):
-        res = vmap(lambda *pt: tuple(map(list, jvp(list(pt[:n]), list(pt[n:])))))(*primals, *tangents)
+        res = vmap(lambda *pt: tuple(map(list, jvp(list(pt[:n]), list(pt[n:])))), axis_name=axis)(
+            *primals, *tangents
+        )
         return res[0], res[1]
 
     outs = custom_jvp_call_p.bind(*moved, fun=bfun, jvp=bjvp, out_tree_store=out_tree_store)
@@ -201,6 +209,7 @@ class custom_jvp:
 
 custom_vjp_call_p = Primitive("custom_vjp_call", multiple_results=True)
 custom_vjp_call_p.family = "call"
+custom_vjp_call_p.batch_named = True
 custom_vjp_call_p.no_rule["transpose"] = "its JVP emits custom_lin, which carries the transpose (the bwd rule)"
 
 
@@ -241,19 +250,19 @@ def _cvjp_jvp(primals, tangents, *, fun, fwd, bwd, store):
 
 
 @custom_vjp_call_p.def_vmap
-def _cvjp_vmap(args, dims, *, fun, fwd, bwd, store):
+def _cvjp_vmap(args, dims, *, fun, fwd, bwd, store, axis=None, lanes=None):
     from .batching import vmap
 
-    size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
+    size = next((a.shape[d] for a, d in zip(args, dims) if d is not None), lanes)
     moved = [_to_front(a, d, size) for a, d in zip(args, dims)]
-    bfun = vmap(lambda *xs: fun(*xs))
+    bfun = vmap(lambda *xs: fun(*xs), axis_name=axis)
 
     def bfwd(*xs):
-        outs, res = vmap(lambda *ys: tuple(map(list, fwd(*ys))))(*xs)
+        outs, res = vmap(lambda *ys: tuple(map(list, fwd(*ys))), axis_name=axis)(*xs)
         return outs, res
 
     def bbwd(res, cts):
-        return vmap(lambda r, c: list(bwd(list(r), list(c))))(list(res), list(cts))
+        return vmap(lambda r, c: list(bwd(list(r), list(c))), axis_name=axis)(list(res), list(cts))
 
     outs = custom_vjp_call_p.bind(*moved, fun=bfun, fwd=bfwd, bwd=bbwd, store=store)
     return outs, [0] * len(outs)
@@ -261,6 +270,7 @@ def _cvjp_vmap(args, dims, *, fun, fwd, bwd, store):
 
 custom_lin_p = Primitive("custom_lin", multiple_results=True, linear=True)
 custom_lin_p.family = "call"
+custom_lin_p.batch_named = True
 
 
 def _lin_split(args, n_res):
@@ -312,21 +322,116 @@ def _lin_transpose(cts, *args, fun, bwd, n_res, out_avals):
 
 
 @custom_lin_p.def_vmap
-def _lin_vmap(args, dims, *, fun, bwd, n_res, out_avals):
+def _lin_vmap(args, dims, *, fun, bwd, n_res, out_avals, axis=None, lanes=None):
     from .batching import vmap
 
-    size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
+    size = next((a.shape[d] for a, d in zip(args, dims) if d is not None), lanes)
     moved = [_to_front(a, d, size) for a, d in zip(args, dims)]
 
     def bfun(*xs):
-        return vmap(lambda *ys: fun(*ys))(*xs)
+        return vmap(lambda *ys: fun(*ys), axis_name=axis)(*xs)
 
     def bbwd(res, cts):
-        return vmap(lambda r, c: list(bwd(list(r), list(c))))(list(res), list(cts))
+        return vmap(lambda r, c: list(bwd(list(r), list(c))), axis_name=axis)(list(res), list(cts))
 
     out_b = tuple(ShapedArray((size,) + a.shape, a.dtype) for a in out_avals)
     outs = custom_lin_p.bind(*moved, fun=bfun, bwd=bbwd, n_res=n_res, out_avals=out_b)
     return outs, [0] * len(outs)
+
+
+class _BwdSpec:
+    """What ``bwd`` must return for one call: per differentiable argument, its structure and its leaves' avals."""
+
+    def __init__(self, name, fun, nondiff_argnums, dyn, leaves):
+        self.name = name
+        self.trees = [tree_util.structure(d) for d in dyn]
+        self.avals = [aval_of(x) for x in leaves]
+        try:
+            params = list(inspect.signature(fun).parameters)
+        except (TypeError, ValueError):
+            params = []
+        positions = [i for i in range(len(dyn) + len(nondiff_argnums)) if i not in nondiff_argnums]
+        self.arg_names = [f"argument {i}" + (f" ({params[i]!r})" if i < len(params) else "") for i in positions]
+
+    def _error(self, what):
+        return TypeError(f"custom_vjp bwd of {self.name!r}: {what}")
+
+    def check(self, out) -> list:
+        """The flat input cotangents (None for zero), after checking ``out`` against the primal inputs."""
+        n = len(self.trees)
+        if not isinstance(out, (tuple, list)) or len(out) != n:
+            got = type(out).__name__ + (f" of length {len(out)}" if isinstance(out, (tuple, list)) else "")
+            raise self._error(
+                f"must return a tuple with one cotangent per differentiable argument ({n}), got {got}"
+                + (" (for one argument, return (g,))" if n == 1 and not isinstance(out, (tuple, list)) else "")
+            )
+        flat: list = []
+        for k, (c, treedef) in enumerate(zip(out, self.trees)):
+            avals = self.avals[len(flat) : len(flat) + treedef.num_leaves]
+            flat.extend(self._leaves(k, c, treedef, avals))
+        return flat
+
+    def _leaves(self, k, c, treedef, avals):
+        if c is None:  # None stands for a zero cotangent of the whole argument (or of any subtree, below)
+            return [None] * treedef.num_leaves
+        pairs, _ = tree_util.flatten_with_path(treedef.unflatten(list(range(treedef.num_leaves))))
+        slots = treedef.unflatten([_Slot(i, p) for i, (p, _) in enumerate(pairs)])
+        found: list = []
+
+        def place(x, slot):
+            if x is not None:
+                found.append((x, slot))
+
+        try:
+            tree_util.map(place, c, slots, is_leaf=lambda x: x is None)
+        except ValueError:
+            raise self._error(
+                f"the cotangent for {self.arg_names[k]} has structure {tree_util.structure(c)}, but the input has "
+                f"{treedef}; return a cotangent with the input's structure (None for a zero subtree)"
+            ) from None
+        got: list = [None] * treedef.num_leaves
+        for x, slot in found:
+            if type(slot) is not _Slot:
+                raise self._error(
+                    f"the cotangent for {self.arg_names[k]} has a leaf ({_describe(x)}) where the input has the "
+                    f"subtree {tree_util.structure(slot)}; return a cotangent shaped like the input"
+                )
+            got[slot.index] = self._leaf(k, slot.path, x, avals[slot.index])
+        return got
+
+    def _leaf(self, k, path, x, aval):
+        where = self.arg_names[k] + tree_util.keystr(path)
+        if aval.dtype not in dtypes.INEXACT:
+            return None  # an integer or boolean input has no cotangent (JAX's float0); whatever bwd gave is unused
+        if type(x) in (bool, int, float, complex) and aval.shape == ():
+            return _wrap(np.asarray(x, aval.dtype))  # a Python scalar is weakly typed: it takes the input's dtype
+        c = as_tensor_leaf(x, f"custom_vjp bwd of {self.name!r}")
+        same_shape = tuple(c.shape) == tuple(aval.shape)
+        if same_shape and c.dtype == aval.dtype:
+            return c
+        msg = (
+            f"custom_vjp bwd of {self.name!r}: the cotangent for {where} is "
+            f"{ShapedArray(tuple(c.shape), c.dtype).str_short()}, but that input is {aval.str_short()}; bwd must "
+            "return, for each input, a cotangent of the input's shape and dtype (None for zero)"
+        )
+        if same_shape:
+            raise DTypeError(f"{msg}; cast it with .astype(fl.{aval.dtype.name})")
+        raise ShapeError(msg)
+
+
+class _Slot:
+    __slots__ = ("index", "path")
+
+    def __init__(self, index, path):
+        self.index = index
+        self.path = path
+
+
+def _describe(x) -> str:
+    try:
+        return aval_of(x).str_short()
+    except TypeError:
+        return type(x).__name__
 
 
 class custom_vjp:
@@ -385,27 +490,12 @@ class custom_vjp:
             store["res_tree"] = rt
             return [as_tensor_leaf(v, self.__name__) for v in o], [as_tensor_leaf(v, self.__name__) for v in rl]
 
+        spec = _BwdSpec(self.__name__, self.fun, nd, dyn, leaves)
+
         def bwd_flat(res, cts):
             r = tree_util.unflatten(store["res_tree"], list(res))
             ct = tree_util.unflatten(store["out_tree"], list(cts))
-            out = self.bwd(*nd_vals, r, ct)
-            if not isinstance(out, (tuple, list)) or len(out) != len(dyn):
-                raise TypeError(
-                    f"custom_vjp bwd of {self.__name__!r} must return a tuple with one cotangent per "
-                    f"differentiable argument ({len(dyn)}), got {type(out).__name__}"
-                    + (f" of length {len(out)}" if isinstance(out, (tuple, list)) else "")
-                )
-            flat = []
-            for d, c in zip(dyn, out):
-                dl = tree_util.leaves(d)
-                if c is None:
-                    flat.extend([None] * len(dl))
-                else:
-                    cl = tree_util.leaves(c)
-                    if len(cl) != len(dl):
-                        raise TypeError(f"custom_vjp bwd of {self.__name__!r}: cotangent structure does not match")
-                    flat.extend(as_tensor_leaf(v, self.__name__) for v in cl)
-            return flat
+            return spec.check(self.bwd(*nd_vals, r, ct))
 
         outs = custom_vjp_call_p.bind(*leaves, fun=fun_flat, fwd=fwd_flat, bwd=bwd_flat, store=store)
         return tree_util.unflatten(store["out_tree"], list(outs))

@@ -65,6 +65,7 @@ class RetraceError(FunclibError, RuntimeError):
 
 jit_p = Primitive("jit", multiple_results=True, linear=True)  # linear when its body is (transpose checks)
 jit_p.family = "call"
+jit_p.batch_named = True  # its vmap rule takes the named axis (transforms/batching.py)
 
 
 def _closed_to_open(closed: ClosedJaxpr) -> tuple[Jaxpr, list]:
@@ -173,18 +174,19 @@ def _jit_jvp(primals, tangents, *, jaxpr, name):
 
 
 @jit_p.def_vmap
-def _jit_vmap(args, dims, *, jaxpr, name):
+def _jit_vmap(args, dims, *, jaxpr, name, axis=None, lanes=None):
     from .batching import vmap
 
-    size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
+    size = next((a.shape[d] for a, d in zip(args, dims) if d is not None), lanes)
     dims = tuple(dims)
 
     def build():
-        return _trace_new(
-            vmap(_eval_fn(jaxpr), in_axes=dims, axis_size=size), [aval_of(a) for a in args], f"vmap({name})"
-        )
+        # inside a named axis, collectives in the body reduce over it
+        f = vmap(_eval_fn(jaxpr), in_axes=dims, axis_size=size, axis_name=axis)
+        return _trace_new(f, [aval_of(a) for a in args], f"vmap({name})")
 
-    bj = _derive(jaxpr, ("vmap", dims, size, tuple(aval_of(a) for a in args)), build)
+    named = None if axis is None else (axis.name, axis.size, axis.chunks is not None)
+    bj = _derive(jaxpr, ("vmap", dims, size, tuple(aval_of(a) for a in args), named), build)
     outs = _call(bj, list(args), f"vmap({name})")
     return outs, [0] * len(outs)
 

@@ -2,8 +2,10 @@
 
 Basic indices (ints, slices, ``...``, ``None``) lower to static ``slice``/``rev``/``reshape``. Anything
 with integer arrays, traced integers or boolean masks lowers to one ``gather`` over index tuples built
-here; ``.at`` always lowers to one ``scatter``/``scatter_add``. Boolean masks need a concrete mask
-(eager, or a mask that is not traced, e.g. under ``grad``): their output shape depends on the data.
+here; ``.at`` lowers to one ``scatter``, ``scatter_add``, ``scatter_mul``, ``scatter_max`` or ``scatter_min``
+(``.divide``/``.power``: ``x / scatter_mul(ones, ...)`` and ``x ** scatter_mul(ones, ...)``, as JAX). Boolean
+masks need a concrete mask (eager, or a mask that is not traced, e.g. under ``grad``): their output shape depends
+on the data.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from ..core import Tensor, Tracer, _wrap, concrete_or_none
 from ..errors import DataDependentShapeError, ImmutableError, ShapeError
 from ..primitives import shape as S
 from ..primitives.elementwise import _to_tensor, convert, select
-from ..primitives.indexing import gather, scatter, scatter_add
+from ..primitives.indexing import gather, scatter, scatter_add, scatter_max, scatter_min, scatter_mul
 
 
 def _is_int_scalar(k):
@@ -311,37 +313,40 @@ class _IndexUpdateRef:
         idx, rshape, none_pos = self._plan()
         return scatter_add(self.x, idx, self._updates(values, rshape, none_pos), tuple(range(self.x.ndim)))
 
-    def _combine(self, fn, values):
-        # read-modify-write; with repeated indices only one of the updates applies (as with set)
+    def _scatter(self, prim, values):
         idx, rshape, none_pos = self._plan()
-        cur = gather(self.x, idx, tuple(range(self.x.ndim)))
-        new = fn(cur, self._updates(values, rshape, none_pos))
-        return scatter(self.x, idx, new, tuple(range(self.x.ndim)))
+        return prim(self.x, idx, self._updates(values, rshape, none_pos), tuple(range(self.x.ndim)))
 
     def multiply(self, values):
-        from .elementwise import multiply
-
-        return self._combine(multiply, values)
+        """A new tensor with ``x[idx]`` multiplied by ``values`` (repeated indices multiply in turn)."""
+        return self._scatter(scatter_mul, values)
 
     def divide(self, values):
+        """A new tensor with ``x[idx]`` divided by ``values`` (repeated indices divide in turn).
+
+        As in JAX, ``x / (1 with values multiplied in at idx)``: an integer tensor gives a floating-point result.
+        """
         from .elementwise import divide
 
-        return self._combine(divide, values)
+        return divide(self.x, _IndexUpdateRef(_ones_like(self.x), self.key).multiply(values))
 
     def power(self, values):
+        """A new tensor with ``x[idx] ** values`` (repeated indices raise in turn: ``(x ** a) ** b``)."""
         from .elementwise import pow
 
-        return self._combine(pow, values)
+        return pow(self.x, _IndexUpdateRef(_ones_like(self.x), self.key).multiply(values))
 
     def min(self, values):
-        from .elementwise import minimum
-
-        return self._combine(minimum, values)
+        """A new tensor with ``x[idx] = minimum(x[idx], values)`` (every repeated index takes part)."""
+        return self._scatter(scatter_min, values)
 
     def max(self, values):
-        from .elementwise import maximum
+        """A new tensor with ``x[idx] = maximum(x[idx], values)`` (every repeated index takes part)."""
+        return self._scatter(scatter_max, values)
 
-        return self._combine(maximum, values)
+
+def _ones_like(x):
+    return S.full(tuple(x.shape), 1, x.dtype)
 
 
 class _AtHelper:

@@ -523,20 +523,23 @@ isnan_p, isnan = unary("isnan", np.isnan, ok=FLOAT, out_dtype=lambda d: dtypes.b
 isinf_p, isinf = unary("isinf", np.isinf, ok=FLOAT, out_dtype=lambda d: dtypes.bool_)
 not_p, bitwise_invert = unary("not", np.invert, public="bitwise_invert", ok=INT_BOOL, promote_int=False)
 
-exp_p, exp = unary("exp", np.exp, jvp=lambda x, y, t: t * y)
+# A tangent times a coefficient that can be infinite or NaN (exp overflowing, cos(inf), a pole of lgamma, ...) is
+# a safe_mul: a zero tangent or cotangent (the unselected side of a where) stays exactly zero instead of 0 * inf.
+# Divisions by a coefficient that can vanish are safe_div for the same reason.
+exp_p, exp = unary("exp", np.exp, jvp=lambda x, y, t: safe_mul(t, y))
 log_p, log = unary("log", np.log, jvp=lambda x, y, t: safe_div(t, x))
 log1p_p, log1p = unary("log1p", np.log1p, jvp=lambda x, y, t: safe_div(t, x + 1.0))
-expm1_p, expm1 = unary("expm1", np.expm1, jvp=lambda x, y, t: t * (y + 1.0))
-sin_p, sin = unary("sin", np.sin, jvp=lambda x, y, t: t * cos(x))
-cos_p, cos = unary("cos", np.cos, jvp=lambda x, y, t: negative(t * sin(x)))
-tan_p, tan = unary("tan", np.tan, jvp=lambda x, y, t: t * (y * y + 1.0))
+expm1_p, expm1 = unary("expm1", np.expm1, jvp=lambda x, y, t: safe_mul(t, y + 1.0))
+sin_p, sin = unary("sin", np.sin, jvp=lambda x, y, t: safe_mul(t, cos(x)))
+cos_p, cos = unary("cos", np.cos, jvp=lambda x, y, t: safe_mul(t, negative(sin(x))))
+tan_p, tan = unary("tan", np.tan, jvp=lambda x, y, t: safe_mul(t, y * y + 1.0))
 asin_p, asin = unary("asin", np.arcsin, jvp=lambda x, y, t: safe_div(t, sqrt(1.0 - x * x)))
 acos_p, acos = unary("acos", np.arccos, jvp=lambda x, y, t: negative(safe_div(t, sqrt(1.0 - x * x))))
-atan_p, atan = unary("atan", np.arctan, jvp=lambda x, y, t: t / (x * x + 1.0))
-sinh_p, sinh = unary("sinh", np.sinh, jvp=lambda x, y, t: t * cosh(x))
-cosh_p, cosh = unary("cosh", np.cosh, jvp=lambda x, y, t: t * sinh(x))
-tanh_p, tanh = unary("tanh", np.tanh, jvp=lambda x, y, t: t * (1.0 - y * y))
-asinh_p, asinh = unary("asinh", np.arcsinh, jvp=lambda x, y, t: t / sqrt(x * x + 1.0))
+atan_p, atan = unary("atan", np.arctan, jvp=lambda x, y, t: safe_div(t, x * x + 1.0))
+sinh_p, sinh = unary("sinh", np.sinh, jvp=lambda x, y, t: safe_mul(t, cosh(x)))
+cosh_p, cosh = unary("cosh", np.cosh, jvp=lambda x, y, t: safe_mul(t, sinh(x)))
+tanh_p, tanh = unary("tanh", np.tanh, jvp=lambda x, y, t: safe_mul(t, 1.0 - y * y))
+asinh_p, asinh = unary("asinh", np.arcsinh, jvp=lambda x, y, t: safe_div(t, sqrt(x * x + 1.0)))
 acosh_p, acosh = unary("acosh", np.arccosh, jvp=lambda x, y, t: safe_div(t, sqrt(x - 1.0) * sqrt(x + 1.0)))
 atanh_p, atanh = unary("atanh", np.arctanh, jvp=lambda x, y, t: safe_div(t, 1.0 - x * x))
 # d sqrt(x) = t / (2 sqrt(x)) is infinite at 0; safe_div keeps a zero tangent or cotangent exactly zero there
@@ -548,9 +551,9 @@ def _abs_jvp(x, y, t):
     if x.dtype in COMPLEX:
         # d|z| = Re(conj(z) t) / |z|, with 0 at z = 0
         safe = select(y == 0, _wrap(np.ones((), y.dtype)), y)
-        return real(conj(x) * t) / safe
+        return safe_div(real(safe_mul(t, conj(x))), safe)
     # subgradient convention: sign(0) = 0, so d|x| at 0 is 0
-    return t * sign(x)
+    return safe_mul(t, sign(x))
 
 
 abs_p, abs = unary("abs", np.abs, ok=NUMERIC, jvp=_abs_jvp, out_dtype=_real_like, promote_int=False)
@@ -570,15 +573,19 @@ def _erf_np(x):
 
 
 logistic_p, sigmoid = unary(
-    "logistic", _logistic_np, public="sigmoid", ok=REAL_FLOAT, jvp=lambda x, y, t: t * (y * (1.0 - y))
+    "logistic", _logistic_np, public="sigmoid", ok=REAL_FLOAT, jvp=lambda x, y, t: safe_mul(t, y * (1.0 - y))
 )
 erf_p, erf = unary(
-    "erf", _erf_np, ok=REAL_FLOAT, jvp=lambda x, y, t: t * (1.1283791670955126 * exp(negative(x * x)))
+    "erf", _erf_np, ok=REAL_FLOAT, jvp=lambda x, y, t: safe_mul(t, 1.1283791670955126 * exp(negative(x * x)))
 )
 erf_inv_p, erfinv = unary(
-    "erf_inv", special.erfinv, public="erfinv", ok=REAL_FLOAT, jvp=lambda x, y, t: t * (0.886226925452758 * exp(y * y))
+    "erf_inv",
+    special.erfinv,
+    public="erfinv",
+    ok=REAL_FLOAT,
+    jvp=lambda x, y, t: safe_mul(t, 0.886226925452758 * exp(y * y)),
 )
-lgamma_p, lgamma = unary("lgamma", special.lgamma, ok=REAL_FLOAT, jvp=lambda x, y, t: t * digamma(x))
+lgamma_p, lgamma = unary("lgamma", special.lgamma, ok=REAL_FLOAT, jvp=lambda x, y, t: safe_mul(t, digamma(x)))
 
 # polygamma(n, x) = d^n/dx^n digamma(x); n is static, so every order of derivative of lgamma is a primitive call
 polygamma_p = Primitive("polygamma")
@@ -604,7 +611,7 @@ def _polygamma_jvp(primals, tangents, *, n):
     y = polygamma_p.bind(x, n=n)
     if type(t) is Zero:
         return y, Zero(aval_of(y))
-    return y, t * polygamma_p.bind(x, n=n + 1)
+    return y, safe_mul(t, polygamma_p.bind(x, n=n + 1))
 
 
 @polygamma_p.def_vmap
@@ -645,14 +652,14 @@ conj_p.def_transpose(lambda ct, x: [conj(ct)])
 # The binary primitives. (dx, dy): contributions of the x and y tangents.
 
 
+@np.errstate(invalid="ignore", over="ignore")  # as a decorator it costs half of a with-block per call
 def _safe_mul_np(x, y):
-    with np.errstate(invalid="ignore", over="ignore"):
-        out = np.multiply(x, y)
-    if out.dtype in FLOAT:  # not dtype.kind: bfloat16's kind is "V"
-        bad = ~np.isfinite(out)
-        if bad.any():
-            # an exactly-zero factor annihilates inf/nan in the other: zero cotangents stay zero (DESIGN §5)
-            out = np.where(bad & ((np.asarray(x) == 0) | (np.asarray(y) == 0)), np.zeros((), out.dtype), out)
+    out = np.multiply(x, y)
+    # not dtype.kind: bfloat16's kind is "V"; one pass decides the common, all-finite case
+    if out.dtype in FLOAT and not np.isfinite(out).all():
+        # an exactly-zero factor annihilates inf/nan in the other: zero cotangents stay zero (DESIGN §5)
+        bad = ~np.isfinite(out) & ((np.asarray(x) == 0) | (np.asarray(y) == 0))
+        out = np.where(bad, np.zeros((), out.dtype), out)
     return out
 
 
@@ -676,7 +683,11 @@ sub_p, subtract = binary(
     "sub", np.subtract, public="subtract", jvp=(lambda x, y, o, t: t, lambda x, y, o, t: negative(t)), linear_in="both"
 )
 mul_p, multiply = binary(
-    "mul", np.multiply, public="multiply", jvp=(lambda x, y, o, t: t * y, lambda x, y, o, t: x * t), linear_in="either"
+    "mul",
+    np.multiply,
+    public="multiply",
+    jvp=(lambda x, y, o, t: safe_mul(t, y), lambda x, y, o, t: safe_mul(t, x)),
+    linear_in="either",
 )
 div_p, divide = binary(
     "div",
@@ -713,7 +724,7 @@ def _pow_dx(x, y, o, t):
 def _pow_dy(x, y, o, t):
     # log(x) * x**y, defined as 0 where x == 0 (the limit from the right for y > 0)
     safe_x = select(x == 0, _wrap(np.ones((), x.dtype)), x)
-    return t * select(x == 0, _wrap(np.zeros((), o.dtype)), o * log(safe_x))
+    return safe_mul(t, select(x == 0, _wrap(np.zeros((), o.dtype)), o * log(safe_x)))
 
 
 def _pow_np(x, y):
@@ -762,13 +773,16 @@ atan2_p, atan2 = binary(
     "atan2",
     np.arctan2,
     ok=REAL_FLOAT,
-    jvp=(lambda x, y, o, t: t * y / (x * x + y * y), lambda x, y, o, t: negative(t * x / (x * x + y * y))),
+    jvp=(
+        lambda x, y, o, t: safe_div(safe_mul(t, y), x * x + y * y),
+        lambda x, y, o, t: negative(safe_div(safe_mul(t, x), x * x + y * y)),
+    ),
 )
 rem_p, remainder = binary(
     "rem",
     np.remainder, public="remainder",
     ok=REAL_NUMERIC,
-    jvp=(lambda x, y, o, t: t, lambda x, y, o, t: negative(t * floor_divide(x, y))),
+    jvp=(lambda x, y, o, t: t, lambda x, y, o, t: negative(safe_mul(t, floor_divide(x, y)))),
 )
 
 
@@ -789,7 +803,7 @@ copysign_p, copysign = binary(
     "copysign",
     np.copysign,
     ok=REAL_FLOAT,
-    jvp=(lambda x, y, o, t: t * sign(x) * select(_signbit(y), _neg_one(o), _one(o)), None),
+    jvp=(lambda x, y, o, t: safe_mul(t, sign(x) * select(_signbit(y), _neg_one(o), _one(o))), None),
 )
 
 
@@ -971,8 +985,9 @@ def _ipow_jvp(primals, tangents, *, y):
         return out, Zero(aval_of(out))
     if y == 0:
         return out, Zero(aval_of(out))
-    d = _wrap(np.asarray(y, x.dtype)) if y == 1 else float(y) * integer_pow(x, y - 1)
-    return out, t * d
+    if y == 1:
+        return out, t
+    return out, safe_mul(t, float(y) * integer_pow(x, y - 1))
 
 
 @integer_pow_p.def_vmap

@@ -41,6 +41,7 @@ from ._common import (
 
 cond_p = Primitive("cond", multiple_results=True, linear=True)  # linear where its branches are
 cond_p.family = "control"
+cond_p.batch_named = True
 
 
 def _clamp(i: int, n: int) -> int:
@@ -87,8 +88,8 @@ def _cond_jvp(primals, tangents, *, branches):
 
 
 @cond_p.def_vmap
-def _cond_vmap(args, dims, *, branches):
-    size = batch_size(args, dims)
+def _cond_vmap(args, dims, *, branches, axis=None, lanes=None):
+    size = batch_size(args, dims, lanes)
     n_out = len(branches[0].out_avals)
     ops = [to_front(a, d) for a, d in zip(args[1:], dims[1:])]
     ops_b = [d is not None for d in dims[1:]]
@@ -96,7 +97,7 @@ def _cond_vmap(args, dims, *, branches):
         # a per-lane choice: every branch runs on every lane and the results are selected
         idx = to_front(args[0], dims[0])
         idx = minimum(maximum(idx, 0), len(branches) - 1)
-        results = [call(batch_jaxpr(b, size, ops_b, [True] * n_out)[0], *ops) for b in branches]
+        results = [call(batch_jaxpr(b, size, ops_b, [True] * n_out, axis)[0], *ops) for b in branches]
         out = results[0]
         for k in range(1, len(branches)):
             pick = equal(idx, k)
@@ -106,8 +107,8 @@ def _cond_vmap(args, dims, *, branches):
         return out, [0] * n_out
     out_b = [False] * n_out
     for b in branches:
-        out_b = [x or y for x, y in zip(out_b, batch_jaxpr(b, size, ops_b, [False] * n_out)[1])]
-    bjs = tuple(batch_jaxpr(b, size, ops_b, out_b)[0] for b in branches)
+        out_b = [x or y for x, y in zip(out_b, batch_jaxpr(b, size, ops_b, [False] * n_out, axis)[1])]
+    bjs = tuple(batch_jaxpr(b, size, ops_b, out_b, axis)[0] for b in branches)
     outs = cond_p.bind(args[0], *ops, branches=bjs)
     return outs, [0 if m else None for m in out_b]
 

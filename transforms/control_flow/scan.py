@@ -42,6 +42,7 @@ from ._common import (
 
 scan_p = Primitive("scan", multiple_results=True, linear=True)  # linear in operands its body is linear in
 scan_p.family = "control"
+scan_p.batch_named = True
 
 
 def _stacked(a: ShapedArray, length: int) -> ShapedArray:
@@ -137,14 +138,14 @@ def _scan_jvp(primals, tangents, *, jaxpr, num_consts, num_carry, length, revers
 
 
 @scan_p.def_vmap
-def _scan_vmap(args, dims, *, jaxpr, num_consts, num_carry, length, reverse, unroll):
+def _scan_vmap(args, dims, *, jaxpr, num_consts, num_carry, length, reverse, unroll, axis=None, lanes=None):
     nc, ncar = num_consts, num_carry
     n_ys = len(jaxpr.out_avals) - ncar
-    size = batch_size(args, dims)
+    size = batch_size(args, dims, lanes)
     b = [d is not None for d in dims]
     const_b, carry_b, xs_b = b[:nc], b[nc : nc + ncar], b[nc + ncar :]
     while True:  # a carry is batched if its initial value or any iteration makes it so
-        bj, out_b = batch_jaxpr(jaxpr, size, const_b + carry_b + xs_b, carry_b + [False] * n_ys)
+        bj, out_b = batch_jaxpr(jaxpr, size, const_b + carry_b + xs_b, carry_b + [False] * n_ys, axis)
         new = [x or y for x, y in zip(carry_b, out_b[:ncar])]
         if new == carry_b:
             break
