@@ -21,7 +21,7 @@ from funclib import tree as tree_util
 from funclib.checks import check_callable, check_int
 from funclib.core import Primitive, ShapedArray, Zero, _state, _wrap, aval_of, is_undefined, set_trace
 from funclib.errors import DTypeError, ShapeError
-from funclib.jaxpr import JaxprTrace, JaxprTracer, trace_to_jaxpr
+from funclib.jaxpr import JaxprTracer, trace_to_jaxpr
 from funclib.primitives._util import instantiate, zeros
 
 from ._api_util import as_tensor_leaf
@@ -45,8 +45,10 @@ def _out_avals(flat_fun, args):
     return [aval_of(o) for o in outs]
 
 
-def _is_linearize_tangent(t) -> bool:
-    return type(t) is JaxprTracer and isinstance(t._trace, JaxprTrace) and t._trace.forward_known
+def _is_staged_tangent(t) -> bool:
+    # reverse mode records the tangent map and transposes it, and so may any staged jaxpr (jit's JVP rule derives
+    # one that grad transposes later): custom_lin must be recorded there for bwd to be used
+    return type(t) is JaxprTracer
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -227,7 +229,7 @@ def _cvjp_abstract(*avals, fun, fwd, bwd, store):
 
 @custom_vjp_call_p.def_jvp
 def _cvjp_jvp(primals, tangents, *, fun, fwd, bwd, store):
-    if not any(_is_linearize_tangent(t) for t in tangents):
+    if not any(_is_staged_tangent(t) for t in tangents):
         # forward mode (jvp, jacfwd, hessian): differentiate the primal function itself
         from .autodiff import jvp as jvp_fn
 
