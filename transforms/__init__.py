@@ -7,6 +7,7 @@ from .control_flow import associative_scan, cond, fori_loop, map, scan, switch, 
 from .custom import checkpoint, custom_jvp, custom_vjp, remat
 from .jacobians import hessian, hvp, jacfwd, jacobian, jacrev
 from .jit import jit
+from . import onnx  # noqa: E402
 from .tracing import ShapeDtypeStruct, eval_shape, make_jaxpr
 
 __all__ = [
@@ -38,4 +39,5 @@ __all__ = [
     "ShapeDtypeStruct",
     "eval_shape",
     "make_jaxpr",
+    "onnx",
 ]
