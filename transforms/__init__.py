@@ -1,13 +1,12 @@
 """Function transforms: autodiff, vmap, control flow, jacobians, custom rules, tracing."""
 
-from . import export
+from . import export, onnx
 from .autodiff import grad, jvp, linear_transpose, linearize, value_and_grad, vjp
 from .batching import vmap
 from .control_flow import associative_scan, cond, fori_loop, map, scan, switch, while_loop  # noqa: A004
 from .custom import checkpoint, custom_jvp, custom_vjp, remat
 from .jacobians import hessian, hvp, jacfwd, jacobian, jacrev
 from .jit import jit
-from . import onnx  # noqa: E402
 from .tracing import ShapeDtypeStruct, eval_shape, make_jaxpr
 
 __all__ = [

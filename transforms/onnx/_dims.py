@@ -89,8 +89,10 @@ def fit(values: list, points: list[dict], names: list[str], where_: str):
     is_int = all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in values)
     is_num = all(isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) for v in values)
     if not is_num:
-        raise ExportError(f"{where_} changes with the size of a dynamic axis ({values[0]!r} at the example size, "
-                          f"{values[1]!r} at another): the traced program's structure depends on that size")
+        raise ExportError(
+            f"{where_} changes with the size of a dynamic axis ({values[0]!r} at the example size, "
+            f"{values[1]!r} at another): the traced program's structure depends on that size"
+        )
     k = len(names)
     base_sizes = points[0]
     # coefficients in u-space, where an axis is at e * (1 + u): Moebius inversion over the subsets
@@ -133,8 +135,11 @@ def fit(values: list, points: list[dict], names: list[str], where_: str):
 
 def _same(a, b) -> bool:
     if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
-        return isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.shape == b.shape and bool(
-            np.array_equal(a, b, equal_nan=True)
+        return (
+            isinstance(a, np.ndarray)
+            and isinstance(b, np.ndarray)
+            and a.shape == b.shape
+            and bool(np.array_equal(a, b, equal_nan=True))
         )
     try:
         return bool(a == b) and type(a) is type(b)
@@ -180,7 +185,6 @@ def align(traces: list[ClosedJaxpr], points: list[dict], names: list[str]) -> Sy
 
 
 def _walk(sym, js: list[Jaxpr], consts: list[list] | None, points, names, ctx: str):
-    j0 = js[0]
     for attr in ("constvars", "invars", "eqns", "outvars"):
         if len({len(getattr(j, attr)) for j in js}) != 1:
             raise ExportError(
@@ -228,8 +232,10 @@ def _walk(sym, js: list[Jaxpr], consts: list[list] | None, points, names, ctx: s
         elif type(outs[0]) is Literal:
             vals = [np.asarray(a.val).item() if type(a) is Literal else None for a in outs]
             if not all(_same(v, vals[0]) for v in vals):
-                raise ExportError(f"{ctx} returns a constant that depends on the size of a dynamic axis; return a "
-                                  "value computed from the inputs, or export with a static size")
+                raise ExportError(
+                    f"{ctx} returns a constant that depends on the size of a dynamic axis; return a "
+                    "value computed from the inputs, or export with a static size"
+                )
 
 
 _SAME = object()
@@ -265,8 +271,9 @@ def _var(sym, vs, points, names, ctx):
         raise ExportError(f"{ctx}: a value's rank changes with the size of a dynamic axis; export with a static size")
     if all(s == shapes[0] for s in shapes):
         return
-    dims = tuple(fit([s[i] for s in shapes], points, names, f"a dimension of a value in {ctx}") for i in
-                 range(len(shapes[0])))
+    dims = tuple(
+        fit([s[i] for s in shapes], points, names, f"a dimension of a value in {ctx}") for i in range(len(shapes[0]))
+    )
     sym.var_shape[vs[0]] = dims
 
 
@@ -279,8 +286,13 @@ def _const_info(vals: list[np.ndarray], shape: tuple, ctx: str) -> ConstInfo:
         return ConstInfo("fill", shape, flat[0][0])
     for axis in range(v0.ndim):
         if all(
-            np.array_equal(v, np.broadcast_to(np.arange(v.shape[axis], dtype=v.dtype).reshape(
-                [-1 if i == axis else 1 for i in range(v.ndim)]), v.shape))
+            np.array_equal(
+                v,
+                np.broadcast_to(
+                    np.arange(v.shape[axis], dtype=v.dtype).reshape([-1 if i == axis else 1 for i in range(v.ndim)]),
+                    v.shape,
+                ),
+            )
             for v in vals
         ):
             return ConstInfo("iota", shape, None, axis)

@@ -68,7 +68,9 @@ def export(
     """
     require_onnx()
     if opset < 18:
-        raise ValueError(f"fl.onnx.export: opset {opset} is too old; the lowerings use opset 18 operators (18 or later)")
+        raise ValueError(
+            f"fl.onnx.export: opset {opset} is too old; the lowerings use opset 18 operators (18 or later)"
+        )
     if _state.trace is not None:
         raise ExportError("fl.onnx.export: call it outside of transformed functions (it traces the function itself)")
     args = tuple(example_args) if isinstance(example_args, (tuple, list)) else (example_args,)
@@ -120,8 +122,10 @@ def _export(module, f_or_module, args, path, dynamic_axes, opset, input_names, o
     for i, d in axes.items():
         for ax, s in d.items():
             sizes.setdefault(s, leaves[i].shape[ax])
-    points = [{s: sizes[s] * (2 if on else 1) for s, on in zip(symbols, mask)}
-              for mask in itertools.product((0, 1), repeat=len(symbols))]
+    points = [
+        {s: sizes[s] * (2 if on else 1) for s, on in zip(symbols, mask)}
+        for mask in itertools.product((0, 1), repeat=len(symbols))
+    ]
     if symbols:
         points.append({s: 3 * sizes[s] for s in symbols})
     traces = []
@@ -153,8 +157,11 @@ def _export(module, f_or_module, args, path, dynamic_axes, opset, input_names, o
 
 def _arg_names(fn, args) -> list[str]:
     try:
-        pnames = [p.name for p in inspect.signature(fn).parameters.values()
-                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)]
+        pnames = [
+            p.name
+            for p in inspect.signature(fn).parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)
+        ]
     except (TypeError, ValueError):
         pnames = []
     out = []
@@ -185,7 +192,9 @@ def _parse_dynamic_axes(spec, names, leaves) -> dict[int, dict[int, str]]:
         d = {}
         for ax, sym in items:
             if not isinstance(ax, int) or not -rank <= ax < rank:
-                raise ValueError(f"fl.onnx.export: dynamic axis {ax!r} of input {key!r} is out of range for rank {rank}")
+                raise ValueError(
+                    f"fl.onnx.export: dynamic axis {ax!r} of input {key!r} is out of range for rank {rank}"
+                )
             ax %= rank
             d[ax] = str(sym) if sym is not None else f"{key}_dim{ax}"
             if leaves[i].shape[ax] < 2:
@@ -299,8 +308,15 @@ def _inline(jaxpr: Jaxpr, consts: list):
             for be in body.eqns:
                 outs = [Var(o.aval) for o in be.outputs]
                 m.update(zip(be.outputs, outs))
-                eqns.append(Eqn(be.prim, [m.get(a, a) if type(a) is Var else a for a in be.inputs], be.params, outs,
-                                be.source or e.source))
+                eqns.append(
+                    Eqn(
+                        be.prim,
+                        [m.get(a, a) if type(a) is Var else a for a in be.inputs],
+                        be.params,
+                        outs,
+                        be.source or e.source,
+                    )
+                )
             for o, bo in zip(e.outputs, body.outvars):
                 subst[o] = m.get(bo, bo) if type(bo) is Var else bo
             continue
@@ -335,11 +351,10 @@ def _build(onnx, closed, sym: Symbolic, opset, params, param_names, leaves, name
     helper = onnx.helper
     ctx = Lowering(sym, opset)
     jaxpr = closed.jaxpr
-    n_p = len(params)
     args: list[str] = []
-    for v, p, nm in zip(jaxpr.invars[:n_p], params, param_names):
+    for p, nm in zip(params, param_names):
         args.append(ctx.const(p._value if isinstance(p, Tensor) else np.asarray(p), name=nm))
-    for i, (v, x, nm) in enumerate(zip(jaxpr.invars[n_p:], leaves, names)):
+    for i, (x, nm) in enumerate(zip(leaves, names)):
         dyn = axes.get(i, {})
         dims = [dyn.get(a, n) for a, n in enumerate(x.shape)]
         ctx.main.inputs.append(helper.make_tensor_value_info(nm, elem_type(x.dtype, f"input {nm!r}"), dims))
@@ -362,8 +377,9 @@ def _build(onnx, closed, sym: Symbolic, opset, params, param_names, leaves, name
     graph = ctx.graph_proto(ctx.main, inits)
     graph.name = fname
     opsets = [helper.make_opsetid("", opset)]
-    model = helper.make_model(graph, opset_imports=opsets, producer_name="funclib",
-                              ir_version=helper.find_min_ir_version_for(opsets))
+    model = helper.make_model(
+        graph, opset_imports=opsets, producer_name="funclib", ir_version=helper.find_min_ir_version_for(opsets)
+    )
     onnx.checker.check_model(model)
     return model
 
@@ -416,4 +432,3 @@ def _save(onnx, model, path: str) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
-

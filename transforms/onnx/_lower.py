@@ -136,7 +136,7 @@ class Lowering:
             raise ExportError(f"fl.onnx.export: two initializers are named {nm!r}; rename one of the inputs")
         self._init_names.add(nm)
         elem_type(arr.dtype, f"constant {nm!r}")
-        t = self.onnx.numpy_helper.from_array(np.ascontiguousarray(arr), nm)
+        t = self.onnx.numpy_helper.from_array(arr if arr.flags.c_contiguous else arr.copy(order="C"), nm)
         self.initializers.append(t)
         if key is not None:
             self._const_cache[key] = nm
@@ -270,8 +270,9 @@ class Lowering:
             term = self.const(np.asarray(float(Fraction(c)), dtype))
             for s in mono:
                 sv = self.node("Reshape", [self.symbol_value[s], self.i64([])], graph=self.main)
-                term = self.node("Mul", [term, self.node("Cast", [sv], to=elem_type(dtype), graph=self.main)],
-                                 graph=self.main)
+                term = self.node(
+                    "Mul", [term, self.node("Cast", [sv], to=elem_type(dtype), graph=self.main)], graph=self.main
+                )
             total = term if total is None else self.node("Add", [total, term], graph=self.main)
         return total
 

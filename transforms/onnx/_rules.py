@@ -138,7 +138,10 @@ def _signbit(ctx, x, d):
     neg = ctx.math("Less", [x, z], d, out="keep")
     negzero = ctx.node(
         "And",
-        [ctx.math("Equal", [x, z], d, out="keep"), ctx.math("Less", [ctx.math("Reciprocal", [x], d), z], d, out="keep")],
+        [
+            ctx.math("Equal", [x, z], d, out="keep"),
+            ctx.math("Less", [ctx.math("Reciprocal", [x], d), z], d, out="keep"),
+        ],
     )
     return ctx.node("Or", [neg, negzero])
 
@@ -472,8 +475,9 @@ def _reduce_rule(op, kind):
         y = ctx.math(op, [ins[0], ctx.i64(axes)], d, kind=kind, keepdims=0)
         if op in ("ReduceMax", "ReduceMin") and _is_float(d):
             # NumPy propagates NaN through max/min reductions
-            has_nan = ctx.node("ReduceMax", [ctx.cast(ctx.math("IsNaN", [ins[0]], d, out="keep"), np.int32),
-                                             ctx.i64(axes)], keepdims=0)
+            has_nan = ctx.node(
+                "ReduceMax", [ctx.cast(ctx.math("IsNaN", [ins[0]], d, out="keep"), np.int32), ctx.i64(axes)], keepdims=0
+            )
             nan = ctx.scalar(np.nan, d)
             y = ctx.node("Where", [ctx.cast(has_nan, D.bool_), nan, y])
         return [y]
@@ -510,8 +514,15 @@ def _argmax(ctx, eqn, ins):
 @onnx_rule("cumsum")
 def _cumsum(ctx, eqn, ins):
     d = _dt(eqn.inputs[0])
-    return [ctx.math("CumSum", [ins[0], ctx.const(np.int64(eqn.params["axis"]))], d, kind="wrap",
-                     reverse=int(bool(eqn.params["reverse"])))]
+    return [
+        ctx.math(
+            "CumSum",
+            [ins[0], ctx.const(np.int64(eqn.params["axis"]))],
+            d,
+            kind="wrap",
+            reverse=int(bool(eqn.params["reverse"])),
+        )
+    ]
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -674,7 +685,9 @@ def _slice(ctx, eqn, ins):
         steps.append(int(st))
     if not axes:
         return [ctx.node("Identity", ins)]
-    return [ctx.node("Slice", [ins[0], ctx.shape_tensor(starts), ctx.shape_tensor(ends), ctx.i64(axes), ctx.i64(steps)])]
+    return [
+        ctx.node("Slice", [ins[0], ctx.shape_tensor(starts), ctx.shape_tensor(ends), ctx.i64(axes), ctx.i64(steps)])
+    ]
 
 
 @onnx_rule("pad")
@@ -734,8 +747,9 @@ def _index_grid(ctx, dims: tuple) -> str:
     rank = len(dims)
     cols = []
     for ax, n in enumerate(dims):
-        r = ctx.node("Range", [ctx.const(np.int64(0)), ctx.node("Reshape", [ctx.dim(n), ctx.i64([])]),
-                               ctx.const(np.int64(1))])
+        r = ctx.node(
+            "Range", [ctx.const(np.int64(0)), ctx.node("Reshape", [ctx.dim(n), ctx.i64([])]), ctx.const(np.int64(1))]
+        )
         r = ctx.node("Reshape", [r, ctx.i64([-1 if i == ax else 1 for i in range(rank)] + [1])])
         cols.append(ctx.node("Expand", [r, ctx.shape_tensor(list(dims) + [1])]))
     return ctx.node("Concat", cols, axis=-1)
@@ -798,8 +812,9 @@ def _scatter(ctx, eqn, ins):
     # with repeated indices the last update wins in funclib; ONNX leaves the order unspecified, and ONNX Runtime
     # applies updates in order, so they agree there
     if reduction:
-        y = ctx.math("ScatterND", [xt, _indices(ctx, idx, _dt(eqn.inputs[1])), upd], d, kind="wrap",
-                     reduction=reduction)
+        y = ctx.math(
+            "ScatterND", [xt, _indices(ctx, idx, _dt(eqn.inputs[1])), upd], d, kind="wrap", reduction=reduction
+        )
     else:
         y = ctx.node("ScatterND", [xt, _indices(ctx, idx, _dt(eqn.inputs[1])), upd])
     if perm is not None:
@@ -872,8 +887,10 @@ def _conv_patches_transpose(ctx, eqn, ins):
         osz = tuple(cshape[2 + nd :])
     spatial = tuple(out_shape[2:])
     if any(isinstance(s, Dim) for s in k + osz + spatial):
-        raise ExportError(f"fl.onnx.export: conv_patches_transpose{where(eqn)} with a dynamic spatial size is not "
-                          "supported; make only the batch axis dynamic")
+        raise ExportError(
+            f"fl.onnx.export: conv_patches_transpose{where(eqn)} with a dynamic spatial size is not "
+            "supported; make only the batch axis dynamic"
+        )
     s, dil, padding = tuple(p["strides"]), tuple(p["dilation"]), tuple(tuple(q) for q in p["padding"])
     padded = tuple(spatial[i] + padding[i][0] + padding[i][1] for i in range(nd))
     n, ch = out_shape[0], out_shape[1]
@@ -893,8 +910,17 @@ def _conv_patches_transpose(ctx, eqn, ins):
         piece = ctx.node("Pad", [piece, ctx.i64([0, 0] + lo + [0, 0] + hi), zero], mode="constant")
         total = piece if total is None else ctx.math("Add", [total, piece], d, kind="wrap")
     crop_lo = [padding[i][0] for i in range(nd)]
-    return [ctx.node("Slice", [total, ctx.i64(crop_lo), ctx.i64([crop_lo[i] + spatial[i] for i in range(nd)]),
-                               ctx.i64(list(range(2, 2 + nd)))])]
+    return [
+        ctx.node(
+            "Slice",
+            [
+                total,
+                ctx.i64(crop_lo),
+                ctx.i64([crop_lo[i] + spatial[i] for i in range(nd)]),
+                ctx.i64(list(range(2, 2 + nd))),
+            ],
+        )
+    ]
 
 
 # ---------------------------------------------------------------------------------------------------------------

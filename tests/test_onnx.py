@@ -1,0 +1,289 @@
+"""ONNX export: every exportable primitive of the op table through ONNX and onnxruntime, the models of funclib.nn,
+control flow, dynamic sizes, and the errors for what cannot be exported.
+
+Each export is checked with ``onnx.checker.check_model(full_check=True)`` and run by onnxruntime's CPU provider;
+float32 results must match funclib's to rtol 1e-5 / atol 1e-6, integer and boolean ones exactly.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import pathlib
+
+import funclib.nn as nn
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from op_table import ROWS, as_tensors, draw_case
+
+import funclib as fl
+from funclib import dtypes as D
+from funclib import random as frandom
+from funclib.core import PRIMITIVES
+
+NOT_EXPORTABLE, ONNX_RULES, ExportError = fl.onnx.NOT_EXPORTABLE, fl.onnx.ONNX_RULES, fl.onnx.ExportError
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+RTOL, ATOL = 1e-5, 1e-6
+# calls are inlined before lowering: their bodies are exported, the calls themselves need no rule
+INLINED = {"jit", "custom_jvp_call", "custom_vjp_call", "custom_lin"}
+# a collective's row applies it under a named vmap, which turns it into ordinary primitives: those rows export
+EXPORTABLE = [r for r in ROWS if r.name in ONNX_RULES or r.name in INLINED or not r.staged]
+NOT_EXPORTED = [r for r in ROWS if r.name in NOT_EXPORTABLE and r.staged]
+
+
+def _session(model) -> ort.InferenceSession:
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 1
+    opts.inter_op_num_threads = 1
+    return ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+
+
+def _run(model, feeds: dict) -> list[np.ndarray]:
+    onnx.checker.check_model(model, full_check=True)
+    return _session(model).run(None, feeds)
+
+
+def _compare(got, want, where: str) -> None:
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.shape == want.shape, f"{where}: shape {got.shape}, funclib gives {want.shape}"
+    assert got.dtype == want.dtype, f"{where}: dtype {got.dtype}, funclib gives {want.dtype}"
+    if want.dtype.kind == "f":
+        np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL, equal_nan=True, err_msg=where)
+    else:
+        np.testing.assert_array_equal(got, want, err_msg=where)
+
+
+def _export_and_check(f, args, where: str, **kw):
+    """Export ``f`` at ``args``, run it in onnxruntime, and compare every output with funclib's."""
+    model = fl.onnx.export(f, tuple(args), None, **kw)
+    feeds = {i.name: np.asarray(a) for i, a in zip(model.graph.input, fl.tree.leaves(tuple(args)))}
+    want = fl.tree.leaves(f(*args))
+    got = _run(model, feeds)
+    assert len(got) == len(want), f"{where}: {len(got)} outputs, funclib gives {len(want)}"
+    for g, w in zip(got, want):
+        _compare(g, np.asarray(w), where)
+    return model
+
+
+def _row_dtype(row):
+    for d in (D.float32, D.int32, D.int64, D.bool_):
+        if d in row.dtypes:
+            return d
+    return row.dtypes[0]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The registry
+
+
+def test_every_primitive_is_exportable_or_says_why():
+    missing = sorted(n for n in PRIMITIVES if n not in ONNX_RULES and n not in INLINED and n not in NOT_EXPORTABLE)
+    assert not missing, (
+        f"primitives with neither an ONNX lowering nor a reason in NOT_EXPORTABLE: {missing}; add @onnx_rule in "
+        "transforms/onnx/_rules.py, or record why it cannot be exported"
+    )
+    both = sorted(set(ONNX_RULES) & set(NOT_EXPORTABLE))
+    assert not both, f"primitives both lowered and listed as not exportable: {both}"
+    stale = sorted(set(ONNX_RULES) - set(PRIMITIVES))
+    assert not stale, f"ONNX rules for primitives that do not exist: {stale}"
+
+
+@pytest.mark.parametrize("row", EXPORTABLE, ids=[r.name for r in EXPORTABLE])
+@settings(max_examples=4)
+@given(data=st.data())
+def test_primitive_exports(row, data):
+    """The row's primitive, exported at a drawn configuration, gives funclib's result in onnxruntime."""
+    dtype = _row_dtype(row)
+    cfg, args = draw_case(data.draw, row, dtype)
+    xs = as_tensors(args)
+
+    def f(*a):
+        return row.apply(cfg, *a)
+
+    f.__name__ = row.name
+    _export_and_check(f, xs, f"{row.name} at {np.dtype(dtype).name}, cfg={cfg}")
+
+
+@pytest.mark.parametrize("row", NOT_EXPORTED, ids=[r.name for r in NOT_EXPORTED])
+def test_non_exportable_primitive_names_itself(row):
+    dtype = row.dtypes[0]
+    for d in (D.float32, D.complex64, D.int64):
+        if d in row.dtypes:
+            dtype = d
+            break
+
+    @st.composite
+    def case(draw):
+        return draw_case(draw, row, dtype)
+
+    from hypothesis import find
+
+    cfg, args = find(case(), lambda _: True)
+    xs = as_tensors(args)
+    with pytest.raises(ExportError) as info:
+        fl.onnx.export(lambda *a: row.apply(cfg, *a), tuple(xs), None)
+    msg = str(info.value)
+    # complex operands are refused before their primitive is reached, naming the dtype
+    assert f"'{row.name}'" in msg or "complex" in msg, msg
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Models
+
+
+def _key(i=0):
+    return frandom.key(i)
+
+
+def _rand(*shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+def _check_module(model, x, dyn=None, other=None):
+    """Export ``model`` at ``x``, compare in onnxruntime, and at another batch size when ``dyn`` is given."""
+    proto = fl.onnx.export(model, (fl.asarray(x),), None, dynamic_axes=dyn)
+    model.eval()
+    name = proto.graph.input[0].name
+    (got,) = _run(proto, {name: x})
+    _compare(got, model(fl.asarray(x)).numpy(), type(model).__name__)
+    if other is not None:
+        (got,) = _session(proto).run(None, {name: other})
+        _compare(got, model(fl.asarray(other)).numpy(), f"{type(model).__name__} at shape {other.shape}")
+    return proto
+
+
+def test_mlp_with_dynamic_batch():
+    k1, k2 = frandom.split(_key(), 2)
+    mlp = nn.Sequential(nn.Flatten(), nn.Linear(64, 32, key=k1), nn.ReLU(), nn.Dropout(0.3), nn.Linear(32, 10, key=k2))
+    mlp.train()
+    fl.onnx.export(mlp, (fl.ones((2, 1, 8, 8)),), None)
+    assert mlp.training, "export must restore the module's training mode"
+    proto = _check_module(mlp, _rand(4, 1, 8, 8), {"input": {0: "batch"}}, _rand(9, 1, 8, 8, seed=1))
+    names = {t.name for t in proto.graph.initializer}
+    assert {"1.weight", "1.bias", "4.weight", "4.bias"} <= names, names
+    assert proto.graph.input[0].type.tensor_type.shape.dim[0].dim_param == "batch"
+    assert proto.graph.output[0].type.tensor_type.shape.dim[0].dim_param == "batch"
+
+
+def _digits_module():
+    spec = importlib.util.spec_from_file_location("train_digits", ROOT / "examples" / "train_digits.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_digits_cnn_exports_as_conv_with_dynamic_batch():
+    cnn = _digits_module().make_cnn(_key(1))
+    # running statistics that are not the identity, so eval-mode batch norm is exercised
+    for m in cnn.modules():
+        if isinstance(m, nn.BatchNorm2d):
+            m.running_mean = fl.asarray(_rand(m.num_features, seed=2) * 0.1)
+            m.running_var = fl.asarray(np.abs(_rand(m.num_features, seed=3)) + 0.5)
+    proto = _check_module(cnn, _rand(3, 1, 8, 8), {"input": {0: "batch"}}, _rand(5, 1, 8, 8, seed=4))
+    ops = [n.op_type for n in proto.graph.node]
+    assert ops.count("Conv") == 2, ops
+
+
+def test_lstm_with_dynamic_batch_and_time():
+    lstm = nn.LSTM(3, 5, num_layers=2, batch_first=True, key=_key(2))
+    x = _rand(2, 4, 3)
+
+    def f(x):
+        out, (h, c) = lstm(x)
+        return out, h, c
+
+    proto = fl.onnx.export(f, (fl.asarray(x),), None, dynamic_axes={"x": {0: "batch", 1: "time"}})
+    onnx.checker.check_model(proto, full_check=True)
+    for shape in ((2, 4, 3), (5, 7, 3)):
+        xi = _rand(*shape, seed=5)
+        got = _session(proto).run(None, {"x": xi})
+        for g, w in zip(got, f(fl.asarray(xi))):
+            _compare(g, w.numpy(), f"LSTM at {shape}")
+    assert any(n.op_type == "Loop" for n in proto.graph.node)
+
+
+def test_transformer_encoder_layer():
+    layer = nn.TransformerEncoderLayer(16, 4, dim_feedforward=32, dropout=0.1, batch_first=True, key=_key(3))
+    _check_module(layer, _rand(2, 5, 16), {"src": {0: "batch", 1: "seq"}}, _rand(3, 7, 16, seed=6))
+
+
+def test_scan_and_while_loop_program():
+    w = fl.asarray(_rand(4, 4) * 0.3)
+
+    def f(x, n):
+        def step(h, xt):
+            h = fl.tanh(h @ w + xt)
+            return h, h.sum(-1)
+
+        h, ys = fl.scan(step, fl.zeros_like(x[0]), x)
+        hr, ysr = fl.scan(step, h, x, reverse=True)
+
+        def cond(c):
+            return (c[0] < n) & (c[1].sum() < 100.0)
+
+        def body(c):
+            return c[0] + 1, c[1] * 1.5 + 0.1
+
+        k, grown = fl.while_loop(cond, body, (fl.asarray(0), hr))
+        total = fl.fori_loop(0, 3, lambda i, acc: acc + i * ys.mean(), 0.0)
+        return ys, ysr, k, grown, total
+
+    x = fl.asarray(_rand(6, 2, 4))
+    _export_and_check(f, (x, fl.asarray(4)), "scan/while program")
+    proto = fl.onnx.export(f, (x, fl.asarray(4)), None)
+    got = _session(proto).run(None, {"x": np.asarray(x), "n": np.asarray(9)})
+    for g, wv in zip(got, f(x, fl.asarray(9))):
+        _compare(g, np.asarray(wv), "scan/while program with another trip count")
+
+
+def test_cond_and_switch():
+    def f(x, i):
+        a = fl.cond(x.sum() > 0, lambda v: v * 2.0, lambda v: -v, x)
+        b = fl.switch(i, [lambda v: v + 1.0, lambda v: v * v, lambda v: fl.sin(v)], x)
+        return a, b
+
+    x = fl.asarray(_rand(3))
+    proto = fl.onnx.export(f, (x, fl.asarray(1)), None)
+    onnx.checker.check_model(proto, full_check=True)
+    for i in (-1, 0, 1, 2, 5):
+        for xv in (np.asarray(x), -np.abs(np.asarray(x))):
+            got = _session(proto).run(None, {"x": xv, "i": np.asarray(i)})
+            for g, w in zip(got, f(fl.asarray(xv), fl.asarray(i))):
+                _compare(g, w.numpy(), f"cond/switch at i={i}")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Errors
+
+
+def test_unsupported_primitive_names_it_and_the_line():
+    def f(x):
+        return fl.lgamma(x) + 1.0  # the line the error must name
+
+    line = f.__code__.co_firstlineno + 1
+    with pytest.raises(ExportError) as info:
+        fl.onnx.export(f, (fl.ones(3),), None)
+    msg = str(info.value)
+    assert "'lgamma'" in msg and f"test_onnx.py:{line} in f" in msg, msg
+
+
+def test_missing_onnx_names_the_extra(monkeypatch):
+    import builtins
+
+    real = builtins.__import__
+
+    def no_onnx(name, *a, **k):
+        if name == "onnx" or name.startswith("onnx."):
+            raise ImportError("no onnx here")
+        return real(name, *a, **k)
+
+    import funclib.transforms.onnx._lower as lower
+
+    monkeypatch.setattr(builtins, "__import__", no_onnx)
+    monkeypatch.setattr(lower.importlib, "import_module", lambda n: no_onnx(n))
+    with pytest.raises(ImportError, match=r"pip install funclib\[onnx\]"):
+        fl.onnx.export(lambda x: x + 1.0, (fl.ones(2),), None)
