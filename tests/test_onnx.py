@@ -162,7 +162,7 @@ def test_mlp_with_dynamic_batch():
     mlp.train()
     fl.onnx.export(mlp, (fl.ones((2, 1, 8, 8)),), None)
     assert mlp.training, "export must restore the module's training mode"
-    proto = _check_module(mlp, _rand(4, 1, 8, 8), {"input": {0: "batch"}}, _rand(9, 1, 8, 8, seed=1))
+    proto = _check_module(mlp, _rand(4, 1, 8, 8), [{0: "batch"}], _rand(9, 1, 8, 8, seed=1))
     names = {t.name for t in proto.graph.initializer}
     assert {"1.weight", "1.bias", "4.weight", "4.bias"} <= names, names
     assert proto.graph.input[0].type.tensor_type.shape.dim[0].dim_param == "batch"
@@ -183,7 +183,7 @@ def test_digits_cnn_exports_as_conv_with_dynamic_batch():
         if isinstance(m, nn.BatchNorm2d):
             m.running_mean = fl.asarray(_rand(m.num_features, seed=2) * 0.1)
             m.running_var = fl.asarray(np.abs(_rand(m.num_features, seed=3)) + 0.5)
-    proto = _check_module(cnn, _rand(3, 1, 8, 8), {"input": {0: "batch"}}, _rand(5, 1, 8, 8, seed=4))
+    proto = _check_module(cnn, _rand(3, 1, 8, 8), [{0: "batch"}], _rand(5, 1, 8, 8, seed=4))
     ops = [n.op_type for n in proto.graph.node]
     assert ops.count("Conv") == 2, ops
 
@@ -287,3 +287,125 @@ def test_missing_onnx_names_the_extra(monkeypatch):
     monkeypatch.setattr(lower.importlib, "import_module", lambda n: no_onnx(n))
     with pytest.raises(ImportError, match=r"pip install funclib\[onnx\]"):
         fl.onnx.export(lambda x: x + 1.0, (fl.ones(2),), None)
+
+
+def _layer_cases():
+    k = iter(frandom.split(_key(7), 40))
+    img, seq, vec = (2, 4, 6, 6), (2, 4, 9), (2, 6)
+    return [
+        (
+            "Conv2d_stride_dilation_groups",
+            nn.Conv2d(4, 6, 3, stride=2, padding=2, dilation=2, groups=2, key=next(k)),
+            img,
+        ),
+        ("Conv2d_same", nn.Conv2d(4, 3, (3, 2), padding="same", bias=False, key=next(k)), img),
+        ("Conv1d", nn.Conv1d(4, 5, 3, stride=2, padding=1, key=next(k)), seq),
+        ("ConvTranspose2d", nn.ConvTranspose2d(4, 3, 3, stride=2, padding=1, output_padding=1, key=next(k)), img),
+        ("ConvTranspose1d", nn.ConvTranspose1d(4, 2, 2, stride=3, key=next(k)), seq),
+        ("MaxPool2d_overlapping", nn.MaxPool2d(3, stride=2, padding=1), img),
+        ("MaxPool1d", nn.MaxPool1d(2), seq),
+        ("AvgPool2d", nn.AvgPool2d(2, stride=1, padding=1, count_include_pad=False), img),
+        ("AvgPool1d", nn.AvgPool1d(3, stride=2), seq),
+        ("AdaptiveAvgPool2d", nn.AdaptiveAvgPool2d((2, 3)), img),
+        ("AdaptiveAvgPool1d", nn.AdaptiveAvgPool1d(4), seq),
+        ("BatchNorm1d", nn.BatchNorm1d(6), vec),
+        ("LayerNorm", nn.LayerNorm((4, 9)), seq),
+        ("GroupNorm", nn.GroupNorm(2, 4), img),
+        ("Embedding", nn.Embedding(10, 3, key=next(k)), None),
+        ("Bilinear", None, None),
+        ("GRU", nn.GRU(9, 5, bidirectional=True, key=next(k)), None),
+        ("RNN_relu", nn.RNN(9, 3, nonlinearity="relu", num_layers=2, key=next(k)), None),
+        ("LSTMCell", nn.LSTMCell(6, 4, key=next(k)), vec),
+        ("MultiheadAttention", nn.MultiheadAttention(9, 3, key=next(k)), None),
+        (
+            "TransformerEncoder",
+            nn.TransformerEncoder(
+                nn.TransformerEncoderLayer(
+                    8, 2, 16, dropout=0.0, activation="gelu", norm_first=True, batch_first=True, key=next(k)
+                ),
+                2,
+            ),
+            (2, 5, 8),
+        ),
+        (
+            "activations",
+            nn.Sequential(
+                nn.ELU(),
+                nn.SELU(),
+                nn.CELU(0.5),
+                nn.GELU(approximate="tanh"),
+                nn.SiLU(),
+                nn.Mish(),
+                nn.Softplus(beta=2.0),
+                nn.Softsign(),
+                nn.Hardtanh(),
+                nn.Hardsigmoid(),
+                nn.Hardswish(),
+                nn.LogSigmoid(),
+                nn.LeakyReLU(0.1),
+                nn.ReLU6(),
+                nn.GELU(),
+            ),
+            vec,
+        ),
+        ("softmaxes", nn.Sequential(nn.Softmax(-1), nn.LogSoftmax(1), nn.Softmin(0), nn.GLU(1)), (2, 4, 6)),
+    ]
+
+
+_LAYERS = _layer_cases()
+
+
+@pytest.mark.parametrize("case", _LAYERS, ids=[c[0] for c in _LAYERS])
+def test_layer_exports_with_dynamic_batch(case):
+    name, layer, shape = case
+    if name == "Embedding":
+        x, other = np.array([[1, 2, 9], [0, 4, 4]]), np.array([[3, 3, 1], [7, 8, 0], [2, 2, 2]])
+        _check_module(layer, x, [{0: "batch"}], other)
+    elif name == "Bilinear":
+        bl = nn.Bilinear(3, 4, 2, key=_key(8))
+        f = lambda a, b: bl(a, b)  # noqa: E731
+        proto = fl.onnx.export(
+            f, (fl.asarray(_rand(2, 3)), fl.asarray(_rand(2, 4))), None, dynamic_axes={"a": {0: "n"}, "b": {0: "n"}}
+        )
+        a, b = _rand(5, 3, seed=1), _rand(5, 4, seed=2)
+        (got,) = _run(proto, {"a": a, "b": b})
+        _compare(got, f(fl.asarray(a), fl.asarray(b)).numpy(), name)
+    elif name in ("GRU", "RNN_relu"):
+        f = lambda x: layer(x)[0]  # noqa: E731  (time-major: (T, N, C))
+        proto = fl.onnx.export(f, (fl.asarray(_rand(3, 2, 9)),), None, dynamic_axes={"x": {0: "time", 1: "batch"}})
+        other = _rand(4, 5, 9, seed=1)
+        (got,) = _run(proto, {"x": other})
+        _compare(got, f(fl.asarray(other)).numpy(), name)
+    elif name == "MultiheadAttention":
+        mask = fl.asarray(np.triu(np.full((4, 4), -np.inf, np.float32), 1))
+
+        def f(q, kv, pad):
+            out, w = layer(q, kv, kv, key_padding_mask=pad, attn_mask=mask)
+            return out, w
+
+        q, kv = _rand(4, 2, 9), _rand(4, 2, 9, seed=1)
+        pad = np.array([[False, False, False, True], [False, False, False, False]])
+        proto = fl.onnx.export(
+            f,
+            (fl.asarray(q), fl.asarray(kv), fl.asarray(pad)),
+            None,
+            dynamic_axes={"q": {1: "batch"}, "kv": {1: "batch"}, "pad": {0: "batch"}},
+        )
+        q3, kv3 = _rand(4, 3, 9, seed=2), _rand(4, 3, 9, seed=3)
+        pad3 = np.array([[False, True, True, True], [False, False, False, False], [False, False, True, False]])
+        got = _run(proto, {"q": q3, "kv": kv3, "pad": pad3})
+        for g, w in zip(got, f(fl.asarray(q3), fl.asarray(kv3), fl.asarray(pad3))):
+            _compare(g, w.numpy(), name)
+    elif name == "LSTMCell":
+        f = lambda x: layer(x)  # noqa: E731
+        proto = fl.onnx.export(f, (fl.asarray(_rand(*shape)),), None, dynamic_axes={"x": {0: "batch"}})
+        other = _rand(5, 6, seed=1)
+        got = _run(proto, {"x": other})
+        for g, w in zip(got, f(fl.asarray(other))):
+            _compare(g, w.numpy(), name)
+    else:
+        if isinstance(layer, (nn.BatchNorm1d,)):
+            layer.running_mean = fl.asarray(_rand(6, seed=3))
+            layer.running_var = fl.asarray(np.abs(_rand(6, seed=4)) + 0.5)
+        other_shape = (5,) + shape[1:]
+        _check_module(layer, _rand(*shape), [{0: "batch"}], _rand(*other_shape, seed=1))

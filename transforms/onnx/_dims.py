@@ -57,6 +57,12 @@ class Dim:
             total += p
         return total
 
+    def affine(self, a: int, b: int) -> Dim:
+        """``a * self + b``."""
+        terms = {m: c * a for m, c in self.terms.items()}
+        terms[()] = terms.get((), Fraction(0)) + b
+        return Dim(terms, self.value * a + b)
+
     def __eq__(self, other):
         return type(other) is Dim and self.terms == other.terms
 

@@ -35,7 +35,7 @@ def export(
     example_args: Any,
     path: str | os.PathLike | None = None,
     *,
-    dynamic_axes: Mapping[str, Mapping[int, str] | Sequence[int]] | None = None,
+    dynamic_axes: Mapping[str, Mapping[int, str] | Sequence[int]] | Sequence | None = None,
     opset: int = 18,
     input_names: Sequence[str] | None = None,
     output_names: Sequence[str] | None = None,
@@ -51,9 +51,10 @@ def export(
       example_args: the positional arguments (a tuple; a single tensor is one argument). Their shapes and dtypes
         are the graph's, except the dynamic axes.
       path: where to write the ``.onnx`` file (atomically); ``None`` only returns the model.
-      dynamic_axes: ``{input_name: {axis: "name"}}`` (or a list of axes, named ``"<input>_dim<axis>"``). Inputs
-        are named after the function's parameters (``x``; pytree arguments get ``x[0]``, ``x[1]``, ...). Axes
-        with one name have one size. The graph computes every size derived from them, so it runs at other sizes.
+      dynamic_axes: ``{input_name: {axis: "name"}}`` (or a list of axes, named ``"<input>_dim<axis>"``), or a
+        sequence with one such entry (or None) per input. Inputs are named after the function's parameters
+        (``x``; pytree arguments get ``x[0]``, ``x[1]``, ...). Axes with one name have one size. The graph
+        computes every size derived from them, so it runs at other sizes.
       opset: the ONNX opset (18 or later).
       input_names / output_names: names for the flattened inputs and outputs (default: parameter names and
         ``output_0``, ``output_1``, ...).
@@ -182,11 +183,20 @@ def _is_var(fn, name) -> bool:
 def _parse_dynamic_axes(spec, names, leaves) -> dict[int, dict[int, str]]:
     if not spec:
         return {}
+    if not isinstance(spec, Mapping):
+        spec = list(spec)
+        if len(spec) != len(names):
+            raise ValueError(
+                f"fl.onnx.export: dynamic_axes as a sequence needs one entry (or None) per input, {len(names)} for "
+                f"{names}; got {len(spec)}"
+            )
+        spec = {n: a for n, a in zip(names, spec) if a}
     out: dict[int, dict[int, str]] = {}
     for key, axes in spec.items():
         if key not in names:
             raise ValueError(f"fl.onnx.export: dynamic_axes names {key!r}, which is not an input; inputs: {names}")
         i = names.index(key)
+        key = names[i]
         rank = leaves[i].ndim
         items = axes.items() if isinstance(axes, Mapping) else [(a, None) for a in axes]
         d = {}

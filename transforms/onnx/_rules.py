@@ -696,30 +696,31 @@ def _pad(ctx, eqn, ins):
     config = [tuple(int(v) for v in c) for c in eqn.params["padding_config"]]
     shape = list(ctx.shape(eqn.inputs[0]))
     for ax, (_, _, interior) in enumerate(config):
-        n = shape[ax]
-        if interior and (isinstance(n, Dim) or n > 1):
+        if interior and (isinstance(shape[ax], Dim) or shape[ax] > 1):
             x = _interior_pad(ctx, x, value, shape, ax, interior)
-            shape[ax] = n + (n - 1) * interior if not isinstance(n, Dim) else None
+            shape[ax] = _affine(shape[ax], interior + 1, -interior)
     if all(lo == 0 and hi == 0 for lo, hi, _ in config):
         return [ctx.node("Identity", [x])]
     pads = [lo for lo, _, _ in config] + [hi for _, hi, _ in config]
     return [ctx.node("Pad", [x, ctx.i64(pads), value], mode="constant")]
 
 
+def _affine(n, a: int, b: int):
+    return n.affine(a, b) if isinstance(n, Dim) else n * a + b
+
+
 def _interior_pad(ctx, x, value, shape, ax, interior):
     """Insert ``interior`` copies of ``value`` between the elements along ``ax``: pad a new unit axis after
     ``ax`` to ``interior + 1``, merge the two axes, and drop the trailing fill."""
-    if any(isinstance(s, Dim) or s is None for s in shape):
-        raise ExportError("fl.onnx.export: interior padding of a value with a dynamic size is not supported")
     rank = len(shape)
     x = ctx.node("Unsqueeze", [x, ctx.i64([ax + 1])])
     pads = [0] * (2 * (rank + 1))
     pads[(rank + 1) + ax + 1] = interior
     x = ctx.node("Pad", [x, ctx.i64(pads), value], mode="constant")
-    merged = shape[:ax] + [shape[ax] * (interior + 1)] + shape[ax + 1 :]
+    merged = shape[:ax] + [_affine(shape[ax], interior + 1, 0)] + shape[ax + 1 :]
     x = ctx.reshape(x, merged)
-    keep = shape[ax] + (shape[ax] - 1) * interior
-    return ctx.node("Slice", [x, ctx.i64([0]), ctx.i64([keep]), ctx.i64([ax])])
+    keep = ctx.dim(_affine(shape[ax], interior + 1, -interior))
+    return ctx.node("Slice", [x, ctx.i64([0]), keep, ctx.i64([ax])])
 
 
 def _clamped_start(ctx, start, d, n, size):
