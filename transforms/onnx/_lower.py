@@ -149,21 +149,65 @@ class Lowering:
         return self.const(np.asarray(value, dtype=dtype))
 
     # --- arithmetic with the types ONNX Runtime computes in -----------------------------------------------------
-    def math(self, op: str, inputs: Sequence[str], dtype, *, kind: str = "order", out: str = "same", **attrs) -> str:
-        """Emit ``op`` on inputs of ``dtype``, computing in a wider type where needed (see ``compute_dtype``).
+    def math(
+        self,
+        op: str,
+        inputs: Sequence[str],
+        dtype,
+        *,
+        kind: str = "value",
+        out: str = "same",
+        extra: Sequence[str] = (),
+        **attrs,
+    ) -> str:
+        """Emit ``op`` on ``inputs`` of ``dtype`` (then the ``extra`` inputs: axes, indices), computing in a wider
+        type where ONNX Runtime lacks kernels (see ``compute_dtype``).
 
-        ``kind="wrap"`` for operations exact modulo 2**bits (add, mul, sums), ``"order"`` for those that need the
-        values themselves (comparisons, max, division). ``out="same"`` casts the result back to ``dtype``;
-        ``out="keep"`` leaves it (a comparison's bool).
+        ``kind``: ``"wrap"`` for operations exact modulo 2**bits (add, mul, sums), ``"order"`` for those that only
+        compare (max, argmax, less: uint64 maps to int64 by flipping the top bit, which keeps the order),
+        ``"value"`` for the rest (division, float math). ``out="same"`` casts the result back to ``dtype``;
+        ``out="keep"`` leaves it (a comparison's bool, an index).
         """
         dtype = np.dtype(dtype)
+        if dtype == D.uint64 and kind == "order":
+            flipped = [self.flip_u64(i) for i in inputs]
+            y = self.node(op, [*flipped, *extra], **attrs)
+            return self.unflip_u64(y) if out == "same" else y
         wide = compute_dtype(dtype, kind)
         if wide != dtype:
-            inputs = [self.cast(i, wide) if i else i for i in inputs]
-        y = self.node(op, inputs, **attrs)
+            inputs = [self.cast(i, wide) for i in inputs]
+        y = self.node(op, [*inputs, *extra], **attrs)
         if wide != dtype and out == "same":
             y = self.cast(y, dtype)
         return y
+
+    def flip_u64(self, x: str) -> str:
+        """uint64 as int64 with the top bit flipped: the map keeps the order (ONNX Runtime lacks uint64 kernels
+        for comparisons, reductions and TopK)."""
+        return self.node("BitwiseXor", [self.cast(x, np.int64), self.const(np.int64(np.iinfo(np.int64).min))])
+
+    def unflip_u64(self, y: str) -> str:
+        return self.cast(self.node("BitwiseXor", [y, self.const(np.int64(np.iinfo(np.int64).min))]), np.uint64)
+
+    def where(self, cond: str, x: str, y: str, dtype) -> str:
+        """``Where`` for any dtype (ONNX Runtime's lacks bool, 16-bit, uint64 and bfloat16 kernels)."""
+        dtype = np.dtype(dtype)
+        if dtype == D.bool_:
+            return self.node("Or", [self.node("And", [cond, x]), self.node("And", [self.node("Not", [cond]), y])])
+        wide = {D.int16: np.int32, D.uint16: np.int32, D.uint64: np.int64, D.bfloat16: np.float32}.get(dtype)
+        if wide is None:
+            return self.node("Where", [cond, x, y])
+        # uint64 -> int64 keeps the bits, the others keep the values
+        return self.cast(self.node("Where", [cond, self.cast(x, wide), self.cast(y, wide)]), dtype)
+
+    def pad(self, x: str, pads: Sequence[int], value: str, dtype) -> str:
+        """Constant ``Pad`` for any dtype (ONNX Runtime's lacks 16-bit and bfloat16 kernels)."""
+        dtype = np.dtype(dtype)
+        wide = {D.int16: np.int32, D.uint16: np.int32, D.bfloat16: np.float32}.get(dtype)
+        if wide is None:
+            return self.node("Pad", [x, self.i64(pads), value], mode="constant")
+        y = self.node("Pad", [self.cast(x, wide), self.i64(pads), self.cast(value, wide)], mode="constant")
+        return self.cast(y, dtype)
 
     def cast(self, x: str, dtype) -> str:
         return self.node("Cast", [x], to=elem_type(dtype))
@@ -369,17 +413,15 @@ def compute_dtype(dtype, kind: str):
     """The dtype an arithmetic node computes ``dtype`` values in.
 
     float16 and bfloat16 compute in float32 and round (what NumPy and ml_dtypes do, so results match); integers
-    narrower than 32 bits compute in int32, and uint32 in int64 (ONNX Runtime has few kernels for them), exactly:
-    ``"wrap"`` operations are exact modulo 2**bits and ``"order"`` ones see the same values. Booleans compute in
-    int32.
+    narrower than 32 bits compute in int32 and uint32 in int64 (ONNX Runtime has few kernels for them), which
+    holds their values; uint64 computes in int64 where only the bits modulo 2**64 matter (``"wrap"``). Booleans
+    compute in int32.
     """
     dtype = np.dtype(dtype)
     if dtype in (D.float16, D.bfloat16):
         return np.dtype(np.float32)
     if dtype in (D.int8, D.int16, D.uint8, D.uint16, D.bool_):
         return np.dtype(np.int32)
-    if dtype == D.uint32:
-        return np.dtype(np.int64)
-    if dtype == D.uint64 and kind == "wrap":
+    if dtype == D.uint32 or (dtype == D.uint64 and kind == "wrap"):
         return np.dtype(np.int64)
     return dtype

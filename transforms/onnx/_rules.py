@@ -16,7 +16,7 @@ from funclib import dtypes as D
 
 from ._dims import Dim
 from ._errors import ExportError, where
-from ._lower import NOT_EXPORTABLE, Lowering, elem_type, onnx_rule
+from ._lower import NOT_EXPORTABLE, Lowering, compute_dtype, elem_type, onnx_rule
 
 INT64_MAX = np.iinfo(np.int64).max
 INT64_MIN = np.iinfo(np.int64).min
@@ -36,6 +36,27 @@ def _is_float(dtype) -> bool:
 
 def _zero(ctx: Lowering, dtype):
     return ctx.scalar(0, dtype)
+
+
+def _computed(kind: str = "value"):
+    """Run a rule ``f(ctx, eqn, ins, d)`` on inputs widened to the dtype ONNX Runtime computes in (float16 and
+    bfloat16 in float32, narrow integers in int32, see ``compute_dtype``), casting results back: a composed
+    formula then rounds once, as NumPy's float16 does, and every node has a kernel."""
+
+    def deco(f):
+        def rule(ctx, eqn, ins):
+            d = _dt(eqn.inputs[0])
+            w = compute_dtype(d, kind)
+            if w != d:
+                ins = [ctx.cast(i, w) if _dt(a) == d else i for i, a in zip(ins, eqn.inputs)]
+            outs = f(ctx, eqn, ins, w)
+            if w != d:
+                outs = [ctx.cast(o, d) if _out_dt(eqn, k) == d else o for k, o in enumerate(outs)]
+            return outs
+
+        return rule
+
+    return deco
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -125,8 +146,8 @@ def _not(ctx, eqn, ins):
 
 
 @onnx_rule("trunc")
-def _trunc(ctx, eqn, ins):
-    d = _dt(eqn.inputs[0])
+@_computed()
+def _trunc(ctx, eqn, ins, d):
     (x,) = ins
     neg = ctx.math("Less", [x, _zero(ctx, d)], d, out="keep")
     return [ctx.node("Where", [neg, ctx.math("Ceil", [x], d), ctx.math("Floor", [x], d)])]
@@ -147,14 +168,15 @@ def _signbit(ctx, x, d):
 
 
 @onnx_rule("signbit")
-def _signbit_rule(ctx, eqn, ins):
-    return [_signbit(ctx, ins[0], _dt(eqn.inputs[0]))]
+@_computed()
+def _signbit_rule(ctx, eqn, ins, d):
+    return [_signbit(ctx, ins[0], d)]
 
 
 @onnx_rule("log1p")
-def _log1p(ctx, eqn, ins):
+@_computed()
+def _log1p(ctx, eqn, ins, d):
     # log(u) * x / (u - 1) with u = 1 + x: the rounding of 1 + x cancels (Goldberg), accurate for tiny x
-    d = _dt(eqn.inputs[0])
     (x,) = ins
     one = ctx.scalar(1, d)
     u = ctx.math("Add", [x, one], d)
@@ -169,9 +191,9 @@ def _log1p(ctx, eqn, ins):
 
 
 @onnx_rule("expm1")
-def _expm1(ctx, eqn, ins):
+@_computed()
+def _expm1(ctx, eqn, ins, d):
     # (u - 1) * x / log(u) with u = exp(x) (Kahan): exact cancellation of the rounding of exp for small x
-    d = _dt(eqn.inputs[0])
     (x,) = ins
     one = ctx.scalar(1, d)
     u = ctx.math("Exp", [x], d)
@@ -189,16 +211,16 @@ def _expm1(ctx, eqn, ins):
 
 
 @onnx_rule("cbrt")
-def _cbrt(ctx, eqn, ins):
-    d = _dt(eqn.inputs[0])
+@_computed()
+def _cbrt(ctx, eqn, ins, d):
     (x,) = ins
     mag = ctx.math("Pow", [ctx.math("Abs", [x], d), ctx.scalar(1 / 3, d)], d)
     return [ctx.node("Where", [_signbit(ctx, x, d), ctx.math("Neg", [mag], d), mag])]
 
 
 @onnx_rule("integer_pow")
-def _integer_pow(ctx, eqn, ins):
-    d = _dt(eqn.inputs[0])
+@_computed()
+def _integer_pow(ctx, eqn, ins, d):
     (x,) = ins
     y = eqn.params["y"]
     n = abs(y)
@@ -287,7 +309,7 @@ def _pow(ctx, eqn, ins):
         base, e = xw, yw
         for _ in range(d.itemsize * 8):
             bit = ctx.node("Equal", [ctx.node("BitwiseAnd", [e, ctx.scalar(1, wide)]), ctx.scalar(1, wide)])
-            acc = ctx.node("Where", [bit, ctx.node("Mul", [acc, base]), acc])
+            acc = ctx.where(bit, ctx.node("Mul", [acc, base]), acc, wide)
             base = ctx.node("Mul", [base, base])
             e = ctx.node("BitShift", [ctx.cast(e, np.uint64), ctx.scalar(1, np.uint64)], direction="RIGHT")
             e = ctx.cast(e, wide)
@@ -300,8 +322,8 @@ def _fmod_float(ctx, x, y, d):
 
 
 @onnx_rule("rem")
-def _rem(ctx, eqn, ins):
-    d = _dt(eqn.inputs[0])
+@_computed()
+def _rem(ctx, eqn, ins, d):
     x, y = ins
     if not _is_float(d):
         return [ctx.math("Mod", ins, d, fmod=0)]  # integer Mod takes the divisor's sign, as NumPy
@@ -317,8 +339,8 @@ def _rem(ctx, eqn, ins):
 
 
 @onnx_rule("floor_divide")
-def _floor_divide(ctx, eqn, ins):
-    d = _dt(eqn.inputs[0])
+@_computed()
+def _floor_divide(ctx, eqn, ins, d):
     x, y = ins
     z = _zero(ctx, d)
     if not _is_float(d):
@@ -358,8 +380,8 @@ def _floor_divide(ctx, eqn, ins):
 
 
 @onnx_rule("atan2")
-def _atan2(ctx, eqn, ins):
-    d = _dt(eqn.inputs[0])
+@_computed()
+def _atan2(ctx, eqn, ins, d):
     y, x = ins
     z = _zero(ctx, d)
     pi = ctx.scalar(np.pi, d)
@@ -387,16 +409,16 @@ def _atan2(ctx, eqn, ins):
 
 
 @onnx_rule("copysign")
-def _copysign(ctx, eqn, ins):
-    d = _dt(eqn.inputs[0])
+@_computed()
+def _copysign(ctx, eqn, ins, d):
     x, y = ins
     mag = ctx.math("Abs", [x], d)
     return [ctx.node("Where", [_signbit(ctx, y, d), ctx.math("Neg", [mag], d), mag])]
 
 
 @onnx_rule("safe_mul")
-def _safe_mul(ctx, eqn, ins):
-    d = _dt(eqn.inputs[0])
+@_computed()
+def _safe_mul(ctx, eqn, ins, d):
     x, y = ins
     m = ctx.math("Mul", ins, d)
     z = _zero(ctx, d)
@@ -406,8 +428,8 @@ def _safe_mul(ctx, eqn, ins):
 
 
 @onnx_rule("safe_div")
-def _safe_div(ctx, eqn, ins):
-    d = _dt(eqn.inputs[0])
+@_computed()
+def _safe_div(ctx, eqn, ins, d):
     x, y = ins
     z = _zero(ctx, d)
     x0 = ctx.math("Equal", [x, z], d, out="keep")
@@ -427,12 +449,12 @@ def _shift(ctx, eqn, ins, left: bool):
     big = ctx.math("GreaterOrEqual", [y, ctx.scalar(bits, d)], d, out="keep")
     if left or d.kind == "u":
         out = ctx.cast(shifted, d) if d != u else shifted
-        return [ctx.node("Where", [big, _zero(ctx, d), out])]
+        return [ctx.where(big, _zero(ctx, d), out, d)]
     # arithmetic right shift of a negative number: fill the vacated high bits with ones
     ones = ctx.scalar(np.iinfo(u).max, u)
     fill = ctx.node("BitwiseNot", [ctx.node("BitShift", [ones, amount], direction="RIGHT")])
     neg = ctx.math("Less", [x, _zero(ctx, d)], d, out="keep")
-    out = ctx.node("Where", [neg, ctx.node("BitwiseOr", [shifted, fill]), shifted])
+    out = ctx.where(neg, ctx.node("BitwiseOr", [shifted, fill]), shifted, u)
     return [ctx.cast(out, d)]
 
 
@@ -442,7 +464,7 @@ onnx_rule("shift_right")(lambda ctx, eqn, ins: _shift(ctx, eqn, ins, False))
 
 @onnx_rule("select")
 def _select(ctx, eqn, ins):
-    return [ctx.node("Where", ins)]
+    return [ctx.where(*ins, _dt(eqn.inputs[1]))]
 
 
 @onnx_rule("convert_element_type")
@@ -463,23 +485,17 @@ def _axes_of(eqn):
 
 
 def _reduce_rule(op, kind):
-    def rule(ctx, eqn, ins):
-        d = _dt(eqn.inputs[0])
+    @_computed(kind)
+    def rule(ctx, eqn, ins, d):
         axes = _axes_of(eqn)
         if not axes:
             return [ctx.node("Identity", ins)]
-        if d == D.bool_:
-            x = ctx.cast(ins[0], np.int32)
-            y = ctx.node(op, [x, ctx.i64(axes)], keepdims=0)
-            return [ctx.cast(y, D.bool_)]
-        y = ctx.math(op, [ins[0], ctx.i64(axes)], d, kind=kind, keepdims=0)
+        y = ctx.math(op, [ins[0]], d, kind=kind, extra=[ctx.i64(axes)], keepdims=0)
         if op in ("ReduceMax", "ReduceMin") and _is_float(d):
-            # NumPy propagates NaN through max/min reductions
-            has_nan = ctx.node(
-                "ReduceMax", [ctx.cast(ctx.math("IsNaN", [ins[0]], d, out="keep"), np.int32), ctx.i64(axes)], keepdims=0
-            )
-            nan = ctx.scalar(np.nan, d)
-            y = ctx.node("Where", [ctx.cast(has_nan, D.bool_), nan, y])
+            # NumPy propagates NaN through max/min reductions; ONNX Runtime's ReduceMax may skip it
+            isnan = ctx.cast(ctx.node("IsNaN", [ins[0]]), np.int32)
+            has_nan = ctx.cast(ctx.node("ReduceMax", [isnan, ctx.i64(axes)], keepdims=0), D.bool_)
+            y = ctx.node("Where", [has_nan, ctx.scalar(np.nan, d), y])
         return [y]
 
     return rule
@@ -492,22 +508,18 @@ onnx_rule("reduce_min", "reduce_and")(_reduce_rule("ReduceMin", "order"))
 
 
 @onnx_rule("argmax", "argmin")
-def _argmax(ctx, eqn, ins):
-    d = _dt(eqn.inputs[0])
+@_computed("order")
+def _argmax(ctx, eqn, ins, d):
     op = "ArgMax" if eqn.prim.name == "argmax" else "ArgMin"
     axis = int(eqn.params["axis"])
     x = ins[0]
+    y = ctx.math(op, [x], d, kind="order", out="keep", axis=axis, keepdims=0)
     if _is_float(d):
-        # NumPy returns the first NaN: make NaNs the extreme value, and the only ones when present
-        isnan = ctx.math("IsNaN", [x], d, out="keep")
-        anynan = ctx.node("ReduceMax", [ctx.cast(isnan, np.int32), ctx.i64([axis])], keepdims=1)
-        marked = ctx.node("Where", [isnan, ctx.scalar(1, np.int32), ctx.scalar(0, np.int32)])
-        first_nan = ctx.node("ArgMax", [marked], axis=axis, keepdims=0)
-        plain = ctx.math(op, [x], d, axis=axis, keepdims=0, out="keep")
-        anynan = ctx.cast(ctx.node("Squeeze", [anynan, ctx.i64([axis])]), D.bool_)
-        y = ctx.node("Where", [anynan, first_nan, plain])
-    else:
-        y = ctx.math(op, [x], d, axis=axis, keepdims=0, out="keep")
+        # NumPy returns the first NaN where there is one
+        isnan = ctx.cast(ctx.node("IsNaN", [x]), np.int32)
+        first_nan = ctx.node("ArgMax", [isnan], axis=axis, keepdims=0)
+        any_nan = ctx.cast(ctx.node("ReduceMax", [isnan, ctx.i64([axis])], keepdims=0), D.bool_)
+        y = ctx.node("Where", [any_nan, first_nan, y])
     return [ctx.cast(y, eqn.params["index_dtype"])]
 
 
@@ -517,9 +529,10 @@ def _cumsum(ctx, eqn, ins):
     return [
         ctx.math(
             "CumSum",
-            [ins[0], ctx.const(np.int64(eqn.params["axis"]))],
+            [ins[0]],
             d,
             kind="wrap",
+            extra=[ctx.const(np.int64(eqn.params["axis"]))],
             reverse=int(bool(eqn.params["reverse"])),
         )
     ]
@@ -697,26 +710,26 @@ def _pad(ctx, eqn, ins):
     shape = list(ctx.shape(eqn.inputs[0]))
     for ax, (_, _, interior) in enumerate(config):
         if interior and (isinstance(shape[ax], Dim) or shape[ax] > 1):
-            x = _interior_pad(ctx, x, value, shape, ax, interior)
+            x = _interior_pad(ctx, x, value, shape, ax, interior, _dt(eqn.inputs[0]))
             shape[ax] = _affine(shape[ax], interior + 1, -interior)
     if all(lo == 0 and hi == 0 for lo, hi, _ in config):
         return [ctx.node("Identity", [x])]
     pads = [lo for lo, _, _ in config] + [hi for _, hi, _ in config]
-    return [ctx.node("Pad", [x, ctx.i64(pads), value], mode="constant")]
+    return [ctx.pad(x, pads, value, _dt(eqn.inputs[0]))]
 
 
 def _affine(n, a: int, b: int):
     return n.affine(a, b) if isinstance(n, Dim) else n * a + b
 
 
-def _interior_pad(ctx, x, value, shape, ax, interior):
+def _interior_pad(ctx, x, value, shape, ax, interior, dtype):
     """Insert ``interior`` copies of ``value`` between the elements along ``ax``: pad a new unit axis after
     ``ax`` to ``interior + 1``, merge the two axes, and drop the trailing fill."""
     rank = len(shape)
     x = ctx.node("Unsqueeze", [x, ctx.i64([ax + 1])])
     pads = [0] * (2 * (rank + 1))
     pads[(rank + 1) + ax + 1] = interior
-    x = ctx.node("Pad", [x, ctx.i64(pads), value], mode="constant")
+    x = ctx.pad(x, pads, value, dtype)
     merged = shape[:ax] + [_affine(shape[ax], interior + 1, 0)] + shape[ax + 1 :]
     x = ctx.reshape(x, merged)
     keep = ctx.dim(_affine(shape[ax], interior + 1, -interior))
@@ -812,12 +825,15 @@ def _scatter(ctx, eqn, ins):
     reduction = "add" if eqn.prim.name == "scatter_add" else None
     # with repeated indices the last update wins in funclib; ONNX leaves the order unspecified, and ONNX Runtime
     # applies updates in order, so they agree there
+    idx = _indices(ctx, idx, _dt(eqn.inputs[1]))
     if reduction:
-        y = ctx.math(
-            "ScatterND", [xt, _indices(ctx, idx, _dt(eqn.inputs[1])), upd], d, kind="wrap", reduction=reduction
-        )
+        wide = compute_dtype(d, "wrap")
+        if wide != d:
+            xt, upd = ctx.cast(xt, wide), ctx.cast(upd, wide)
+        y = ctx.node("ScatterND", [xt, idx, upd], reduction=reduction)
+        y = ctx.cast(y, d) if wide != d else y
     else:
-        y = ctx.node("ScatterND", [xt, _indices(ctx, idx, _dt(eqn.inputs[1])), upd])
+        y = ctx.node("ScatterND", [xt, idx, upd])
     if perm is not None:
         y = ctx.node("Transpose", [y], perm=[int(i) for i in np.argsort(perm)])
     return [y]
@@ -851,7 +867,7 @@ def _conv_patches(ctx, eqn, ins):
     pads = [0, 0] + [int(lo) for lo, _ in p["padding"]] + [0, 0] + [int(hi) for _, hi in p["padding"]]
     xp = ins[0]
     if any(pads):
-        xp = ctx.node("Pad", [xp, ctx.i64(pads), _zero(ctx, _dt(x))], mode="constant")
+        xp = ctx.pad(xp, pads, _zero(ctx, _dt(x)), _dt(x))
     in_shape = ctx.shape(x)
     out_shape = ctx.shape(eqn.outputs[0])
     channels_last = p.get("channels_last", True)
@@ -904,11 +920,11 @@ def _conv_patches_transpose(ctx, eqn, ins):
         shape = [n, ch] + list(osz)
         for i in range(nd):
             if s[i] > 1 and osz[i] > 1:
-                piece = _interior_pad(ctx, piece, zero, shape, 2 + i, s[i] - 1)
+                piece = _interior_pad(ctx, piece, zero, shape, 2 + i, s[i] - 1, d)
                 shape[2 + i] = osz[i] + (osz[i] - 1) * (s[i] - 1)
         lo = [kk[i] * dil[i] for i in range(nd)]
         hi = [padded[i] - lo[i] - shape[2 + i] for i in range(nd)]
-        piece = ctx.node("Pad", [piece, ctx.i64([0, 0] + lo + [0, 0] + hi), zero], mode="constant")
+        piece = ctx.pad(piece, [0, 0] + lo + [0, 0] + hi, zero, d)
         total = piece if total is None else ctx.math("Add", [total, piece], d, kind="wrap")
     crop_lo = [padding[i][0] for i in range(nd)]
     return [
@@ -938,6 +954,8 @@ def _sort_key(ctx, key, d):
         k = ctx.cast(key, wide) if wide != d else key
         isnan = ctx.node("IsNaN", [k])
         return [ctx.cast(isnan, np.int32), ctx.node("Where", [isnan, ctx.scalar(np.inf, wide), k])]
+    if d == D.uint64:  # flipping the top bit maps uint64 onto int64 in order
+        return [ctx.flip_u64(key)]
     wide = np.dtype(np.int64) if d.kind in "ib" or d in (D.uint8, D.uint16, D.uint32) else d
     return [ctx.cast(key, wide) if wide != d else key]
 
