@@ -451,3 +451,87 @@ def test_layer_exports_with_dynamic_batch(case):
             layer.running_var = fl.asarray(np.abs(_rand(6, seed=4)) + 0.5)
         other_shape = (5,) + shape[1:]
         _check_module(layer, _rand(*shape), [{0: "batch"}], _rand(*other_shape, seed=1))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Sizes derived from dynamic axes
+
+
+def _check_dynamic(f, args, dynamic_axes, others):
+    proto = fl.onnx.export(f, tuple(fl.asarray(a) for a in args), None, dynamic_axes=dynamic_axes)
+    onnx.checker.check_model(proto, full_check=True)
+    sess = _session(proto)
+    for other in [args, *others]:
+        got = sess.run(None, {i.name: np.asarray(a) for i, a in zip(proto.graph.input, other)})
+        want = fl.tree.leaves(f(*[fl.asarray(a) for a in other]))
+        for g, w in zip(got, want):
+            _compare(g, np.asarray(w), f"at shapes {[np.shape(a) for a in other]}")
+    return proto
+
+
+def test_sizes_derived_from_a_dynamic_batch_are_computed_in_the_graph():
+    w = fl.asarray(_rand(3, 4))
+
+    def f(x):
+        b, t, d = x.shape
+        flat = x.reshape(b * t, d) @ w  # a product of two dynamic sizes
+        y = flat.reshape(b, t * 4)  # and one with a static factor
+        pos = fl.arange(t, dtype=fl.float32)  # an arange of a dynamic size
+        z = fl.zeros((b, 1)) + y.mean(0)  # a constant of dynamic shape, a mean dividing by b
+        tiled = fl.broadcast_to(x[:, :1, :], (b, t, d))  # a broadcast to computed sizes
+        head = x[:-1]  # a slice bound that depends on b
+        return z, pos * 2.0, tiled + x, head, fl.concat([x, x], axis=0).sum((1, 2)) / b
+
+    x = _rand(2, 5, 3)
+    _check_dynamic(f, [x], {"x": {0: "b", 1: "t"}}, [[_rand(4, 3, 3, seed=1)], [_rand(3, 7, 3, seed=2)]])
+
+
+def test_scan_over_a_dynamic_axis():
+    def f(xs):
+        return fl.scan(lambda c, x: (c + x, c * x), fl.zeros_like(xs[0]), xs)
+
+    _check_dynamic(f, [_rand(3, 2)], [{0: "n"}], [[_rand(6, 2, seed=1)]])
+
+
+def test_a_shape_dependent_python_branch_is_refused():
+    def f(x):
+        return x * 2.0 if x.shape[0] < 3 else x.sum(0)
+
+    with pytest.raises(ExportError, match="structure depends on that size"):
+        fl.onnx.export(f, (fl.ones((2, 3)),), None, dynamic_axes={"x": [0]})
+
+
+def test_a_size_used_non_polynomially_is_refused():
+    def f(x):
+        return x * (1.0 / x.shape[0] ** 0.5)
+
+    with pytest.raises(ExportError, match="not a polynomial"):
+        fl.onnx.export(f, (fl.ones((4, 3)),), None, dynamic_axes={"x": [0]})
+
+
+def test_dynamic_axes_are_checked():
+    x = fl.ones((4, 3))
+    with pytest.raises(ValueError, match="not an input"):
+        fl.onnx.export(lambda x: x + 1.0, (x,), None, dynamic_axes={"y": [0]})
+    with pytest.raises(ValueError, match="size 2 or more"):
+        fl.onnx.export(lambda x: x + 1.0, (fl.ones((1, 3)),), None, dynamic_axes={"x": [0]})
+    with pytest.raises(ValueError, match="out of range"):
+        fl.onnx.export(lambda x: x + 1.0, (x,), None, dynamic_axes={"x": [2]})
+    with pytest.raises(ValueError, match="one size"):
+        fl.onnx.export(
+            lambda x, y: x + y.sum(), (x, fl.ones((3, 3))), None, dynamic_axes={"x": {0: "n"}, "y": {0: "n"}}
+        )
+
+
+def test_saved_file_loads_and_names_inputs(tmp_path):
+    path = tmp_path / "f.onnx"
+
+    def f(x, pair):
+        return x * pair[0] + pair[1], x.sum()
+
+    model = fl.onnx.export(f, (fl.ones(3), (fl.ones(3), fl.asarray(2.0))), path, output_names=["y", "total"])
+    loaded = onnx.load(str(path))
+    assert loaded == model
+    assert [i.name for i in loaded.graph.input] == ["x", "pair[0]", "pair[1]"]
+    assert [o.name for o in loaded.graph.output] == ["y", "total"]
+    assert not [p for p in tmp_path.iterdir() if p.name != "f.onnx"], "no temporary file may be left behind"
