@@ -369,7 +369,7 @@ class Lowering:
                 f"fl.onnx.export: primitive '{name}'{where(eqn)} has no ONNX lowering"
                 + (f": {why}" if why else "")
                 + ". Compute it outside the exported function and pass the result in as an input, or register a "
-                "lowering with @onnx_rule in funclib/transforms/onnx/_rules.py."
+                f"lowering with @fl.onnx.onnx_rule({name!r}) (the rules are in funclib/transforms/onnx/_rules.py)."
             )
         changed = self.sym.params.get(id(eqn))
         if changed:
