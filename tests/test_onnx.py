@@ -282,6 +282,18 @@ def test_scan_and_while_loop_program():
         _compare(g, np.asarray(wv), "scan/while program with another trip count")
 
 
+@pytest.mark.parametrize("opset", [18, 21])
+def test_later_opsets(opset):
+    lstm = nn.LSTM(3, 4, batch_first=True, key=_key(4))
+    x = _rand(2, 5, 3)
+    proto = fl.onnx.export(lambda x: lstm(x)[0], (fl.asarray(x),), None, opset=opset, dynamic_axes=[{0: "n"}])
+    assert proto.opset_import[0].version == opset
+    (got,) = _run(proto, {"x": x})
+    _compare(got, lstm(fl.asarray(x))[0].numpy(), f"LSTM at opset {opset}")
+    with pytest.raises(ValueError, match="opset 17 is too old"):
+        fl.onnx.export(lambda x: x, (fl.asarray(x),), None, opset=17)
+
+
 def test_cond_and_switch():
     def f(x, i):
         a = fl.cond(x.sum() > 0, lambda v: v * 2.0, lambda v: -v, x)

@@ -107,6 +107,7 @@ class Lowering:
         self.symbol_value: dict[str, str] = {}  # dynamic axis name -> int64[1] value in the main graph
         self._dim_cache: dict = {}
         self._const_cache: dict = {}
+        self._value_cache: dict = {}  # id(constant) -> (constant, initializer name)
         self.producers: list[dict] = []  # per jaxpr being lowered: Var -> Eqn
         self.envs: list[dict] = []  # per jaxpr being lowered: Var -> ONNX name
 
@@ -325,7 +326,11 @@ class Lowering:
         info: ConstInfo | None = self.sym.consts.get(var)
         arr = np.asarray(value._value if isinstance(value, Tensor) else value)
         if info is None:
-            return self.const(arr)
+            # a body lowered twice (a while loop's condition) reads its constants once
+            hit = self._value_cache.get(id(value))
+            if hit is None or hit[0] is not value:
+                hit = self._value_cache[id(value)] = (value, self.const(arr))
+            return hit[1]
         shape = self.shape_tensor(info.shape)
         if info.kind == "fill":
             scalar = self.const(np.asarray(info.value, arr.dtype).reshape(1))
