@@ -36,18 +36,6 @@ class Dim:
         self.terms = {m: c for m, c in sorted(terms.items()) if c != 0}
         self.value = value
 
-    @staticmethod
-    def symbol(name: str, value: int) -> Dim:
-        return Dim({(name,): Fraction(1)}, value)
-
-    def is_symbol(self) -> str | None:
-        """The axis name if this is exactly one dynamic axis size."""
-        if len(self.terms) == 1:
-            ((m, c),) = self.terms.items()
-            if len(m) == 1 and c == 1:
-                return m[0]
-        return None
-
     def evaluate(self, sizes: dict):
         total = Fraction(0)
         for m, c in self.terms.items():
