@@ -59,6 +59,7 @@ def _compare(got, want, where: str) -> None:
 
 def _export_and_check(f, args, where: str, **kw):
     """Export ``f`` at ``args``, run it in onnxruntime, and compare every output with funclib's."""
+    kw.setdefault("opset", fl.onnx.MIN_OPSET.get(getattr(f, "__name__", ""), 18))
     model = fl.onnx.export(f, tuple(args), None, **kw)
     feeds = {i.name: np.asarray(a) for i, a in zip(model.graph.input, fl.tree.leaves(tuple(args)))}
     want = fl.tree.leaves(f(*args))
@@ -141,10 +142,11 @@ def test_primitive_exports_at_other_dtypes(row):
             with pytest.raises(ExportError, match="complex"):
                 fl.onnx.export(f, tuple(xs), None)
             continue
+        opset = fl.onnx.MIN_OPSET.get(row.name, 18)
         if dtype == D.float64 and row.name in _ORT_NO_FLOAT64:
-            onnx.checker.check_model(fl.onnx.export(f, tuple(xs), None), full_check=True)
+            onnx.checker.check_model(fl.onnx.export(f, tuple(xs), None, opset=opset), full_check=True)
             continue
-        model = fl.onnx.export(f, tuple(xs), None)
+        model = fl.onnx.export(f, tuple(xs), None, opset=opset)
         got = _run(model, {i.name: np.asarray(a) for i, a in zip(model.graph.input, xs)})
         for g, w in zip(got, fl.tree.leaves(f(*xs))):
             w = np.asarray(w)
@@ -323,6 +325,58 @@ def test_unsupported_primitive_names_it_and_the_line():
         fl.onnx.export(f, (fl.ones(3),), None)
     msg = str(info.value)
     assert "'erf_inv'" in msg and f"test_onnx.py:{line} in f" in msg, msg
+
+
+@pytest.mark.parametrize("opset", [18, 26])
+def test_signed_zeros_and_special_values(opset):
+    """Functions whose zeros carry a sign keep it (onnxruntime's Where returns +0.0 for a selected -0.0); from
+    opset 26 the sign bit is read with BitCast, so a NaN's sign is visible too."""
+    x = np.array([0.0, -0.0, 1.5, -1.5, np.inf, -np.inf, np.nan, -2.0, 1e-45, -3.0, -0.25, 2.5], np.float32)
+    y = np.array([-0.0, 0.0, -2.0, 2.0, 1.0, -np.inf, 1.0, 2.0, 0.0, -0.0, -np.inf, -0.5], np.float32)
+
+    def f(x, y):
+        return (
+            fl.signbit(x),
+            fl.copysign(y, x),
+            fl.atan2(x, y),
+            fl.trunc(x),
+            fl.cbrt(x),
+            fl.log1p(x),
+            fl.expm1(x),
+            fl.remainder(x, y),
+            fl.floor_divide(x, y),
+            fl.max(fl.stack([x, x - 1.0]), axis=0),  # a -0.0 maximum stays -0.0
+        )
+
+    xs, ys = fl.asarray(x), fl.asarray(y)
+    got = _run(fl.onnx.export(f, (xs, ys), None, opset=opset), {"x": x, "y": y})
+    with np.errstate(all="ignore"):
+        want = f(xs, ys)
+    for i, (g, w) in enumerate(zip(got, want)):
+        w = w.numpy()
+        np.testing.assert_allclose(g, w, rtol=RTOL, atol=0, equal_nan=True, err_msg=f"output {i}")
+        same = np.isnan(w) | (np.signbit(g) == np.signbit(w))
+        assert same.all(), f"output {i}: signs differ at {np.flatnonzero(~same)}: got {g}, funclib gives {w}"
+    if opset >= 26:
+        nan_sign = np.array([np.nan, -np.nan], np.float32)
+        (got,) = _run(fl.onnx.export(fl.signbit, (fl.asarray(nan_sign),), None, opset=26), {"x": nan_sign})
+        np.testing.assert_array_equal(got, [False, True])
+
+
+@pytest.mark.parametrize("opset", [18, 26])
+def test_nextafter_needs_opset_26(opset):
+    x = np.array([0.0, -0.0, 1.5, -1e-45, 1e-45, np.inf, np.nan, 2.0], np.float32)
+    y = np.array([-0.0, 1.0, -2.0, 1.0, -1.0, 0.0, 1.0, 2.0], np.float32)
+    xs, ys = fl.asarray(x), fl.asarray(y)
+    if opset < 26:
+        with pytest.raises(ExportError, match="'nextafter'.*needs opset 26"):
+            fl.onnx.export(fl.nextafter, (xs, ys), None, opset=opset)
+        return
+    proto = fl.onnx.export(fl.nextafter, (xs, ys), None, opset=opset)
+    (got,) = _run(proto, {proto.graph.input[0].name: x, proto.graph.input[1].name: y})
+    want = fl.nextafter(xs, ys).numpy()
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
 
 
 def test_lgamma_at_special_values():

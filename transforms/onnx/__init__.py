@@ -9,6 +9,6 @@ imported only when a model is built (``pip install funclib[onnx]``).
 from . import _rules  # noqa: F401  (registers the lowerings)
 from ._errors import ExportError
 from ._export import export
-from ._lower import NOT_EXPORTABLE, ONNX_RULES, onnx_rule
+from ._lower import MIN_OPSET, NOT_EXPORTABLE, ONNX_RULES, onnx_rule
 
-__all__ = ["export", "ExportError", "ONNX_RULES", "NOT_EXPORTABLE", "onnx_rule"]
+__all__ = ["export", "ExportError", "ONNX_RULES", "NOT_EXPORTABLE", "MIN_OPSET", "onnx_rule"]

@@ -32,13 +32,23 @@ NOT_EXPORTABLE: dict[str, str] = {}
 """Primitives with no lowering, and why."""
 
 
-def onnx_rule(*names: str, dynamic: Sequence[str] = ()):
-    """Register ``f(ctx, eqn, ins)`` as the ONNX lowering of the named primitives."""
+MIN_OPSET: dict[str, int] = {}
+"""Primitives whose lowering needs a later opset than 18 (``nextafter`` reads float bits with BitCast, opset 26)."""
+
+
+def onnx_rule(*names: str, dynamic: Sequence[str] = (), min_opset: int = 18):
+    """Register ``f(ctx, eqn, ins)`` as the ONNX lowering of the named primitives.
+
+    ``dynamic``: parameters the rule reads through ``ctx.params``, so they may depend on a dynamic axis;
+    ``min_opset``: the first opset the lowering works in.
+    """
 
     def deco(f):
         for n in names:
             ONNX_RULES[n] = f
             DYNAMIC_PARAMS[n] = frozenset(dynamic)
+            if min_opset > 18:
+                MIN_OPSET[n] = min_opset
         return f
 
     return deco
@@ -375,6 +385,12 @@ class Lowering:
                 + (f": {why}" if why else "")
                 + ". Compute it outside the exported function and pass the result in as an input, or register a "
                 f"lowering with @fl.onnx.onnx_rule({name!r}) (the rules are in funclib/transforms/onnx/_rules.py)."
+            )
+        need = MIN_OPSET.get(name, 18)
+        if self.opset < need:
+            raise ExportError(
+                f"fl.onnx.export: primitive '{name}'{where(eqn)} needs opset {need} or later (it is exported with "
+                f"opset {self.opset}); pass opset={need}"
             )
         changed = self.sym.params.get(id(eqn))
         if changed:

@@ -150,11 +150,20 @@ def _not(ctx, eqn, ins):
 def _trunc(ctx, eqn, ins, d):
     (x,) = ins
     neg = ctx.math("Less", [x, _zero(ctx, d)], d, out="keep")
-    return [ctx.node("Where", [neg, ctx.math("Ceil", [x], d), ctx.math("Floor", [x], d)])]
+    r = ctx.node("Where", [neg, ctx.math("Ceil", [x], d), ctx.math("Floor", [x], d)])
+    return [_signed(ctx, r, _signbit(ctx, x, d), d)]
+
+
+_BITS = {np.dtype(np.float64): np.int64, np.dtype(np.float32): np.int32, np.dtype(np.float16): np.int16}
 
 
 def _signbit(ctx, x, d):
-    """x < 0, or x is -0.0 (1 / -0.0 is -inf). A NaN's sign is invisible to arithmetic: NaN gives False."""
+    """The sign bit: read with BitCast from opset 26; before, x < 0 or x is -0.0 (1 / -0.0 is -inf), where a
+    NaN's sign is invisible (NaN gives False)."""
+    d = np.dtype(d)
+    if ctx.opset >= 26 and d in _BITS:
+        bits = ctx.node("BitCast", [x], to=elem_type(_BITS[d]))
+        return ctx.node("Less", [bits, ctx.scalar(0, _BITS[d])])
     z = _zero(ctx, d)
     neg = ctx.math("Less", [x, z], d, out="keep")
     negzero = ctx.node(
@@ -165,6 +174,13 @@ def _signbit(ctx, x, d):
         ],
     )
     return ctx.node("Or", [neg, negzero])
+
+
+def _signed(ctx, r, neg, d):
+    """``|r|`` with the sign ``neg`` (True: negative), by an exact multiplication. ONNX Runtime's Where may turn
+    a selected -0.0 into +0.0 (and its optimizer removes ``x + 0``), so rules whose zeros carry a sign (trunc,
+    copysign, rem, ...) set the sign of every result, which they know, at the end."""
+    return ctx.node("Mul", [ctx.node("Abs", [r]), ctx.node("Where", [neg, ctx.scalar(-1, d), ctx.scalar(1, d)])])
 
 
 @onnx_rule("signbit")
@@ -187,7 +203,7 @@ def _log1p(ctx, eqn, ins, d):
     y = ctx.node("Where", [small, x, y])
     # where 1 + x is infinite the ratio is inf / inf; log(u) is the answer there
     big = ctx.math("IsInf", [u], d, out="keep")
-    return [ctx.node("Where", [big, ctx.math("Log", [u], d), y])]
+    return [_signed(ctx, ctx.node("Where", [big, ctx.math("Log", [u], d), y]), _signbit(ctx, x, d), d)]
 
 
 @onnx_rule("expm1")
@@ -207,7 +223,7 @@ def _expm1(ctx, eqn, ins, d):
     edge = ctx.node(
         "Or", [ctx.math("Equal", [um1, ctx.scalar(-1, d)], d, out="keep"), ctx.math("IsInf", [u], d, out="keep")]
     )
-    return [ctx.node("Where", [edge, um1, y])]
+    return [_signed(ctx, ctx.node("Where", [edge, um1, y]), _signbit(ctx, x, d), d)]
 
 
 @onnx_rule("cbrt")
@@ -215,7 +231,7 @@ def _expm1(ctx, eqn, ins, d):
 def _cbrt(ctx, eqn, ins, d):
     (x,) = ins
     mag = ctx.math("Pow", [ctx.math("Abs", [x], d), ctx.scalar(1 / 3, d)], d)
-    return [ctx.node("Where", [_signbit(ctx, x, d), ctx.math("Neg", [mag], d), mag])]
+    return [ctx.node("Mul", [mag, ctx.node("Where", [_signbit(ctx, x, d), ctx.scalar(-1, d), ctx.scalar(1, d)])])]
 
 
 @onnx_rule("integer_pow")
@@ -383,8 +399,7 @@ def _rem(ctx, eqn, ins, d):
     nonzero = ctx.node("Not", [ctx.math("Equal", [m, z], d, out="keep")])
     fix = ctx.node("And", [nonzero, ctx.node("Xor", [m_neg, y_neg])])
     m = ctx.node("Where", [fix, ctx.math("Add", [m, y], d), m])
-    signed_zero = ctx.node("Where", [y_neg, ctx.scalar(-0.0, d), z])
-    return [ctx.node("Where", [nonzero, m, signed_zero])]
+    return [_signed(ctx, m, y_neg, d)]
 
 
 @onnx_rule("floor_divide")
@@ -419,13 +434,14 @@ def _floor_divide(ctx, eqn, ins, d):
     fl = ctx.math("Floor", [div], d)
     up = ctx.math("Greater", [ctx.math("Sub", [div, fl], d), ctx.scalar(0.5, d)], d, out="keep")
     fl = ctx.node("Where", [up, ctx.math("Add", [fl, ctx.scalar(1, d)], d), fl])
-    # a zero quotient takes the sign of x / y
     q = ctx.math("Div", [x, y], d)
-    fl = ctx.node("Where", [ctx.math("Equal", [div, z], d, out="keep"), ctx.math("Mul", [z, q], d), fl])
+    fl = ctx.node("Where", [ctx.math("Equal", [div, z], d, out="keep"), z, fl])
     # y == 0: x / y (inf or nan); exactly one infinite operand: floor(x / y) is x / y (the Array API)
     y0 = ctx.math("Equal", [y, z], d, out="keep")
     one_inf = ctx.node("Xor", [ctx.math("IsInf", [x], d, out="keep"), ctx.math("IsInf", [y], d, out="keep")])
-    return [ctx.node("Where", [ctx.node("Or", [y0, one_inf]), q, fl])]
+    r = ctx.node("Where", [ctx.node("Or", [y0, one_inf]), q, fl])
+    # a zero quotient takes the sign of x / y
+    return [_signed(ctx, r, _signbit(ctx, q, d), d)]
 
 
 @onnx_rule("atan2")
@@ -453,6 +469,8 @@ def _atan2(ctx, eqn, ins, d):
     q = ctx.node("Where", [x_neg, ctx.scalar(3 * np.pi / 4, d), ctx.scalar(np.pi / 4, d)])
     q = ctx.node("Where", [y_neg, ctx.math("Neg", [q], d), q])
     r = ctx.node("Where", [both_inf, q, r])
+    # the result has y's sign, zeros included (Where drops the sign of a zero)
+    r = ctx.node("Mul", [ctx.math("Abs", [r], d), ctx.node("Where", [y_neg, ctx.scalar(-1, d), ctx.scalar(1, d)])])
     nan = ctx.node("Or", [ctx.math("IsNaN", [x], d, out="keep"), ctx.math("IsNaN", [y], d, out="keep")])
     return [ctx.node("Where", [nan, ctx.math("Add", [x, y], d), r])]
 
@@ -462,7 +480,30 @@ def _atan2(ctx, eqn, ins, d):
 def _copysign(ctx, eqn, ins, d):
     x, y = ins
     mag = ctx.math("Abs", [x], d)
-    return [ctx.node("Where", [_signbit(ctx, y, d), ctx.math("Neg", [mag], d), mag])]
+    return [ctx.node("Mul", [mag, ctx.node("Where", [_signbit(ctx, y, d), ctx.scalar(-1, d), ctx.scalar(1, d)])])]
+
+
+@onnx_rule("nextafter", min_opset=26)
+@_computed()
+def _nextafter(ctx, eqn, ins, d):
+    # the adjacent float is one step of the bit pattern, read as an integer, toward y
+    x, y = ins
+    d = np.dtype(d)
+    if d not in _BITS:
+        raise ExportError(f"fl.onnx.export: nextafter{where(eqn)} on {d.name} is not supported; use float32 or float64")
+    it = np.dtype(_BITS[d])
+    bits = ctx.node("BitCast", [x], to=elem_type(it))
+    up = ctx.node("Equal", [ctx.node("Less", [x, y]), ctx.node("Greater", [x, _zero(ctx, d)])])
+    one = ctx.scalar(1, it)
+    out = ctx.node("Where", [up, ctx.node("Add", [bits, one]), ctx.node("Sub", [bits, one])])
+    # selections on the bits, since a float Where drops the sign of zero: from zero, the smallest subnormal with
+    # y's sign; equal operands give y; a NaN gives NaN
+    tiny = ctx.node("Where", [_signbit(ctx, y, d), ctx.scalar(np.iinfo(it).min + 1, it), one])
+    out = ctx.node("Where", [ctx.node("Equal", [x, _zero(ctx, d)]), tiny, out])
+    out = ctx.node("Where", [ctx.node("Equal", [x, y]), ctx.node("BitCast", [y], to=elem_type(it)), out])
+    nan = ctx.node("Or", [ctx.node("IsNaN", [x]), ctx.node("IsNaN", [y])])
+    out = ctx.node("Where", [nan, ctx.node("BitCast", [ctx.node("Add", [x, y])], to=elem_type(it)), out])
+    return [ctx.node("BitCast", [out], to=elem_type(d))]
 
 
 @onnx_rule("safe_mul")
@@ -473,7 +514,9 @@ def _safe_mul(ctx, eqn, ins, d):
     z = _zero(ctx, d)
     bad = ctx.node("Or", [ctx.math("IsNaN", [m], d, out="keep"), ctx.math("IsInf", [m], d, out="keep")])
     zero = ctx.node("Or", [ctx.math("Equal", [x, z], d, out="keep"), ctx.math("Equal", [y, z], d, out="keep")])
-    return [ctx.node("Where", [ctx.node("And", [bad, zero]), z, m])]
+    repl = ctx.node("And", [bad, zero])
+    r = ctx.node("Where", [repl, z, m])
+    return [_signed(ctx, r, ctx.node("And", [ctx.node("Not", [repl]), _signbit(ctx, m, d)]), d)]
 
 
 @onnx_rule("safe_div")
@@ -483,7 +526,8 @@ def _safe_div(ctx, eqn, ins, d):
     z = _zero(ctx, d)
     x0 = ctx.math("Equal", [x, z], d, out="keep")
     q = ctx.math("Div", [x, ctx.node("Where", [x0, ctx.scalar(1, d), y])], d)
-    return [ctx.node("Where", [x0, z, q])]
+    r = ctx.node("Where", [x0, z, q])
+    return [_signed(ctx, r, ctx.node("And", [ctx.node("Not", [x0]), _signbit(ctx, q, d)]), d)]
 
 
 def _shift(ctx, eqn, ins, left: bool):
@@ -544,7 +588,8 @@ def _reduce_rule(op, kind):
             # NumPy propagates NaN through max/min reductions; ONNX Runtime's ReduceMax may skip it
             isnan = ctx.cast(ctx.node("IsNaN", [ins[0]]), np.int32)
             has_nan = ctx.cast(ctx.node("ReduceMax", [isnan, ctx.i64(axes)], keepdims=0), D.bool_)
-            y = ctx.node("Where", [has_nan, ctx.scalar(np.nan, d), y])
+            # y - 0.0 keeps a -0.0 maximum, which a Where would turn into +0.0
+            y = ctx.node("Sub", [y, ctx.node("Where", [has_nan, ctx.scalar(np.nan, d), _zero(ctx, d)])])
         return [y]
 
     return rule
@@ -1064,7 +1109,6 @@ NOT_EXPORTABLE.update(
         "random_gamma_grad": "it only appears in gradients of random_gamma samples; " + _RANDOM,
         "random_poisson": _RANDOM,
         "random_truncated_normal": _RANDOM,
-        "nextafter": "it steps to the adjacent float through the bit pattern, and ONNX has no bit cast",
         "polygamma": "ONNX has no polygamma operator, and its series composition is not written yet",
         "erf_inv": "ONNX has no inverse error function, and a composition matching funclib's is not written yet",
     }
