@@ -557,6 +557,8 @@ onnx_rule("shift_right")(lambda ctx, eqn, ins: _shift(ctx, eqn, ins, False))
 
 @onnx_rule("select")
 def _select(ctx, eqn, ins):
+    # onnxruntime's Where may return +0.0 for a selected -0.0 (equal values; rules whose zeros carry a sign by
+    # definition set it themselves, see _signed)
     return [ctx.where(*ins, _dt(eqn.inputs[1]))]
 
 
