@@ -561,6 +561,26 @@ def test_sizes_derived_from_a_dynamic_batch_are_computed_in_the_graph():
     _check_dynamic(f, [x], {"x": {0: "b", 1: "t"}}, [[_rand(4, 3, 3, seed=1)], [_rand(3, 7, 3, seed=2)]])
 
 
+def test_causal_attention_with_a_dynamic_sequence_length():
+    import funclib.nn.functional as F
+
+    def f(q):
+        # the causal mask is a NumPy triangle built at trace time, with the sequence length in its shape
+        return F.scaled_dot_product_attention(q, q, q, is_causal=True)
+
+    q = _rand(2, 3, 6, 8)
+    _check_dynamic(f, [q], [{0: "b", 2: "t"}], [[_rand(1 + 2, 3, 9, 8, seed=1)], [_rand(4, 3, 2, 8, seed=2)]])
+
+
+def test_a_dynamic_constant_without_a_pattern_is_refused():
+    def f(x):
+        noise = np.random.default_rng(0).standard_normal(x.shape).astype(np.float32)
+        return x + fl.asarray(noise)
+
+    with pytest.raises(ExportError, match=r"constant of shape \(2, 3\).*neither filled"):
+        fl.onnx.export(f, (fl.ones((2, 3)),), None, dynamic_axes={"x": [0]})
+
+
 def test_scan_over_a_dynamic_axis():
     def f(xs):
         return fl.scan(lambda c, x: (c + x, c * x), fl.zeros_like(xs[0]), xs)

@@ -147,8 +147,9 @@ def _same(a, b) -> bool:
 
 @dataclass
 class ConstInfo:
-    """A constant whose shape depends on a dynamic axis: ``kind`` is ``"fill"`` (every element ``value``) or
-    ``"iota"`` (``arange`` along ``axis``, broadcast)."""
+    """A constant whose shape depends on a dynamic axis: ``kind`` is ``"fill"`` (every element ``value``),
+    ``"iota"`` (``arange`` along ``axis``, broadcast) or ``"tri"`` (a matrix holding ``value[0]`` where
+    ``col - row <= axis`` and ``value[1]`` elsewhere: causal masks, ``tril``/``triu`` of ones)."""
 
     kind: str
     shape: tuple
@@ -271,6 +272,39 @@ def _var(sym, vs, points, names, ctx):
     sym.var_shape[vs[0]] = dims
 
 
+def _arange_along(v, axis):
+    return np.broadcast_to(
+        np.arange(v.shape[axis], dtype=v.dtype).reshape([-1 if i == axis else 1 for i in range(v.ndim)]), v.shape
+    )
+
+
+def _triangle(vals: list[np.ndarray]):
+    """``(k, (a, b))`` when every value is a matrix of ``a`` where ``col - row <= k`` and ``b`` elsewhere, with
+    one ``k`` for all sizes; else None."""
+    if vals[0].ndim != 2:
+        return None
+    found = None
+    for v in vals:
+        uniq = np.unique(v)
+        if uniq.size != 2:
+            return None
+        diff = np.arange(v.shape[1])[None, :] - np.arange(v.shape[0])[:, None]
+        match = None
+        for a, b in ((uniq[0], uniq[1]), (uniq[1], uniq[0])):
+            for k in range(-v.shape[0], v.shape[1] + 1):
+                if np.array_equal(v, np.where(diff <= k, a, b)):
+                    match = (k, (a, b))
+                    break
+            if match:
+                break
+        if match is None or (
+            found is not None and (match[0] != found[0] or not all(_same(p, q) for p, q in zip(match[1], found[1])))
+        ):
+            return None
+        found = match
+    return found
+
+
 def _const_info(vals: list[np.ndarray], shape: tuple, ctx: str) -> ConstInfo:
     v0 = vals[0]
     flat = [v.reshape(-1) for v in vals]
@@ -278,20 +312,15 @@ def _const_info(vals: list[np.ndarray], shape: tuple, ctx: str) -> ConstInfo:
         _same(f[0], flat[0][0]) for f in flat
     ):
         return ConstInfo("fill", shape, flat[0][0])
-    for axis in range(v0.ndim):
-        if all(
-            np.array_equal(
-                v,
-                np.broadcast_to(
-                    np.arange(v.shape[axis], dtype=v.dtype).reshape([-1 if i == axis else 1 for i in range(v.ndim)]),
-                    v.shape,
-                ),
-            )
-            for v in vals
-        ):
-            return ConstInfo("iota", shape, None, axis)
+    if v0.dtype != np.bool_:
+        for axis in range(v0.ndim):
+            if all(np.array_equal(v, _arange_along(v, axis)) for v in vals):
+                return ConstInfo("iota", shape, None, axis)
+    tri = _triangle(vals)
+    if tri is not None:
+        return ConstInfo("tri", shape, tri[1], tri[0])
     raise ExportError(
         f"a constant of shape {v0.shape} created while tracing {ctx} depends on the size of a dynamic axis and is "
-        "neither filled with one value nor an arange; build it with traced operations from the input (e.g. "
-        "fl.zeros_like, fl.broadcast_to of an input-derived value), or export with a static size"
+        "neither filled with one value, an arange nor a triangle; build it with traced operations from the "
+        "input (e.g. fl.zeros_like, fl.broadcast_to of an input-derived value), or export with a static size"
     )

@@ -345,12 +345,32 @@ class Lowering:
         if info.kind == "fill":
             scalar = self.const(np.asarray(info.value, arr.dtype).reshape(1))
             return self.node("Expand", [scalar, shape], graph=self.main)
-        n = self.node("Reshape", [self.dim(info.shape[info.axis]), self.i64([])], graph=self.main)
-        r = self.node("Range", [self.const(np.int64(0)), n, self.const(np.int64(1))], graph=self.main)
-        r = self.node("Cast", [r], to=elem_type(arr.dtype), graph=self.main)
+        if info.kind == "tri":
+            rows, cols = (self._range(n) for n in info.shape)
+            diff = self.node(
+                "Sub",
+                [
+                    self.node("Unsqueeze", [cols, self.i64([0])], graph=self.main),
+                    self.node("Unsqueeze", [rows, self.i64([1])], graph=self.main),
+                ],
+                graph=self.main,
+            )
+            inside = self.node("LessOrEqual", [diff, self.const(np.int64(info.axis))], graph=self.main)
+            a, b = (self.const(np.asarray(v, arr.dtype)) for v in info.value)
+            prev, self.cur = self.cur, self.main
+            try:
+                return self.where(inside, a, b, arr.dtype)
+            finally:
+                self.cur = prev
+        r = self.node("Cast", [self._range(info.shape[info.axis])], to=elem_type(arr.dtype), graph=self.main)
         rank = len(info.shape)
         r = self.node("Reshape", [r, self.i64([-1 if i == info.axis else 1 for i in range(rank)])], graph=self.main)
         return self.node("Expand", [r, shape], graph=self.main)
+
+    def _range(self, n) -> str:
+        """int64 ``arange(n)`` in the main graph."""
+        size = self.node("Reshape", [self.dim(n), self.i64([])], graph=self.main)
+        return self.node("Range", [self.const(np.int64(0)), size, self.const(np.int64(1))], graph=self.main)
 
     # --- jaxprs ------------------------------------------------------------------------------------------------
     def lower_jaxpr(self, jaxpr: Jaxpr, consts: list, args: Sequence[str]) -> list[str]:
