@@ -365,6 +365,74 @@ def _erf_inv(ctx, eqn, ins):
     return [ctx.cast(y, d)]
 
 
+@onnx_rule("polygamma")
+def _polygamma(ctx, eqn, ins):
+    # in float64, as funclib: psi^(n)(x) = (-1)^(n+1) n! zeta(n + 1, x) (digamma for n = 0: its asymptotic series),
+    # with x moved up by a fixed number of recurrence steps to where the series reaches 1e-17, and the reflection
+    # formula for x <= 0
+    from funclib.kernels import special
+
+    n = int(eqn.params["n"])
+    d = _dt(eqn.inputs[0])
+    f8 = np.dtype(np.float64)
+    x = ins[0] if d == f8 else ctx.cast(ins[0], f8)
+
+    def c(v):
+        return ctx.scalar(float(v), f8)
+
+    def op(name, *args):
+        return ctx.node(name, list(args))
+
+    positive = op("Greater", x, c(0.0))
+    z = op("Where", positive, x, op("Sub", c(1.0), x))
+    steps = int(math.ceil(special._PSI_SHIFT if n == 0 else special._shift_threshold(n)))
+    s = n + 1
+    shifted = None
+    for k in range(steps):
+        t = op("Add", z, c(k)) if k else z
+        term = op("Reciprocal", t) if n == 0 else op("Pow", t, c(-s))
+        shifted = term if shifted is None else op("Add", shifted, term)
+    y = op("Add", z, c(steps))
+    inv_y2 = op("Reciprocal", op("Mul", y, y))
+    if n == 0:
+        series = c(special._PSI_ASYMPTOTIC[-1])
+        for coef in reversed(special._PSI_ASYMPTOTIC[:-1]):
+            series = op("Add", op("Mul", series, inv_y2), c(coef))
+        psi_y = op("Sub", op("Sub", op("Log", y), op("Div", c(0.5), y)), op("Mul", series, inv_y2))
+        p = op("Sub", psi_y, shifted)
+    else:
+        # zeta(s, y) = y^(1-s)/(s-1) + y^-s/2 + sum_j B_2j/(2j)! (s)_(2j-1) y^(1-s-2j)
+        y_s = op("Pow", y, c(-s))
+        zeta = op("Add", op("Mul", op("Mul", y_s, y), c(1.0 / (s - 1))), op("Mul", y_s, c(0.5)))
+        tail = None
+        for j in range(special._EM_TERMS, 0, -1):
+            rising = math.prod(range(s, s + 2 * j - 1))
+            coef = c(special._EM_COEF[j - 1] * rising)
+            tail = coef if tail is None else op("Add", op("Mul", tail, inv_y2), coef)
+        zeta = op("Add", zeta, op("Mul", op("Div", y_s, y), tail))
+        p = op("Mul", op("Add", zeta, shifted), c((-1) ** (n + 1) * math.factorial(n)))
+    # reflection: psi^(n)(x) = (-1)^n psi^(n)(1 - x) - pi^(n+1) T_n(cot(pi x)); x - round(x) is exact
+    frac = op("Mul", c(np.pi), op("Sub", x, op("Round", x)))
+    cot = op("Div", op("Cos", frac), op("Sin", frac))
+    poly = None
+    for coef in reversed(special._cot_derivative(n)):
+        poly = c(coef) if poly is None else op("Add", op("Mul", poly, cot), c(coef))
+    reflected = op("Sub", op("Mul", p, c((-1) ** n)), op("Mul", poly, c(np.pi ** (n + 1))))
+    r = op("Where", positive, p, reflected)
+    # poles: +inf for odd n; for even n NaN, except at a signed zero, which picks its side
+    pole = op("And", op("LessOrEqual", x, c(0.0)), op("Equal", op("Floor", x), x))
+    if n % 2:
+        at_pole = op("Where", ctx.node("IsInf", [x]), c(np.nan), c(np.inf))
+    else:
+        zero_side = op("Where", _signbit(ctx, x, f8), c(np.inf), c(-np.inf))
+        at_pole = op("Where", op("Equal", x, c(0.0)), zero_side, c(np.nan))
+    r = op("Where", pole, at_pole, r)
+    # +inf: digamma grows without bound, the others vanish (a zero of sign (-1)^(n+1); Where may drop a -0.0)
+    at_inf = c(np.inf) if n == 0 else c((-1) ** (n + 1) * 0.0)
+    r = op("Where", ctx.node("IsInf", [x], detect_negative=0), at_inf, r)
+    return [r if d == f8 else ctx.cast(r, d)]
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Elementwise binary
 
@@ -1169,7 +1237,6 @@ NOT_EXPORTABLE.update(
         "random_gamma_grad": "it only appears in gradients of random_gamma samples; " + _RANDOM,
         "random_poisson": _RANDOM,
         "random_truncated_normal": _RANDOM,
-        "polygamma": "ONNX has no polygamma operator, and its series composition is not written yet",
     }
 )
 
