@@ -107,16 +107,12 @@ def _export(module, f_or_module, args, path, dynamic_axes, opset, input_names, o
     if len(set(names) | set(param_names)) != len(names) + len(param_names):
         raise ValueError(f"fl.onnx.export: input names must be unique and differ from parameter names: {names}")
     axes = _parse_dynamic_axes(dynamic_axes, names, leaves)
-    out_tree_box: list = []
 
     def flat(*xs):
         p, a = xs[: len(params)], xs[len(params) :]
         call_args = tree_util.unflatten(arg_tree, list(a))
         target = tree_util.unflatten(mtree, list(p)) if module is not None else fn
-        out = target(*call_args)
-        o, t = tree_util.flatten(out)
-        out_tree_box[:] = [t]
-        return [as_tensor_leaf(v, "fl.onnx.export output") for v in o]
+        return [as_tensor_leaf(v, "fl.onnx.export output") for v in tree_util.leaves(target(*call_args))]
 
     symbols = sorted({s for d in axes.values() for s in d.values()})
     sizes = {}

@@ -98,7 +98,6 @@ class _Graph:
         self.nodes: list = []
         self.inputs: list = []
         self.outputs: list = []
-        self.literals: dict = {}
 
 
 class Lowering:
