@@ -412,6 +412,14 @@ def test_lgamma_at_special_values():
         np.testing.assert_allclose(got, want, rtol=1e-12 if dtype == np.float64 else RTOL, atol=1e-12, equal_nan=True)
 
 
+def test_importing_funclib_does_not_import_onnx():
+    import subprocess
+    import sys
+
+    code = "import funclib, sys; assert 'onnx' not in sys.modules and 'onnxruntime' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
 def test_missing_onnx_names_the_extra(monkeypatch):
     import builtins
 
