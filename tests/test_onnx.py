@@ -403,6 +403,22 @@ def test_polygamma_over_the_real_line(n):
         np.testing.assert_allclose(got, want, rtol=tol, atol=tol, equal_nan=True, err_msg=f"n={n} {dtype.__name__}")
 
 
+@pytest.mark.parametrize("name", ["scatter_max", "scatter_min", "scatter_mul", "scatter_add"])
+def test_scatter_combinations_with_repeats_and_nan(name):
+    # repeated indices combine every update, and a NaN anywhere in the combination gives NaN, as np.maximum.at
+    x = np.array([[1.0, 2.0], [np.nan, 0.5], [3.0, -1.0], [-0.5, 2.0]], np.float32)
+    idx = np.array([[0], [0], [1], [2], [3], [2]])
+    upd = np.array([[np.nan, 1.0], [5.0, -2.0], [2.0, 2.0], [4.0, 0.0], [0.0, 9.0], [-7.0, 3.0]], np.float32)
+
+    def f(x, idx, upd):
+        return PRIMITIVES[name].bind(x, idx, upd, axes=(0,))
+
+    proto = fl.onnx.export(f, (fl.asarray(x), fl.asarray(idx), fl.asarray(upd)), None)
+    (got,) = _run(proto, {"x": x, "idx": idx, "upd": upd})
+    with np.errstate(invalid="ignore"):
+        _compare(got, f(fl.asarray(x), fl.asarray(idx), fl.asarray(upd)).numpy(), name)
+
+
 def test_lgamma_at_special_values():
     x = np.array([0.0, -0.0, -1.0, -2.5, 0.5, 1.0, 2.0, 1e-30, -1e-30, 3.7, 1e10, -7.25, np.inf, -np.inf, np.nan])
     for dtype in (np.float64, np.float32):

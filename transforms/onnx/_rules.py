@@ -1058,6 +1058,36 @@ def _scatter(ctx, eqn, ins):
     return [y]
 
 
+@onnx_rule("scatter_mul", "scatter_max", "scatter_min")
+def _scatter_combine(ctx, eqn, ins):
+    x, idx, upd = ins
+    mode = eqn.prim.name.split("_")[1]
+    axes = tuple(int(a) for a in eqn.params["axes"])
+    xt, perm = _front(ctx, x, axes, eqn.inputs[0].aval.ndim)
+    idx = _indices(ctx, idx, _dt(eqn.inputs[1]))
+    d = _dt(eqn.inputs[0])
+    if d == D.uint64 and mode != "mul":
+        y = ctx.unflip_u64(ctx.node("ScatterND", [ctx.flip_u64(xt), idx, ctx.flip_u64(upd)], reduction=mode))
+    else:
+        wide = compute_dtype(d, "wrap" if mode == "mul" else "order")
+        xw, uw = (ctx.cast(xt, wide), ctx.cast(upd, wide)) if wide != d else (xt, upd)
+        y = ctx.node("ScatterND", [xw, idx, uw], reduction=mode)
+        if _is_float(wide) and mode != "mul":
+            # NumPy's maximum.at propagates NaN, onnxruntime's max/min reductions skip it: mark where one landed
+            f4 = np.dtype(np.float32)
+            marks = ctx.node(
+                "ScatterND",
+                [ctx.cast(ctx.node("IsNaN", [xw]), f4), idx, ctx.cast(ctx.node("IsNaN", [uw]), f4)],
+                reduction="max",
+            )
+            hit = ctx.node("Greater", [marks, ctx.scalar(0, f4)])
+            y = ctx.node("Sub", [y, ctx.node("Where", [hit, ctx.scalar(np.nan, wide), ctx.scalar(0, wide)])])
+        y = ctx.cast(y, d) if wide != d else y
+    if perm is not None:
+        y = ctx.node("Transpose", [y], perm=[int(i) for i in np.argsort(perm)])
+    return [y]
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Convolution patches (im2col) and their adjoint, as strided slices and pads; a convolution's product is matched
 # to Conv in dot_general
@@ -1223,6 +1253,7 @@ NOT_EXPORTABLE.update(
         "qr": _LINALG,
         "svd": _LINALG,
         "triangular_solve": _LINALG,
+        "eig": _LINALG + "; " + _COMPLEX,
         "psum": _COLLECTIVE,
         "pmax": _COLLECTIVE,
         "pmin": _COLLECTIVE,
