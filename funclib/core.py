@@ -113,6 +113,11 @@ class Trace:
     def process(self, prim: Primitive, args, params):
         raise NotImplementedError
 
+    @property
+    def record_source(self) -> bool:
+        """Whether jaxpr traces started beneath record each equation's source line (see ``JaxprTrace``)."""
+        return self.parent is not None and self.parent.record_source
+
     def concretize(self, tracer: Tracer, what: str):
         raise ConcretizationError(
             f"Cannot convert a traced {tracer.aval.str_short()} to {what} inside {self.name}. "
