@@ -325,9 +325,10 @@ class _ShardedUnit(Module):
             a, kw = fl.tree.unflatten(treedef, full)
             return self._run(shard, key, a, kw)
 
+        tensors = [leaves[i] for i in dynamic]
         if key is None:
-            return fl.checkpoint(lambda shard, *ts: run(shard, None, *ts))(self.flat_param, *[leaves[i] for i in dynamic])
-        return fl.checkpoint(run)(self.flat_param, key, *[leaves[i] for i in dynamic])
+            return fl.checkpoint(lambda shard, *ts: run(shard, None, *ts))(self.flat_param, *tensors)
+        return fl.checkpoint(run)(self.flat_param, key, *tensors)
 
 
 class FullyShardedDataParallel(Module):

@@ -85,7 +85,9 @@ class ZeroRedundancyOptimizer:
     def __init__(self, params, optimizer_class: type, *, axis_name: Any = "data", **defaults):
         where = "ZeroRedundancyOptimizer"
         if not (isinstance(optimizer_class, type) and issubclass(optimizer_class, Optimizer)):
-            raise TypeError(f"{where}: optimizer_class must be a funclib.optim optimizer class, got {optimizer_class!r}")
+            raise TypeError(
+                f"{where}: optimizer_class must be a funclib.optim optimizer class, got {optimizer_class!r}"
+            )
         if issubclass(optimizer_class, LBFGS):
             raise TypeError(
                 f"{where}: LBFGS needs whole gradients (line search, curvature pairs), so its state cannot be split "
@@ -176,7 +178,7 @@ class ZeroRedundancyOptimizer:
                 new[name] = fl.reshape(flat[off : off + k], shape)
                 off += k
         where: dict = {}
-        for mp, m in model.named_modules(remove_duplicate=False):
+        for _, m in model.named_modules(remove_duplicate=False):
             for n, v in m._parameters.items():
                 if v is not None:
                     where.setdefault(id(v), []).append((m, n))
