@@ -32,9 +32,10 @@ from funclib.core import Tensor
 from funclib.distributed import DistributedSampler, broadcast, process_axis
 from funclib.primitives.collectives import all_gather_p, psum_p, psum_scatter_p
 
-from .module import Module, Parameter, _rng_state, _trainable_locations, next_key, rng
+from .layers import _BatchNorm
+from .module import Module, Parameter, _rng_state, _trainable_locations, next_key, rng, store_state
 
-__all__ = ["DistributedDataParallel", "DistributedSampler", "FullyShardedDataParallel"]
+__all__ = ["DistributedDataParallel", "DistributedSampler", "FullyShardedDataParallel", "SyncBatchNorm"]
 
 
 def _check_module(module, where: str) -> Module:
@@ -397,3 +398,73 @@ class FullyShardedDataParallel(Module):
 
         walk(self.module, "")
         return out
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Batch statistics over every rank's batch
+
+
+class SyncBatchNorm(_BatchNorm):
+    """Batch normalization whose training statistics are those of the global batch (every rank's share), as
+    PyTorch's ``SyncBatchNorm``: with it, N ranks compute what one process computes on the whole batch. Two
+    Allreduces per call (the mean, then the variance about it); their derivative is exact, since a ``psum``'s
+    transpose is a ``psum``. In eval mode, or on one rank, it is ``BatchNorm``. Every rank's batch must have the
+    same size.
+
+    Args: those of ``nn.BatchNorm2d``, and ``axis_name``, the process axis.
+
+    >>> model = nn.parallel.SyncBatchNorm.convert_sync_batchnorm(nn.Sequential(nn.Conv2d(1, 4, 3), nn.BatchNorm2d(4)))
+    """
+
+    _ndims = (2, 3, 4, 5)
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1, affine: bool = True,
+                 track_running_stats: bool = True, device=None, dtype=None, *, axis_name: Any = "data"):
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype)
+        self.axis = process_axis(axis_name)
+
+    def forward(self, input):
+        if not self.training or self.axis.size == 1:
+            return super().forward(input)
+        if input.ndim not in self._ndims or input.shape[1] != self.num_features:
+            return super().forward(input)  # its shape errors
+        axes = (0,) + tuple(range(2, input.ndim))
+        total = math.prod(input.shape[i] for i in axes) * self.axis.size
+        (s,) = psum_p.bind(fl.sum(input, axis=axes, keepdims=True), axes=(self.axis,))
+        mean = s / total
+        xc = input - mean
+        (ss,) = psum_p.bind(fl.sum(xc * xc, axis=axes, keepdims=True), axes=(self.axis,))
+        var = ss / total
+        shape = (1, self.num_features) + (1,) * (input.ndim - 2)
+        scale = fl.rsqrt(var + self.eps)
+        if self.weight is not None:
+            scale = scale * fl.reshape(self.weight, shape)
+        y = xc * scale
+        if self.bias is not None:
+            y = y + fl.reshape(self.bias, shape)
+        if self.track_running_stats:
+            nbt = self.num_batches_tracked + 1.0
+            factor = self.momentum if self.momentum is not None else 1.0 / fl.astype(nbt, input.dtype)
+            bm = fl.reshape(mean, (self.num_features,))
+            bv = fl.reshape(var, (self.num_features,)) * (total / (total - 1))
+            rm, rv = self.running_mean, self.running_var
+            store_state(self, {"num_batches_tracked": nbt, "running_mean": rm + (bm - rm) * factor,
+                               "running_var": rv + (bv - rv) * factor})
+        return y
+
+    @classmethod
+    def convert_sync_batchnorm(cls, module: Module, axis_name: Any = "data") -> Module:
+        """``module`` with every ``BatchNorm1d/2d/3d`` replaced by a ``SyncBatchNorm`` holding the same parameters,
+        buffers and settings (the module itself if it is one)."""
+        if isinstance(module, _BatchNorm) and not isinstance(module, cls):
+            new = cls(module.num_features, module.eps, module.momentum, module.affine, module.track_running_stats,
+                      axis_name=axis_name)
+            for reg in ("_parameters", "_buffers"):
+                new.__dict__[reg].update(module.__dict__[reg])
+            new.__dict__["_frozen"] = module.__dict__["_frozen"]
+            new.training = module.training
+            return new
+        for name, child in module._modules.items():
+            if child is not None:
+                module._modules[name] = cls.convert_sync_batchnorm(child, axis_name)
+        return module
