@@ -26,7 +26,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import funclib.nn as nn  # noqa: E402
 import funclib.optim as optim  # noqa: E402
-import numpy as np  # noqa: E402
 from train_digits import load_data, loss_fn, make_cnn, make_predict  # noqa: E402
 
 import funclib as fl  # noqa: E402
