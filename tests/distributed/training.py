@@ -118,4 +118,21 @@ numel = sum(v.size for v in reference.values())
 zero_state = sum(v.size for s in zero_opt.state for v in s.values() if isinstance(v, fl.Tensor))
 assert zero_state <= 2 * (numel // n + 3), (zero_state, numel)
 assert sum(p.size for p in fsdp_model.parameters()) <= numel // n + 3
+
+# --- SyncBatchNorm: the statistics of the global batch, so DDP equals one process with BatchNorm too --------------
+def make_bn():
+    fl.manual_seed(r)
+    return nn.Sequential(nn.Linear(5, 8), nn.BatchNorm1d(8), nn.Tanh(), nn.Linear(8, 1)).double()
+
+
+sync = nn.parallel.DistributedDataParallel(nn.parallel.SyncBatchNorm.convert_sync_batchnorm(make_bn()))
+one = make_bn()
+one.load_state_dict(unwrapped(sync.state_dict()))
+_, want_bn = nn.value_and_grad(one, loss_fn)(one, fl.asarray(X), fl.asarray(Y))
+_, got_bn = fl.jit(lambda m, x, y: nn.value_and_grad(m, loss_fn)(m, x, y))(sync, *mine)
+close(unwrapped(named_grads(got_bn)), named_grads(want_bn), "SyncBatchNorm + DDP gradient")
+_, got_bn = nn.value_and_grad(sync, loss_fn)(sync, *mine)
+close(unwrapped(named_grads(got_bn)), named_grads(want_bn), "SyncBatchNorm + DDP gradient, eager")
+stats = {k: v for k, v in unwrapped(sync.state_dict()).items() if "running" in k}
+close(stats, {k: v for k, v in one.state_dict().items() if "running" in k}, "SyncBatchNorm running statistics")
 print(f"rank {r}: training ok")
