@@ -279,6 +279,8 @@ class Jitted:
         except (TypeError, ValueError):
             self._sig = None
         functools.update_wrapper(self, fun)
+        if not hasattr(self, "__name__"):  # a callable object (a Module, a functools.partial) has no __name__
+            self.__name__ = self.__qualname__ = type(fun).__name__
 
     # --- signature ----------------------------------------------------------------------------------------------
     def _arg_name(self, i):
