@@ -315,6 +315,7 @@ class Tensor:
 
     __slots__ = ("_value", "__weakref__")
     __array_priority__ = 100
+    weak_type = False  # True only for a traced Python scalar (see ``is_weak``)
 
     def __init__(self, data, dtype=None):
         from .ops.creation import asarray
@@ -461,6 +462,18 @@ class Tensor:
 
 def _from_numpy(a):
     return _wrap(a)
+
+
+def is_weak(x) -> bool:
+    """Whether ``x`` is a Python scalar traced by ``jit``: weakly typed and held at full precision (float64,
+    int64, complex128 or bool) until it meets a dtype, as the Python scalar would be eagerly."""
+    return getattr(x, "weak_type", False) is True
+
+
+def strengthen(x):
+    """``x``, or for a weak value the Tensor its Python scalar becomes on its own (``fl.asarray(0.1)``: the default
+    dtype of its kind), for every use other than arithmetic with Python operators."""
+    return x._trace.strengthen(x) if is_weak(x) else x
 
 
 class Tracer(Tensor):

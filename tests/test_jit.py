@@ -236,6 +236,83 @@ def test_jit_of_callables_without_a_name():
         assert type(fn).__name__ in repr(jf)
 
 
+def test_a_python_float_argument_keeps_full_precision():
+    x = fl.ones(1, dtype=fl.float64)
+    assert fl.jit(lambda x, s: x * s)(x, 0.1).numpy()[0] == 0.1  # was rounded to float32: 0.10000000149
+
+
+def _same(eager, jitted):
+    if not isinstance(eager, fl.Tensor):  # a Python scalar eagerly: a Python scalar of the same type jitted
+        return type(jitted) is type(eager) and jitted == eager
+    return eager.dtype == jitted.dtype and np.array_equal(eager.numpy(), jitted.numpy())
+
+
+_WEAK_CASES = [
+    ("f64 * float", lambda x, s: x * s, fl.float64, 0.1),
+    ("float * f64", lambda x, s: s * x, fl.float64, 0.1),
+    ("f32 * float stays f32", lambda x, s: x * s, fl.float32, 0.1),
+    ("f16 * float stays f16", lambda x, s: x * s, fl.float16, 0.1),
+    ("scalar arithmetic stays weak", lambda x, s: x * (s * 3 - s / 7 + s**2 - abs(-s)), fl.float64, 0.1),
+    ("f32 with scalar arithmetic", lambda x, s: x * (1 - s) ** 3, fl.float32, 0.1),
+    ("int ** into f64", lambda x, k: x * 0.99**k, fl.float64, 7),
+    ("int into f32", lambda x, k: x * 0.99**k, fl.float32, 7),
+    ("int32 * int stays int32", lambda x, k: x * k + k // 2, fl.int32, 3),
+    ("int32 * float is the default float", lambda x, s: x * s, fl.int32, 3.5),
+    ("int8 + int", lambda x, k: x + k, fl.int8, 5),
+    ("f32 * complex is complex64", lambda x, s: x * s, fl.float32, 0.1 + 1j),
+    ("f64 * complex is complex128", lambda x, s: x * s, fl.float64, 0.1 + 1j),
+    ("f32 * bool stays f32", lambda x, b: x * b, fl.float32, True),
+    ("bool & bool", lambda x, b: x & b, fl.bool, True),
+    ("where", lambda x, s: fl.where(x > 0, s, x), fl.float64, 0.1),
+    ("maximum", lambda x, s: fl.maximum(x, s * 2), fl.float64, 0.6),
+    ("a function of a scalar is the default dtype", lambda x, s: x * fl.sin(s), fl.float64, 0.1),
+    ("asarray of a scalar", lambda x, s: x * fl.asarray(s), fl.float64, 0.1),
+    ("asarray with a dtype", lambda x, s: x * fl.asarray(s, dtype=fl.float64), fl.float32, 0.1),
+    ("astype", lambda x, s: x.astype(fl.float32) * fl.asarray(s).astype(fl.float64), fl.float64, 0.1),
+    ("the scalar returned", lambda x, s: s, fl.float64, 0.1),
+    ("scalar arithmetic returned", lambda x, k: (x * k, k + 1, k * 0.5, k > 2), fl.float32, 3),
+    ("a closed-over scalar in a loop", lambda x, s: fl.fori_loop(0, 3, lambda i, c: c * s, x), fl.float64, 0.1),
+    ("a scalar carry", lambda x, s: fl.fori_loop(0, 3, lambda i, c: c * 0.5, s) * x, fl.float64, 0.1),
+    ("under grad", lambda x, s: fl.grad(lambda y: fl.sum(y * y * s))(x), fl.float64, 0.1),
+    ("under vmap", lambda x, s: fl.vmap(lambda y: y * s)(x), fl.float64, 0.1),
+    ("through an inner jit", lambda x, s: fl.jit(lambda a, b: a * b)(x, s * 2), fl.float64, 0.1),
+]
+
+
+@pytest.mark.parametrize("name, f, dtype, scalar", _WEAK_CASES, ids=[c[0] for c in _WEAK_CASES])
+def test_python_scalar_arguments_are_weakly_typed_as_in_eager(name, f, dtype, scalar):
+    x = fl.asarray(np.array([1.5, -0.25, 3.0]), dtype=dtype)
+    eager, jitted = f(x, scalar), fl.jit(f)(x, scalar)
+    for e, j in zip(*(fl.tree.leaves(v) for v in (eager, jitted))):
+        assert _same(e, j), (e, j)
+
+
+@settings(max_examples=30, deadline=None)
+@given(s=st.floats(-1e6, 1e6), k=st.integers(-(2**40), 2**40), dtype=st.sampled_from([np.float32, np.float64]))
+def test_jitted_scalar_arithmetic_equals_eager_bit_for_bit(s, k, dtype):
+    x = fl.asarray(np.array([0.3, -2.0, 7.0], dtype=dtype))
+
+    def f(x, s, k):
+        c = (s * 3 - k) / 7 + s**2
+        return x * c - s, k * 2 + 1
+
+    jf = fl.jit(f)
+    for e, j in zip(f(x, s, k), jf(x, s, k)):
+        assert _same(e, j), (e, j)
+    assert jf.num_traces == 1
+
+
+def test_weak_scalars_in_jaxprs_and_signatures():
+    x = fl.ones(2, dtype=fl.float64)
+    text = str(fl.make_jaxpr(lambda x, s: x * (s * 3))(x, 0.1))
+    assert "b:f64[]" in text and "convert" not in text  # the float is held in float64 and never rounded
+    jf = fl.jit(lambda x, s: x * s, max_traces=1)
+    jf(x, 0.1)
+    jf(x, 0.2)  # a new value, same signature
+    with pytest.raises(RetraceError, match="'s' changed from a Python float to f64"):
+        jf(x, fl.asarray(0.2, dtype=fl.float64))
+
+
 def test_staged_kernels_nan_integers_and_half_precision():
     x = np.random.default_rng(4).normal(size=(3, 7)).astype(np.float32)
     x[1, 2] = np.nan

@@ -28,6 +28,7 @@ from funclib.core import (
     _wrap,
     aval_of,
     is_undefined,
+    is_weak,
 )
 from funclib.errors import ConcretizationError, FunclibError
 from funclib.jaxpr import (
@@ -47,6 +48,9 @@ from ._api_util import as_tensor_leaf
 from .lowering import Program, compile_program
 
 log = logging.getLogger("funclib.jit")
+
+
+_PY_SCALARS = (bool, int, float, complex)
 
 
 class RetraceError(FunclibError, RuntimeError):
@@ -240,15 +244,23 @@ def _jit_transpose(cts, *args, jaxpr, name):
 
 
 class _Entry:
-    __slots__ = ("jaxpr", "consts", "out_tree", "closed", "program", "desc")
+    __slots__ = ("jaxpr", "consts", "out_tree", "closed", "program", "desc", "weak_out")
 
-    def __init__(self, jaxpr, consts, out_tree, closed, desc):
+    def __init__(self, jaxpr, consts, out_tree, closed, desc, weak_out):
         self.jaxpr = jaxpr
         self.consts = consts
         self.out_tree = out_tree
         self.closed = closed
         self.program = None
         self.desc = desc
+        # which outputs are Python scalars eagerly (arithmetic on scalar arguments alone); None if none is
+        self.weak_out = weak_out if any(weak_out) else None
+
+
+def _outputs(outs, weak_out) -> list:
+    if weak_out is None:
+        return [_wrap(o) for o in outs]
+    return [o.item() if w else _wrap(o) for o, w in zip(outs, weak_out)]
 
 
 def _describe(x) -> str:
@@ -315,17 +327,32 @@ class Jitted:
         dyn_kwargs = {k: v for k, v in kwargs.items() if k not in self.static_argnames}
         leaves, in_tree = tree_util.flatten((dyn_args, dyn_kwargs))
         conv = []
+        sig = []
         for x in leaves:
             if type(x) is Tensor or isinstance(x, Tracer):
                 conv.append(x)
+                sig.append((tuple(x.shape), x.dtype, x.weak_type))
+            elif type(x) in _PY_SCALARS:
+                # weakly typed and at full precision until it meets a dtype, as the scalar is eagerly
+                d = dtypes.weak_dtype(x)
+                try:
+                    conv.append(_wrap(np.asarray(x, d)))
+                except OverflowError:
+                    raise OverflowError(
+                        f"jit({self.__name__}): the Python integer {x} does not fit int64; pass it as a tensor or "
+                        "mark the argument static"
+                    ) from None
+                sig.append(((), d, True))
             else:
-                conv.append(as_tensor_leaf(x, f"jit({self.__name__})"))
-        key = (in_tree, tuple((tuple(x.shape), x.dtype) for x in conv), tuple((k, w, v) for k, w, v in static))
+                x = as_tensor_leaf(x, f"jit({self.__name__})")
+                conv.append(x)
+                sig.append((tuple(x.shape), x.dtype, False))
+        key = (in_tree, tuple(sig), tuple((k, w, v) for k, w, v in static))
         return key, conv, in_tree, dyn_args, static
 
     # --- tracing ------------------------------------------------------------------------------------------------
     def _trace(self, key, leaves, in_tree, args, kwargs, static):
-        in_avals = [ShapedArray(tuple(x.shape), x.dtype) for x in leaves]
+        in_avals = [ShapedArray(shape, d, weak_type=w) for shape, d, w in key[1]]
         store = {}
 
         def flat(*xs):
@@ -337,7 +364,13 @@ class Jitted:
             out = self.fun(*full, **kw)
             o, t = tree_util.flatten(out)
             store["tree"] = t
-            return [as_tensor_leaf(v, f"jit({self.__name__}) output") for v in o]
+            outs = []
+            for v in o:
+                if type(v) in _PY_SCALARS:
+                    v = trace.weak_constant(v, dtypes.weak_dtype(v))
+                # a value computed from scalar arguments alone stays a Python scalar, as it is eagerly
+                outs.append(v if is_weak(v) else as_tensor_leaf(v, f"jit({self.__name__}) output"))
+            return outs
 
         names = self._leaf_names(in_tree, args, kwargs)
         trace = JitTrace(_state.trace, names, self.__name__)
@@ -349,9 +382,10 @@ class Jitted:
         finally:
             _state.trace = prev
         jaxpr, consts = trace.to_jaxpr(ins, outs)
+        weak_out = tuple(o.weak_type for o in outs)
         closed = optimize(ClosedJaxpr(jaxpr, consts))
         open_j, consts = _closed_to_open(closed)
-        entry = _Entry(open_j, consts, store["tree"], closed, self._desc(key, names))
+        entry = _Entry(open_j, consts, store["tree"], closed, self._desc(key, names), weak_out)
         return entry
 
     def _leaf_names(self, in_tree, args, kwargs):
@@ -371,8 +405,8 @@ class Jitted:
     def _desc(self, key, names):
         in_tree, leaf_sig, static = key
         d = {"tree": str(in_tree)}
-        for n, (shape, dt) in zip(names, leaf_sig):
-            d[n] = ShapedArray(shape, dt).str_short()
+        for n, (shape, dt, weak) in zip(names, leaf_sig):
+            d[n] = f"a Python {type(dtypes.weak_sample(dt)).__name__}" if weak else ShapedArray(shape, dt).str_short()
         for kind, w, v in static:
             d[f"static {self._arg_name(w) if kind == 'pos' else w}"] = repr(v)
         return d
@@ -424,11 +458,11 @@ class Jitted:
             if len(sig) == len(args):
                 hit = self._fast.get(sig)
                 if hit is not None:
-                    program, consts, out_tree, one = hit
+                    program, consts, out_tree, one, weak_out = hit
                     outs = program.run(consts + [a._value for a in args])
                     if one:
                         return _wrap(outs[0])
-                    return tree_util.unflatten(out_tree, [_wrap(o) for o in outs])
+                    return tree_util.unflatten(out_tree, _outputs(outs, weak_out))
                 fast = sig
         entry, leaves = self._lookup(args, kwargs)
         if _state.trace is None:
@@ -437,9 +471,10 @@ class Jitted:
                 prog = entry.program = _program(entry.jaxpr)
             consts = [c._value if isinstance(c, Tensor) else c for c in entry.consts]
             if fast is not None:
-                self._fast[fast] = (prog, consts, entry.out_tree, entry.out_tree.is_leaf())
+                one = entry.out_tree.is_leaf() and entry.weak_out is None
+                self._fast[fast] = (prog, consts, entry.out_tree, one, entry.weak_out)
             outs = prog.run(consts + [x._value for x in leaves])
-            return tree_util.unflatten(entry.out_tree, [_wrap(o) for o in outs])
+            return tree_util.unflatten(entry.out_tree, _outputs(outs, entry.weak_out))
         outs = jit_p.bind(*entry.consts, *leaves, jaxpr=entry.jaxpr, name=self.__name__)
         return tree_util.unflatten(entry.out_tree, list(outs))
 
@@ -534,7 +569,10 @@ def jit(
     """Compile ``fun``: trace it per input signature to a jaxpr, optimize it, and run fused numba kernels.
 
     Args:
-      fun: a function of pytrees of tensors (Python scalars are traced as 0-d tensors).
+      fun: a function of pytrees of tensors and Python scalars. A Python scalar is traced as it behaves eagerly:
+        weakly typed and at full precision (``x * 0.1`` is ``0.1`` rounded once, to ``x``'s dtype), its own
+        arithmetic staying a Python scalar (returned as one), anything else seeing the default dtype of its kind.
+        Only its type is part of the cache key, so a new value does not retrace.
       static_argnums / static_argnames: arguments that are Python values (hashable) and part of the cache key.
       max_traces: raise ``RetraceError`` instead of tracing more than this many times.
 
@@ -542,7 +580,9 @@ def jit(
 
     >>> f = fl.jit(lambda x: fl.sin(x) * 2.0)
     >>> f(fl.ones(3))
-    Tensor([1.682942, 1.682942, 1.682942], dtype=float32)
+    Tensor([1.6829419, 1.6829419, 1.6829419], dtype=float32)
+    >>> fl.jit(lambda x, s: x * s)(fl.ones(1, dtype=fl.float64), 0.1)
+    Tensor([0.1], dtype=float64)
     """
     if fun is None:
         return functools.partial(

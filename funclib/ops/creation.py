@@ -8,7 +8,7 @@ import builtins
 import numpy as np
 
 from .. import dtypes
-from ..core import Tensor, Tracer, _state, _wrap
+from ..core import Tensor, Tracer, _state, _wrap, strengthen
 from ..errors import DTypeError, ShapeError
 from ..primitives import shape as S
 from ..primitives.elementwise import convert
@@ -61,6 +61,8 @@ def asarray(obj, /, *, dtype=None, device=None, copy: bool | None = None) -> Ten
     _check_device(device, "asarray")
     want = dtypes.canonicalize(dtype) if dtype is not None else None
     if isinstance(obj, Tensor):
+        if obj.weak_type:  # a Python scalar traced by jit: what asarray makes of the scalar itself
+            return strengthen(obj) if want is None else convert(obj, want)
         if want is None or obj.dtype == want:
             return obj
         if copy is False:
