@@ -161,6 +161,9 @@ class Primitive:
         self.vmap = None
         # higher-order primitives (jit's call, cond, scan, ...) split themselves under partial evaluation
         self.partial_eval = None
+        # ``dce(eqn, used_outputs) -> Eqn | None``: the equation computing only the used outputs (a loop whose
+        # body stops producing per-step values nobody reads), for ``passes.dce``
+        self.dce = None
         # why a rule is absent on purpose, e.g. {"jvp": "integer output"}; the meta-test accepts only these
         self.no_rule: dict[str, str] = {}
         self.kernel: str | None = None  # name of the fused-kernel scalar op, if any (jit lowering)

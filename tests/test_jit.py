@@ -313,6 +313,39 @@ def test_weak_scalars_in_jaxprs_and_signatures():
         jf(x, fl.asarray(0.2, dtype=fl.float64))
 
 
+def _scan_grad(variant):
+    def loss(w, xs):
+        def cell(h, x):
+            h = fl.tanh(h @ w + x)
+            return h, (h * 2.0 if variant != "none" else None)
+
+        h, ys = fl.scan(cell, fl.zeros((2, 3), dtype=w.dtype), xs)
+        return fl.sum(ys * ys) if variant == "ys" else fl.sum(h * h)
+
+    return fl.jit(fl.grad(loss))
+
+
+@pytest.mark.parametrize("variant", ["none", "unused ys", "ys"])
+def test_a_jitted_gradient_through_scan_does_not_depend_on_the_trip_count(variant):
+    """The program, its kernels and its constants are the same for 10 and 10,000 steps (sizes are arguments of
+    the generated loops); per-step outputs the loss ignores are neither stored by the forward loop nor read, as
+    a (length, ...) array of zero cotangents, by the backward one."""
+    w = rnd(3, 3, dtype=np.float64) * 0.3
+    lows = [_scan_grad(variant).lower(w, rnd(t, 2, 3, dtype=np.float64)) for t in (10, 10_000)]
+    assert [k for k in lows[0].kernels if "loop kernel" in k] == [k for k in lows[1].kernels if "loop kernel" in k]
+    if variant != "ys":  # there the loss's per-step cotangent is a real (length, ...) input of the backward loop
+        assert lows[0].kernels == lows[1].kernels
+        assert lows[0].program.describe() == lows[1].program.describe()
+        for low in lows:
+            assert all(np.size(c) <= 9 for c in low.jaxpr.consts)  # nothing scales with the length
+            steps = low.program.describe().splitlines()
+            assert not any("broadcast_in_dim" in s for s in steps), steps
+            assert steps[0].split("=")[0].count(",") == 2, steps  # the final carry and two residuals
+    xs = rnd(7, 2, 3, dtype=np.float64)
+    g = _scan_grad(variant)
+    np.testing.assert_allclose(g(w, xs).numpy(), g.fun(w, xs).numpy(), rtol=1e-13)
+
+
 def test_staged_kernels_nan_integers_and_half_precision():
     x = np.random.default_rng(4).normal(size=(3, 7)).astype(np.float32)
     x[1, 2] = np.nan
