@@ -247,6 +247,11 @@ def _same(eager, jitted):
     return eager.dtype == jitted.dtype and np.array_equal(eager.numpy(), jitted.numpy())
 
 
+_scaled_jvp = fl.custom_jvp(lambda a, b: a * b)
+_scaled_jvp.defjvp(lambda p, t: (p[0] * p[1], t[0] * p[1]))
+_scaled_vjp = fl.custom_vjp(lambda a, b: a * b)
+_scaled_vjp.defvjp(lambda a, b: (a * b, (a, b)), lambda r, g: (g * r[1], fl.sum(g * r[0])))
+
 _WEAK_CASES = [
     ("f64 * float", lambda x, s: x * s, fl.float64, 0.1),
     ("float * f64", lambda x, s: s * x, fl.float64, 0.1),
@@ -276,6 +281,8 @@ _WEAK_CASES = [
     ("under grad", lambda x, s: fl.grad(lambda y: fl.sum(y * y * s))(x), fl.float64, 0.1),
     ("under vmap", lambda x, s: fl.vmap(lambda y: y * s)(x), fl.float64, 0.1),
     ("through an inner jit", lambda x, s: fl.jit(lambda a, b: a * b)(x, s * 2), fl.float64, 0.1),
+    ("a custom_jvp function", lambda x, s: _scaled_jvp(x, s), fl.float64, 0.1),
+    ("a custom_vjp function", lambda x, s: _scaled_vjp(x, s), fl.float64, 0.1),
 ]
 
 
