@@ -161,6 +161,10 @@ _WEAK_UNARY = frozenset({"neg", "abs", "integer_pow"})
 class JaxprTrace(Trace):
     """Stages primitives into equations. ``forward_known`` turns it into a partial evaluator (see module doc)."""
 
+    # ``jit`` collects here each weak integer converted to a narrower integer dtype, ``(atom, dtype)``, and checks
+    # the value at every call: eagerly a Python int out of the dtype's range raises OverflowError
+    narrowing: list | None = None
+
     def __init__(self, parent, *, forward_known: bool = False, name: str = "tracing"):
         self.parent = parent
         self.forward_known = forward_known
@@ -237,7 +241,10 @@ class JaxprTrace(Trace):
         jitted function) reads the full-precision value; every other use sees what a Python scalar becomes on its
         own, the default dtype of its kind (``fl.sin(0.1)`` is float32 eagerly). A loop, a branch or another
         jitted call passes its operands to jaxprs traced with them as they are, weak ones included."""
-        if prim.name == "convert_element_type" or _runs_jaxprs(prim, params):
+        if prim.name == "convert_element_type":
+            self._note_narrowing(ins[0], params["new_dtype"])
+            return ins, False
+        if _runs_jaxprs(prim, params):
             return ins, False
         typed = [v.aval.dtype for v in ins if not v.aval.weak_type]
         if prim.family == "binary" or prim.name in _WEAK_UNARY:
@@ -250,7 +257,16 @@ class JaxprTrace(Trace):
                 return [self._cast_atom(v, typed[0], False) if v.aval.weak_type else v for v in ins], False
         return [self._cast_atom(v, _strong_dtype(v.aval.dtype), False) if v.aval.weak_type else v for v in ins], False
 
+    def _note_narrowing(self, a, dtype) -> None:
+        if a.aval.weak_type and a.aval.dtype.kind == "i" and dtype.kind in "iu" and dtype != a.aval.dtype:
+            if type(a) is Literal:
+                dtypes_fit(int(a.val), dtype)
+            elif self.narrowing is not None:
+                self.narrowing.append((a, dtype))
+
     def _cast_atom(self, a, dtype, weak: bool):
+        if not weak:
+            self._note_narrowing(a, dtype)
         if type(a) is Literal:
             return Literal(np.asarray(a.val, dtype), ShapedArray(a.aval.shape, dtype, weak_type=weak))
         if a.aval.dtype == dtype:
@@ -302,6 +318,16 @@ def _runs_jaxprs(prim, params: dict) -> bool:
         if isinstance(v, (Jaxpr, ClosedJaxpr)):
             return True
     return False
+
+
+def dtypes_fit(value: int, dtype: np.dtype, where: str = "") -> None:
+    """Raise the eager OverflowError for a Python integer outside ``dtype``'s range."""
+    info = np.iinfo(dtype)
+    if not info.min <= value <= info.max:
+        raise OverflowError(
+            f"{where}Python integer {value} is out of range for {dtype.name} [{info.min}, {info.max}]; cast the "
+            "tensor to a wider dtype first"
+        )
 
 
 def _strong_dtype(weak: np.dtype) -> np.dtype:

@@ -309,6 +309,27 @@ def test_jitted_scalar_arithmetic_equals_eager_bit_for_bit(s, k, dtype):
     assert jf.num_traces == 1
 
 
+def test_a_python_int_out_of_range_of_the_integer_tensor_it_meets_raises_as_eagerly():
+    x8, u8 = fl.ones(2, dtype=fl.int8), fl.ones(2, dtype=fl.uint8)
+    inner = fl.jit(lambda a, b: a + b)
+    cases = [
+        (lambda x, k: x + k, x8, 100, 300),
+        (lambda x, k: x + k * 2, x8, 50, 100),  # the value it meets is computed from the argument
+        (lambda x, k: x - k, u8, 1, -1),
+        (lambda x, k: inner(x, k + 1), x8, 5, 127),  # in a jitted function called by the jitted one
+        (lambda x, k: fl.asarray(k, dtype=fl.int16) * x.astype(fl.int16), x8, 7, 40_000),
+    ]
+    for f, x, ok, bad in cases:
+        jf = fl.jit(f)
+        assert _same(f(x, ok), jf(x, ok))
+        with pytest.raises(OverflowError, match=f"{f(x, ok).dtype.name}|int16"):
+            f(x, bad)
+        with pytest.raises(OverflowError, match=r"Python integer -?\d+ is out of range for u?int"):
+            jf(x, bad)
+        assert jf.num_traces == 1
+    assert fl.jit(lambda x, k: x.astype(fl.int64) + k)(x8, 2**40).numpy()[0] == 2**40 + 1
+
+
 def test_weak_scalars_in_jaxprs_and_signatures():
     x = fl.ones(2, dtype=fl.float64)
     text = str(fl.make_jaxpr(lambda x, s: x * (s * 3))(x, 0.1))

@@ -29,6 +29,7 @@ from funclib.core import (
     aval_of,
     is_undefined,
     is_weak,
+    set_trace,
 )
 from funclib.errors import ConcretizationError, FunclibError
 from funclib.jaxpr import (
@@ -37,11 +38,12 @@ from funclib.jaxpr import (
     JaxprTrace,
     JaxprTracer,
     Var,
+    dtypes_fit,
     eval_jaxpr,
     partial_eval_jaxpr,
     trace_to_jaxpr,
 )
-from funclib.passes import optimize
+from funclib.passes import dce, optimize
 from funclib.primitives._util import instantiate, zeros
 
 from ._api_util import as_tensor_leaf
@@ -244,9 +246,9 @@ def _jit_transpose(cts, *args, jaxpr, name):
 
 
 class _Entry:
-    __slots__ = ("jaxpr", "consts", "out_tree", "closed", "program", "desc", "weak_out")
+    __slots__ = ("jaxpr", "consts", "out_tree", "closed", "program", "desc", "weak_out", "int_checks")
 
-    def __init__(self, jaxpr, consts, out_tree, closed, desc, weak_out):
+    def __init__(self, jaxpr, consts, out_tree, closed, desc, weak_out, int_checks):
         self.jaxpr = jaxpr
         self.consts = consts
         self.out_tree = out_tree
@@ -255,6 +257,33 @@ class _Entry:
         self.desc = desc
         # which outputs are Python scalars eagerly (arithmetic on scalar arguments alone); None if none is
         self.weak_out = weak_out if any(weak_out) else None
+        # (jaxpr computing values of Python int arguments, the integer dtype each meets), or None
+        self.int_checks = int_checks
+
+
+def _int_checks(jaxpr: Jaxpr, narrowing: list):
+    """What ``_check_ints`` evaluates: the weak integers that meet a narrower integer dtype, computed from the
+    arguments (only scalar arithmetic on Python int arguments leads there)."""
+    if not narrowing:
+        return None
+    j = dce(Jaxpr([], jaxpr.invars, jaxpr.eqns, [v for v, _ in narrowing]))
+    read = {a for e in j.eqns for a in e.inputs if type(a) is Var} | set(j.outvars)
+    return j, [i for i, v in enumerate(j.invars) if v in read], [d for _, d in narrowing]
+
+
+def _check_ints(entry: _Entry, leaves: list, name: str) -> None:
+    j, needed, dts = entry.int_checks
+    args = [leaves[i] if i in needed else None for i in range(len(leaves))]
+    if not any(isinstance(leaves[i], Tracer) for i in needed):
+        with set_trace(None):
+            vals = eval_jaxpr(j, [], *args)
+        for v, d in zip(vals, dts):
+            dtypes_fit(int(v.item()), d, f"jit({name}): ")
+        return
+    # Python ints of an enclosing jit: computed there, and checked at each of its calls
+    for v, d in zip(eval_jaxpr(j, [], *args), dts):
+        if type(v) is JaxprTracer and v._trace.narrowing is not None:
+            v._trace.narrowing.append((v.jvar, d))
 
 
 def _outputs(outs, weak_out) -> list:
@@ -383,9 +412,10 @@ class Jitted:
             _state.trace = prev
         jaxpr, consts = trace.to_jaxpr(ins, outs)
         weak_out = tuple(o.weak_type for o in outs)
+        checks = _int_checks(jaxpr, trace.narrowing)
         closed = optimize(ClosedJaxpr(jaxpr, consts))
         open_j, consts = _closed_to_open(closed)
-        entry = _Entry(open_j, consts, store["tree"], closed, self._desc(key, names), weak_out)
+        entry = _Entry(open_j, consts, store["tree"], closed, self._desc(key, names), weak_out, checks)
         return entry
 
     def _leaf_names(self, in_tree, args, kwargs):
@@ -465,6 +495,8 @@ class Jitted:
                     return tree_util.unflatten(out_tree, _outputs(outs, weak_out))
                 fast = sig
         entry, leaves = self._lookup(args, kwargs)
+        if entry.int_checks is not None:
+            _check_ints(entry, leaves, self.__name__)
         if _state.trace is None:
             prog = entry.program
             if prog is None:
@@ -531,6 +563,7 @@ class JitTrace(JaxprTrace):
         super().__init__(parent, name=f"jit({fun_name})")
         self.arg_names = arg_names
         self.in_vars: list = []
+        self.narrowing = []
 
     def new_arg(self, aval):
         t = super().new_arg(aval)
