@@ -170,6 +170,9 @@ class Primitive:
         self.vmap = None
         # higher-order primitives (jit's call, cond, scan, ...) split themselves under partial evaluation
         self.partial_eval = None
+        # ``dce(eqn, used_outputs) -> Eqn | None``: the equation computing only the used outputs (a loop whose
+        # body stops producing per-step values nobody reads), for ``passes.dce``
+        self.dce = None
         # why a rule is absent on purpose, e.g. {"jvp": "integer output"}; the meta-test accepts only these
         self.no_rule: dict[str, str] = {}
         self.kernel: str | None = None  # name of the fused-kernel scalar op, if any (jit lowering)
@@ -326,6 +329,7 @@ class Tensor:
 
     __slots__ = ("_value", "__weakref__")
     __array_priority__ = 100
+    weak_type = False  # True only for a traced Python scalar (see ``is_weak``)
 
     def __init__(self, data, dtype=None):
         from .ops.creation import asarray
@@ -485,6 +489,18 @@ class Tensor:
 
 def _from_numpy(a):
     return _wrap(a)
+
+
+def is_weak(x) -> bool:
+    """Whether ``x`` is a Python scalar traced by ``jit``: weakly typed and held at full precision (float64,
+    int64, complex128 or bool) until it meets a dtype, as the Python scalar would be eagerly."""
+    return getattr(x, "weak_type", False) is True
+
+
+def strengthen(x):
+    """``x``, or for a weak value the Tensor its Python scalar becomes on its own (``fl.asarray(0.1)``: the default
+    dtype of its kind), for every use other than arithmetic with Python operators."""
+    return x._trace.strengthen(x) if is_weak(x) else x
 
 
 class Tracer(Tensor):

@@ -155,6 +155,9 @@ def result_type(*arrays_and_dtypes) -> np.dtype:
         ):
             weak.append(a)
             continue
+        if getattr(a, "weak_type", False):  # a traced Python scalar (a jit argument)
+            weak.append(weak_sample(a.dtype))
+            continue
         dt = getattr(a, "dtype", None)
         dts.append(canonicalize(dt if dt is not None else a))
     if not dts:
@@ -186,6 +189,23 @@ def python_scalar_dtype(x) -> np.dtype:
     if isinstance(x, builtins.complex):
         return default_complex
     raise TypeError(f"not a Python scalar: {x!r}")
+
+
+# A Python scalar traced by jit is held in the widest dtype of its kind until it meets a dtype.
+_WEAK_WIDE = {builtins.bool: bool_, builtins.int: int64, builtins.float: float64, builtins.complex: complex128}
+
+
+def weak_dtype(x) -> np.dtype:
+    """The dtype that holds Python scalar ``x`` at full precision while it is weakly typed."""
+    for t in (builtins.bool, builtins.int, builtins.float, builtins.complex):
+        if isinstance(x, t):
+            return _WEAK_WIDE[t]
+    raise TypeError(f"not a Python scalar: {x!r}")
+
+
+def weak_sample(dtype: np.dtype):
+    """A Python scalar of the kind of ``dtype``: what a weakly typed value of that dtype stands for."""
+    return {"b": False, "i": 0, "f": 0.0, "c": 0j}[_kind(dtype)]
 
 
 def weak_promote(dtype: np.dtype, scalar) -> np.dtype:

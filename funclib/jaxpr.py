@@ -16,6 +16,7 @@ import numpy as np
 
 from . import dtypes
 from .core import (
+    PRIMITIVES,
     Primitive,
     ShapedArray,
     Tensor,
@@ -177,6 +178,14 @@ class JaxprTracer(Tracer):
     def shape(self):
         return self._aval.shape
 
+    @property
+    def weak_type(self):
+        return self._aval.weak_type
+
+
+# Python's unary operators and ``x ** n`` keep a scalar a Python scalar: on a weak value they stay weak
+_WEAK_UNARY = frozenset({"neg", "abs", "integer_pow"})
+
 
 class JaxprTrace(Trace):
     """Stages primitives into equations. ``forward_known`` turns it into a partial evaluator (see module doc).
@@ -186,6 +195,10 @@ class JaxprTrace(Trace):
     """
 
     record_source = False
+
+    # ``jit`` collects here each weak integer converted to a narrower integer dtype, ``(atom, dtype)``, and checks
+    # the value at every call: eagerly a Python int out of the dtype's range raises OverflowError
+    narrowing: list | None = None
 
     def __init__(self, parent, *, forward_known: bool = False, name: str = "tracing"):
         if parent is not None and parent.record_source:
@@ -237,8 +250,15 @@ class JaxprTrace(Trace):
             if prim.partial_eval is not None:
                 return prim.partial_eval(self, args, params)
         ins = [a.jvar if type(a) is JaxprTracer and a._trace is self else self._atom(a) for a in args]
+        weak = False
+        for v in ins:
+            if v.aval.weak_type:
+                ins, weak = self._weak_operands(prim, ins, params)
+                break
         out_avals = (prim.abstract_eval or prim.rule("abstract_eval"))(*[v.aval for v in ins], **params)
         src = user_source() if self.record_source else None
+        if weak:
+            out_avals = ShapedArray(out_avals.shape, out_avals.dtype, weak_type=True)
         if prim.multiple_results:
             outs = [self.new_arg(a) for a in out_avals]
             self.eqns.append(Eqn(prim, ins, params, [o.jvar for o in outs], src))
@@ -249,6 +269,67 @@ class JaxprTrace(Trace):
         v = out.jvar = Var(out_avals)
         self.eqns.append(Eqn(prim, ins, params, [v], src))
         return out
+
+    # --- weak values: Python scalars traced by jit ------------------------------------------------------------
+    def _weak_operands(self, prim, ins: list, params: dict) -> tuple[list, bool]:
+        """``prim``'s operands when some are weak, and whether its result is weak.
+
+        Arithmetic among weak values stays weak at full precision, as Python arithmetic on the scalars does; in an
+        elementwise op with typed operands a weak one takes their dtype; a conversion (and a call of another
+        jitted function) reads the full-precision value; every other use sees what a Python scalar becomes on its
+        own, the default dtype of its kind (``fl.sin(0.1)`` is float32 eagerly). A loop, a branch or another
+        jitted call passes its operands to jaxprs traced with them as they are, weak ones included."""
+        if prim.name == "convert_element_type":
+            self._note_narrowing(ins[0], params["new_dtype"])
+            return ins, False
+        if _runs_jaxprs(prim, params):
+            return ins, False
+        typed = [v.aval.dtype for v in ins if not v.aval.weak_type]
+        if prim.family == "binary" or prim.name in _WEAK_UNARY:
+            if not typed:
+                d = ins[0].aval.dtype
+                for v in ins[1:]:
+                    d = dtypes.promote_types(d, v.aval.dtype)
+                return [self._cast_atom(v, d, True) for v in ins], True
+            if prim.family == "binary":
+                return [self._cast_atom(v, typed[0], False) if v.aval.weak_type else v for v in ins], False
+        return [self._cast_atom(v, _strong_dtype(v.aval.dtype), False) if v.aval.weak_type else v for v in ins], False
+
+    def _note_narrowing(self, a, dtype) -> None:
+        if a.aval.weak_type and a.aval.dtype.kind == "i" and dtype.kind in "iu" and dtype != a.aval.dtype:
+            if type(a) is Literal:
+                dtypes_fit(int(a.val), dtype)
+            elif self.narrowing is not None:
+                self.narrowing.append((a, dtype))
+
+    def _cast_atom(self, a, dtype, weak: bool):
+        if not weak:
+            self._note_narrowing(a, dtype)
+        if type(a) is Literal:
+            return Literal(np.asarray(a.val, dtype), ShapedArray(a.aval.shape, dtype, weak_type=weak))
+        if a.aval.dtype == dtype:
+            return a  # only the dtype enters the rules, so a weak value serves a typed use as it is
+        out = Var(ShapedArray(a.aval.shape, dtype, weak_type=weak))
+        self.eqns.append(Eqn(_convert_p(), [a], {"new_dtype": dtype}, [out]))
+        return out
+
+    def cast(self, x: JaxprTracer, dtype, weak: bool) -> JaxprTracer:
+        """Stage ``x`` converted to ``dtype``, weakly typed or not."""
+        t = self.new_arg(ShapedArray(x.aval.shape, dtype, weak_type=weak))
+        self.eqns.append(Eqn(_convert_p(), [self._atom(x)], {"new_dtype": dtype}, [t.jvar]))
+        return t
+
+    def strengthen(self, x: JaxprTracer) -> JaxprTracer:
+        """What weak ``x`` becomes on its own, as ``fl.asarray`` makes a Python scalar: its kind's default dtype."""
+        return self.cast(x, _strong_dtype(x.dtype), False)
+
+    def weak_constant(self, value, dtype) -> JaxprTracer:
+        """A Python scalar as a weakly typed literal of ``dtype``, for arithmetic with weak values."""
+        t = _new(JaxprTracer)
+        t._trace = self
+        t._aval = ShapedArray((), dtype, weak_type=True)
+        t.jvar = Literal(np.asarray(value, dtype), t._aval)
+        return t
 
     def is_known(self, x) -> bool:
         return not (type(x) is JaxprTracer and x._trace is self)
@@ -264,6 +345,35 @@ class JaxprTrace(Trace):
         outvars = [self._atom(o) for o in out_vals]
         jaxpr = Jaxpr(self.constvars, [t.jvar for t in in_tracers], self.eqns, outvars)
         return jaxpr, list(self.const_vals)
+
+
+def _runs_jaxprs(prim, params: dict) -> bool:
+    if prim.family == "call":
+        return True
+    for v in params.values():
+        if isinstance(v, (list, tuple)) and v:
+            v = v[0]
+        if isinstance(v, (Jaxpr, ClosedJaxpr)):
+            return True
+    return False
+
+
+def dtypes_fit(value: int, dtype: np.dtype, where: str = "") -> None:
+    """Raise the eager OverflowError for a Python integer outside ``dtype``'s range."""
+    info = np.iinfo(dtype)
+    if not info.min <= value <= info.max:
+        raise OverflowError(
+            f"{where}Python integer {value} is out of range for {dtype.name} [{info.min}, {info.max}]; cast the "
+            "tensor to a wider dtype first"
+        )
+
+
+def _strong_dtype(weak: np.dtype) -> np.dtype:
+    return dtypes.python_scalar_dtype(dtypes.weak_sample(weak))
+
+
+def _convert_p() -> Primitive:
+    return PRIMITIVES["convert_element_type"]  # defined in primitives/, which imports this module
 
 
 def trace_to_jaxpr(fun, in_avals: list[ShapedArray], name: str = "tracing") -> tuple[Jaxpr, list, Any]:

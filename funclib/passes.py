@@ -34,11 +34,14 @@ def _param_key(params):
 
 
 def dce(jaxpr: Jaxpr) -> Jaxpr:
-    """Drop equations none of whose outputs are used."""
+    """Drop equations none of whose outputs are used, and let a primitive with a ``dce`` rule drop the outputs
+    of its equations that are not."""
     live = {v for v in jaxpr.outvars if type(v) is Var}
     kept = []
     for eqn in reversed(jaxpr.eqns):
         if any(v in live for v in eqn.outputs):
+            if eqn.prim.dce is not None and not all(v in live for v in eqn.outputs):
+                eqn = eqn.prim.dce(eqn, [v in live for v in eqn.outputs]) or eqn
             kept.append(eqn)
             live.update(a for a in eqn.inputs if type(a) is Var)
     kept.reverse()

@@ -113,6 +113,15 @@ class KernelSpec:
     outputs: tuple[int, ...]  # op indices to store at full shape, in output order
     reduction: ReductionSpec | None = None
 
+    def __post_init__(self):
+        _distinct_outputs(self.outputs)
+
+
+def _distinct_outputs(outputs: tuple[int, ...]) -> None:
+    # the generators store each op's value into one output array: an op listed twice would leave an array unwritten
+    if len(set(outputs)) != len(outputs):
+        raise ValueError(f"kernel outputs must be distinct ops, got {outputs}; give the callers one array and a view")
+
 
 def _compute(d: np.dtype) -> np.dtype:
     """The register dtype: float16/bfloat16 are carried as uint16 in memory and computed in float32."""
@@ -467,6 +476,9 @@ class StagedSpec:
     ops: tuple[StagedOp, ...]
     outputs: tuple[int, ...]  # op indices; row-level ones are written per row, elementwise ones per element
     n_stages: int
+
+    def __post_init__(self):
+        _distinct_outputs(self.outputs)
 
 
 def _reads(spec: StagedSpec) -> dict[int, int]:

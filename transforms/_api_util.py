@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from funclib import dtypes
 from funclib import tree as tree_util
-from funclib.core import Tensor
+from funclib.core import Tensor, strengthen
 from funclib.errors import DTypeError
 
 
 def as_tensor_leaf(x, op: str):
     """A pytree leaf as a Tensor (Python scalars and NumPy arrays are converted); anything else is an error."""
     if isinstance(x, Tensor):
-        return x
+        return strengthen(x)
     from funclib.ops.creation import asarray
 
     try:

@@ -19,7 +19,7 @@ import numpy as np
 from funclib import dtypes
 from funclib import tree as tree_util
 from funclib.checks import check_callable, check_int
-from funclib.core import Primitive, ShapedArray, Zero, _state, _wrap, aval_of, is_undefined, set_trace
+from funclib.core import Primitive, ShapedArray, Zero, _state, _wrap, aval_of, is_undefined, is_weak, set_trace
 from funclib.errors import DTypeError, ShapeError
 from funclib.jaxpr import JaxprTracer, trace_to_jaxpr
 from funclib.primitives._util import instantiate, zeros
@@ -112,7 +112,8 @@ def _split_args(args, nondiff_argnums, name):
     static = {i: args[i] for i in nondiff_argnums}
     dyn = [a for i, a in enumerate(args) if i not in static]
     leaves, in_tree = tree_util.flatten(tuple(dyn))
-    leaves = [as_tensor_leaf(x, name) for x in leaves]
+    # a Python scalar traced by jit stays weak, so the function sees it at full precision as it does eagerly
+    leaves = [x if is_weak(x) else as_tensor_leaf(x, name) for x in leaves]
 
     def full_args(d):
         it = iter(d)

@@ -688,7 +688,7 @@ def export(fun: Callable, *, batch_axes: Any = None) -> Callable[..., Exported]:
         in_desc = _tree_desc(in_tree, f"{where}'s arguments")
         axes = _batch_leaves(batch_axes, args, dyn_args, kwargs, jitted, leaves) if batch_axes is not None else {}
         if not axes:
-            closed, out_tree = jitted._trace_avals(avals, in_tree, args, kwargs)
+            closed, out_tree, *_ = jitted._trace_avals(avals, in_tree, args, kwargs)
             closed = optimize(closed)
             enc = _Encoder(where)
             jaxpr = _normal(enc.jaxpr(_opened(closed.jaxpr)))
@@ -701,7 +701,7 @@ def export(fun: Callable, *, batch_axes: Any = None) -> Callable[..., Exported]:
             for s in sizes:
                 av = [_with_batch(a, axes.get(i), s) for i, a in enumerate(avals)]
                 try:
-                    closed, t = jitted._trace_avals(av, in_tree, args, kwargs)
+                    closed, t, *_ = jitted._trace_avals(av, in_tree, args, kwargs)
                 except (FunclibError, TypeError, ValueError, IndexError) as e:
                     if s == size:
                         raise

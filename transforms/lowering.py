@@ -909,16 +909,26 @@ class StagedStep:
             else:
                 ops.append(fusion.StagedOp(name, tuple(args), out.aval.dtype.name, _op_param(e, name), row, stage))
             pos[out] = len(ops) - 1
+        # the kernel writes each op once: a row value that leaves the group both as itself and as its keepdims
+        # reshape is one array, the other output a view of it
         self.out_plan = []
+        kernel_outs: list = []
+        self.out_views: list | None = []
         for v in group.outputs:
             j = pos[v]
+            shape = tuple(v.aval.shape)
+            if j in kernel_outs:
+                self.out_views.append((kernel_outs.index(j), shape))
+                continue
+            self.out_views.append((len(kernel_outs), None))
+            kernel_outs.append(j)
             d = v.aval.dtype
-            big = math.prod(v.aval.shape) * d.itemsize >= _ALIAS_MIN_BYTES
-            self.out_plan.append(
-                (tuple(v.aval.shape), d, (rows,) if ops[j].row else (rows, cols), d in fusion.HALF, big)
-            )
+            big = math.prod(shape) * d.itemsize >= _ALIAS_MIN_BYTES
+            self.out_plan.append((shape, d, (rows,) if ops[j].row else (rows, cols), d in fusion.HALF, big))
+        if len(kernel_outs) == len(group.outputs):
+            self.out_views = None
         n_stages = 1 + max((op.stage - (1 if op.row else 0) for op in ops), default=0)
-        spec = fusion.StagedSpec(tuple(in_specs), tuple(ops), tuple(pos[v] for v in group.outputs), n_stages)
+        spec = fusion.StagedSpec(tuple(in_specs), tuple(ops), tuple(kernel_outs), n_stages)
         row_calls = fusion.row_calls_pay(spec, cols)
         # long rows whose math spills are also split into several passes over the row
         self.spec = fusion.split_passes(spec) if row_calls else spec
@@ -950,7 +960,9 @@ class StagedStep:
         for b, d in enumerate(self.buf_dtypes):
             args.append(_row_buffer(self.cols, d, ref, b))
         k(*args, self.dims)
-        return outs
+        if self.out_views is None:
+            return outs
+        return [outs[i] if shape is None else outs[i].reshape(shape) for i, shape in self.out_views]
 
 
 _ALIAS_MIN_BYTES = 1 << 16

@@ -9,7 +9,7 @@ import numpy as np
 
 from .. import dtypes
 from ..checks import check_int, check_number, check_shape, describe
-from ..core import Tensor, Tracer, _state, _wrap
+from ..core import Tensor, Tracer, _state, _wrap, strengthen
 from ..errors import DTypeError, OutOfRangeError, ShapeError
 from ..primitives import shape as S
 from ..primitives.elementwise import convert
@@ -62,6 +62,8 @@ def asarray(obj, /, *, dtype=None, device=None, copy: bool | None = None) -> Ten
     _check_device(device, "asarray")
     want = dtypes.canonicalize(dtype) if dtype is not None else None
     if isinstance(obj, Tensor):
+        if obj.weak_type:  # a Python scalar traced by jit: what asarray makes of the scalar itself
+            return strengthen(obj) if want is None else convert(obj, want)
         if want is None or obj.dtype == want:
             return obj
         if copy is False:

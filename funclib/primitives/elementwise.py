@@ -13,7 +13,7 @@ import numpy as np
 
 from .. import dtypes
 from ..checks import check_int, describe
-from ..core import Primitive, ShapedArray, Tensor, Zero, _state, _wrap, aval_of, is_undefined
+from ..core import Primitive, ShapedArray, Tensor, Zero, _state, _wrap, aval_of, is_undefined, is_weak
 from ..errors import DTypeError, NotLinearError, OutOfRangeError, ShapeError
 from ..kernels import special, ufuncs
 from ._util import broadcast_shapes, instantiate, unbroadcast
@@ -290,11 +290,11 @@ def binary(
                             # the abstract rule names the primitive; the user called the public function
                             broadcast_shapes(x.shape, y.shape, op=public)
                             raise
-                elif ty is builtins.float and d in FLOAT:
+                elif ty is builtins.float and d in FLOAT and not x.weak_type:
                     return p.bind(x, _wrap(np.array(y, d)))
         elif tx is builtins.float and isinstance(y, Tensor):
             d = y.dtype
-            if d in ok and d in FLOAT:
+            if d in ok and d in FLOAT and not y.weak_type:
                 if ty is Tensor and d != dtypes.bfloat16:
                     return _wrap(np_fn(x, y._value))
                 return p.bind(_wrap(np.array(x, d)), y)
@@ -319,8 +319,14 @@ def _bcast_to(t, out):
 
 
 def promote_pair(op: str, x, y):
-    """Apply Array API promotion (weak Python scalars) to a pair of operands; returns two Tensors/Tracers."""
+    """Apply Array API promotion (weak Python scalars) to a pair of operands; returns two Tensors/Tracers.
+
+    A Python scalar traced by ``jit`` (``is_weak``) promotes as the scalar does; with another such value or a
+    Python scalar the result stays weak, as Python arithmetic on the two would."""
     sx, sy = type(x) in _SCALARS or type(x) is builtins.bool, type(y) in _SCALARS or type(y) is builtins.bool
+    wx, wy = is_weak(x), is_weak(y)
+    if wx or wy:
+        return _promote_weak(op, x, y, sx or wx, sy or wy)
     if sx and sy:
         x = _to_tensor(x, op)
         sx = False
@@ -341,6 +347,26 @@ def promote_pair(op: str, x, y):
         if y.dtype != d:
             y = convert(y, d)
     return x, y
+
+
+def _promote_weak(op: str, x, y, sx: bool, sy: bool):
+    if sx and sy:
+        t = x if is_weak(x) else y
+        d = dtypes.promote_types(*(v.dtype if is_weak(v) else dtypes.weak_dtype(v) for v in (x, y)))
+
+        def weak(v):
+            if not is_weak(v):
+                return t._trace.weak_constant(v, d)
+            return v if v.dtype == d else v._trace.cast(v, d, True)
+
+        return weak(x), weak(y)
+    if sx:
+        y = _to_tensor(y, op)
+        d = dtypes.weak_promote(y.dtype, dtypes.weak_sample(x.dtype))
+        return convert(x, d), convert(y, d)
+    x = _to_tensor(x, op)
+    d = dtypes.weak_promote(x.dtype, dtypes.weak_sample(y.dtype))
+    return convert(x, d), convert(y, d)
 
 
 def _scalar_as(v, d: np.dtype, op: str):
@@ -418,9 +444,9 @@ def convert(x, dtype):
             return x
         return _wrap(x._value.astype(dtype))
     x = _to_tensor(x, "astype")
-    if x.dtype == dtype:
+    if x.dtype == dtype and not x.weak_type:
         return x
-    return convert_p.bind(x, new_dtype=dtype)
+    return convert_p.bind(x, new_dtype=dtype)  # of a weak value: its full precision, typed from here on
 
 
 select_p = Primitive("select", linear=True)
