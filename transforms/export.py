@@ -35,7 +35,7 @@ from funclib.jaxpr import ClosedJaxpr, Eqn, Jaxpr, JaxprTypeError, Literal, Var,
 from funclib.passes import optimize
 
 from ._api_util import as_tensor_leaf, broadcast_prefix
-from .jit import Jitted, jit, jit_p
+from .jit import _PY_SCALARS, Jitted, jit, jit_p
 
 __all__ = ["export", "load", "Exported", "ExportError"]
 
@@ -559,7 +559,10 @@ class Exported:
                 f"exported {self.name}: the arguments have structure {spec}, but the program was exported for "
                 f"{_show_tree(self._program['in_tree'])}" + _static_note(self._program)
             )
-        leaves = [as_tensor_leaf(x, f"exported {self.name}") for x in leaves]
+        leaves = [
+            _wrap(np.asarray(x, dtypes.weak_dtype(x))) if type(x) in _PY_SCALARS else as_tensor_leaf(x, f"exported {self.name}")
+            for x in leaves
+        ]
         batch = None
         if self.batch_axes:
             sizes = {i: leaves[i].shape[ax] if ax < len(leaves[i].shape) else None for i, ax in self.batch_axes.items()}
@@ -683,8 +686,9 @@ def export(fun: Callable, *, batch_axes: Any = None) -> Callable[..., Exported]:
     def build(*args, **kwargs) -> Exported:
         name = jitted.__name__
         where = f"jit({name})"
-        _, leaves, in_tree, dyn_args, static = jitted._split(args, kwargs)
-        avals = [aval_of(x) for x in leaves]
+        key, leaves, in_tree, dyn_args, static = jitted._split(args, kwargs)
+        # Python scalars are weakly typed at full precision, as jit traces them
+        avals = [ShapedArray(shape, d, weak_type=w) for shape, d, w in key[1]]
         in_desc = _tree_desc(in_tree, f"{where}'s arguments")
         axes = _batch_leaves(batch_axes, args, dyn_args, kwargs, jitted, leaves) if batch_axes is not None else {}
         if not axes:
