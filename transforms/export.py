@@ -559,8 +559,9 @@ class Exported:
                 f"exported {self.name}: the arguments have structure {spec}, but the program was exported for "
                 f"{_show_tree(self._program['in_tree'])}" + _static_note(self._program)
             )
+        where = f"exported {self.name}"
         leaves = [
-            _wrap(np.asarray(x, dtypes.weak_dtype(x))) if type(x) in _PY_SCALARS else as_tensor_leaf(x, f"exported {self.name}")
+            _wrap(np.asarray(x, dtypes.weak_dtype(x))) if type(x) in _PY_SCALARS else as_tensor_leaf(x, where)
             for x in leaves
         ]
         batch = None
