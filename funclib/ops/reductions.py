@@ -30,8 +30,8 @@ def _keep(y, x, axes, keepdims):
     return S.reshape(y, tuple(1 if i in axes else d for i, d in enumerate(x.shape)))
 
 
-_TO_INT64 = frozenset(dtypes.SIGNED + dtypes.BOOL)
-_TO_UINT64 = frozenset(dtypes.UNSIGNED)
+_TO_INT64 = frozenset(dtypes.SIGNED + dtypes.BOOL + (dtypes.int4,))
+_TO_UINT64 = frozenset(dtypes.UNSIGNED + (dtypes.uint4,))
 
 
 def _sum_dtype(d, dtype):
@@ -105,6 +105,8 @@ def mean(x, /, *, axis=None, keepdims: bool = False) -> Tensor:
         raise DTypeError(
             f"mean: expected a floating-point dtype, got {x.dtype.name}; cast with .astype(fl.float32)"
         )
+    if x.dtype in dtypes.FLOAT8:  # a float8 sum saturates (and n may not fit): average in float32
+        return convert(mean(convert(x, dtypes.float32), axis=axis, keepdims=keepdims), x.dtype)
     axes = _axes(x, axis, "mean")
     n = _count(x, axes)
     s = R.reduce_sum(x, axes)
@@ -116,6 +118,8 @@ def var(x, /, *, axis=None, correction=0.0, keepdims: bool = False) -> Tensor:
     x = _to_tensor(x, "var")
     if x.dtype not in dtypes.INEXACT:
         raise DTypeError(f"var: expected a floating-point dtype, got {x.dtype.name}")
+    if x.dtype in dtypes.FLOAT8:
+        return convert(var(convert(x, dtypes.float32), axis=axis, correction=correction, keepdims=keepdims), x.dtype)
     axes = _axes(x, axis, "var")
     m = mean(x, axis=axes, keepdims=True)
     dev = E.subtract(x, m)
