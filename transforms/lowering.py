@@ -296,7 +296,7 @@ def _fuse_dot_col2im(jaxpr: Jaxpr) -> Jaxpr:
             continue
         d = re.inputs[0]
         de = producer.get(d) if type(d) is Var else None
-        if de is None or de.prim.name != "dot_general" or uses.get(d) != 1:
+        if de is None or de.prim.name != "dot_general" or uses.get(d) != 1 or "preferred_element_type" in de.params:
             continue
         (_, _), (lb, rb) = de.params["dimension_numbers"]
         if not lb or lb[0] != 0 or rb[0] != 0 or d.aval.shape[0] != r.aval.shape[0]:
