@@ -12,6 +12,7 @@ from . import (  # noqa: F401
     dtypes,
     errors,
     primitives,
+    quantization,
     random,  # noqa: F401, E402
     tree,
 )
