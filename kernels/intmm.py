@@ -52,7 +52,8 @@ def matmul(a: np.ndarray, b: np.ndarray, out_dtype: np.dtype) -> np.ndarray:
     out_dtype = np.dtype(out_dtype)
     wide = out_dtype.itemsize > 4
     if a.dtype.itemsize == 1 and not wide:
-        a, bt = a.astype(np.int16), np.swapaxes(b, 1, 2).astype(np.int16)
+        a = np.ascontiguousarray(a, dtype=np.int16)
+        bt = np.ascontiguousarray(np.swapaxes(b, 1, 2), dtype=np.int16)
     else:
         bt = np.ascontiguousarray(np.swapaxes(b, 1, 2))
         a = np.ascontiguousarray(a)

@@ -5,7 +5,7 @@ funclib computes with them in a wider type and rounds back, as JAX does: float8 
 
 Casts into float8 **saturate**: a value beyond the finite range (infinities included) becomes the largest finite
 value of its sign, NaN stays NaN, and everything else rounds to nearest even. ml_dtypes alone turns overflow into
-NaN (``float8_e4m3fn(464.0)`` is NaN), which is never what a quantized model wants; saturation is what FP8
+NaN (``float8_e4m3fn(465.0)`` is NaN), which is never what a quantized model wants; saturation is what FP8
 hardware conversions do (PTX's ``cvt.rn.satfinite``) and what ONNX's ``saturate=1`` means. So
 ``astype(x, float8_e4m3fn)`` is ml_dtypes' cast of ``clip(x, -448, 448)``. Casts into int4/uint4 wrap modulo 16
 like every other integer cast (floats truncate toward zero first).
@@ -69,6 +69,7 @@ FLOAT8 = tuple(FORMATS)
 INT4 = (np.dtype(ml_dtypes.int4), np.dtype(ml_dtypes.uint4))
 _LOWP = frozenset(FLOAT8 + INT4)
 _F32 = np.dtype(np.float32)
+_F64 = np.dtype(np.float64)
 _I8 = np.dtype(np.int8)
 _U8 = np.dtype(np.uint8)
 
@@ -81,27 +82,34 @@ def wide_dtype(d: np.dtype) -> np.dtype:
 
 
 def astype(a: np.ndarray, dtype) -> np.ndarray:
-    """``a.astype(dtype)`` with funclib's rules into float8 (saturating) and int4/uint4 (wrapping)."""
+    """``a.astype(dtype)`` with funclib's rules into float8 (saturating) and int4/uint4 (wrapping).
+
+    The result equals ml_dtypes' cast of ``clip(a, -max, max)`` into float8 (bit for bit, the cast from float64
+    rounding once), and ml_dtypes' cast out of float8/int4; it is computed by table lookups and a numba loop,
+    several times faster than ml_dtypes' own casts."""
     a = np.asarray(a)
     dtype = np.dtype(dtype)
-    src = a.dtype
-    if src == dtype:
+    if a.dtype == dtype:
         return a.copy()
+    table = _DECODE.get(a.dtype)
+    if table is not None:  # exact: float8 -> float32, int4 -> int8, uint4 -> uint8
+        a = table[a.view(np.uint8)]
+        if a.dtype == dtype:
+            return a
+    src = a.dtype
     fmt = FORMATS.get(dtype)
     if fmt is not None:
-        # float64 is exact for every source that is not float64 already (ints are clipped below anyway), so
-        # the one rounding happens in ml_dtypes' cast
-        wide = a if src in (_F32, np.float64) else a.astype(np.float64 if src.kind in "iu" else np.float32)
-        return np.clip(wide, -fmt.max, fmt.max).astype(dtype)
+        if src not in (_F32, _F64):
+            # exact in float64 for integers (they are clipped anyway beyond 2**53), in float32 for narrower floats
+            a = a.astype(_F64 if src.kind in "iu" else _F32)
+        out = np.empty(a.shape, np.uint8)
+        _ENCODE[dtype](np.ascontiguousarray(a).reshape(-1), out.reshape(-1))
+        return out.view(dtype)
     if dtype in INT4:
-        if src.kind in "iub" and src not in INT4:
-            ints = a.astype(np.int64)
-        else:
+        if src.kind == "f" or src == np.dtype(ml_dtypes.bfloat16):
             with np.errstate(invalid="ignore"):
-                ints = a.astype(np.float64).astype(np.int64) if src not in INT4 else a.astype(np.int64)
-        return (ints & 15).astype(np.uint8).view(dtype)
-    if src in FORMATS:
-        return a.astype(np.float32).astype(dtype)
+                a = a.astype(np.int64)  # truncation toward zero, as every float-to-int cast
+        return np.bitwise_and(a, 15).astype(np.uint8).view(dtype)
     return a.astype(dtype)
 
 
@@ -112,7 +120,7 @@ def compute(fn, *arrays):
     scalars) pass through."""
     d = next(x.dtype for x in arrays if getattr(x, "dtype", None) in _LOWP)
     wide = wide_dtype(d)
-    out = fn(*[x.astype(wide) if getattr(x, "dtype", None) == d else x for x in arrays])
+    out = fn(*[astype(x, wide) if getattr(x, "dtype", None) == d else x for x in arrays])
     return astype(out, d) if np.asarray(out).dtype == wide else out
 
 
@@ -156,6 +164,22 @@ def _converters(fmt: Float8Format, dtype: np.dtype):
     return jit(to), jit(from_)
 
 
+def _encoder(from_):
+    def encode(x, out):
+        for i in range(x.shape[0]):
+            out[i] = from_(x[i])
+
+    encode.__name__ = encode.__qualname__ = f"encode_{from_.__name__}"
+    return diskcache.njit(nogil=True, error_model="numpy")(encode)
+
+
+_ENCODE = {}
 for _d, _fmt in FORMATS.items():
     globals()[f"{_fmt.name}_to"], globals()[f"{_fmt.name}_from"] = _converters(_fmt, _d)
     __all__ += [f"{_fmt.name}_to", f"{_fmt.name}_from"]
+    _ENCODE[_d] = _encoder(globals()[f"{_fmt.name}_from"])
+
+# byte -> value tables for the exact casts out of the storage types
+_DECODE = {d: np.arange(256, dtype=np.uint8).view(d).astype(np.float32) for d in FLOAT8}
+_DECODE[INT4[0]] = (((np.arange(256) & 15) ^ 8) - 8).astype(np.int8)
+_DECODE[INT4[1]] = (np.arange(256) & 15).astype(np.uint8)

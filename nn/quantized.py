@@ -185,7 +185,8 @@ class QATLinear(Linear):
         key=None,
     ):
         super().__init__(in_features, out_features, bias, device, dtype, key=key)
-        self.weight_dtype, self.activation_dtype = _check_config(in_features, weight_dtype, group_size, activation_dtype)
+        wd, ad = _check_config(in_features, weight_dtype, group_size, activation_dtype)
+        self.weight_dtype, self.activation_dtype = wd, ad
         self.group_size = group_size
 
     @classmethod

@@ -5,13 +5,13 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 import pytest
+from funclib.kernels import lowp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import funclib as fl
 from funclib.errors import DTypeError
-from funclib.kernels import lowp
 
 F8 = [fl.float8_e4m3fn, fl.float8_e5m2, fl.float8_e4m3fnuz, fl.float8_e5m2fnuz, fl.float8_e4m3b11fnuz]
 F8_IDS = [d.name for d in F8]
@@ -140,16 +140,26 @@ def test_saturation_points_and_specials():
     np.testing.assert_array_equal(fl.asarray([2.7, -2.7, 7.9]).astype(fl.int4).numpy().astype(int), [2, -2, 7])
 
 
-def test_the_numba_converters_agree_with_astype_on_random_bit_patterns():
+def test_casts_agree_with_ml_dtypes_on_random_bit_patterns_and_midpoints():
     rng = np.random.default_rng(0)
     x32 = rng.integers(0, 2**32, 200_000, dtype=np.uint64).astype(np.uint32).view(np.float32)
-    x64 = np.concatenate([x32.astype(np.float64), rng.standard_normal(50_000) * 1e3])
-    for d, fmt in lowp.FORMATS.items():
-        enc = getattr(lowp, f"{fmt.name}_from")
+    for d in lowp.FORMATS:
+        # the midpoints between neighbouring float8 values, and values a hair off them: rounding from float64
+        # must happen once (through float32 it would round twice)
+        v = np.arange(256, dtype=np.uint8).view(d).astype(np.float64)
+        v = np.unique(v[np.isfinite(v)])
+        mid = (v[1:] + v[:-1]) / 2
+        x64 = np.concatenate([mid, mid * (1 + 1e-12), mid * (1 - 1e-12), rng.standard_normal(50_000) * 1e3])
         out = fl.jit(lambda t, d=d: t.astype(d))
-        _same(out(fl.asarray(x32)), lowp.astype(x32, d), fmt.name)
-        _same(out(fl.asarray(x64)), lowp.astype(x64, d), fmt.name)
-        assert enc is not None
+        for x in (x32, x64):
+            want = _saturated(x, d)
+            _same(out(fl.asarray(x)), want, f"jit {d.name} from {x.dtype}")
+            _same(fl.asarray(x).astype(d), want, f"eager {d.name} from {x.dtype}")
+        codes = np.arange(256, dtype=np.uint8).view(d)
+        for wide in (np.float32, np.float64, np.int32):
+            with np.errstate(invalid="ignore"):
+                want = codes.astype(np.float32).astype(wide)
+            np.testing.assert_array_equal(fl.asarray(codes).astype(wide).numpy(), want)
 
 
 # --- arithmetic -----------------------------------------------------------------------------------------------------

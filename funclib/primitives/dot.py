@@ -79,7 +79,7 @@ def _dot_impl(x, y, *, dimension_numbers, preferred_element_type=None):
         return _int_dot(x, y, dimension_numbers, out_dtype)
     compute = out_dtype if out_dtype not in _LOW else np.dtype(np.float32)
     if x.dtype != compute:
-        x, y = x.astype(compute), y.astype(compute)
+        x, y = lowp.astype(x, compute), lowp.astype(y, compute)
     xperm, yperm, kind, xs, ys, out_shape = _layout(x.shape, y.shape, dimension_numbers)
     # transposes become strided views; 2-D matmul hands transposed (F-order) operands to BLAS without a copy
     xt = x if xperm is None else x.transpose(xperm)
@@ -98,7 +98,7 @@ def _dot_impl(x, y, *, dimension_numbers, preferred_element_type=None):
 
 def _int_dot(x, y, dimension_numbers, out_dtype):
     if x.dtype in lowp.INT4:
-        x, y = x.astype(np.int8), y.astype(np.int8)
+        x, y = lowp.astype(x, np.int8), lowp.astype(y, np.int8)
     acc = np.dtype(np.int64) if out_dtype.itemsize > 4 else np.dtype(np.int32)
     xperm, yperm, kind, xs, ys, out_shape = _layout(x.shape, y.shape, dimension_numbers)
     xt = (x if xperm is None else x.transpose(xperm)).reshape(xs)

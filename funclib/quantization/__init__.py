@@ -161,7 +161,7 @@ def quantize(
         raise DTypeError(f"quantize: expected a real floating-point tensor, got {x.dtype.name}")
     float8 = d in dtypes.FLOAT8
     if float8 and not symmetric:
-        raise ValueError("quantize: float8 quantization is symmetric (its values have no zero point); pass symmetric=True")
+        raise ValueError("quantize: float8 quantization is symmetric (float8 has no zero point); pass symmetric=True")
     xf = convert(x, _F32)
     shape = tuple(x.shape)
     if group_size is not None:
