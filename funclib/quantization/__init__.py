@@ -258,7 +258,8 @@ def fake_quantize(x, scale, zero_point=0, qmin: int = -128, qmax: int = 127) -> 
 
     ``(clip(round(x / scale) + zero_point, qmin, qmax) - zero_point) * scale``; the derivative is 1 where
     ``round(x / scale) + zero_point`` lies in ``[qmin, qmax]`` and 0 where the clamp cuts. ``scale`` and
-    ``zero_point`` broadcast against ``x`` (per-tensor or per-channel) and get no gradient.
+    ``zero_point`` broadcast against ``x`` (per-tensor or per-channel) and get no gradient; ``qmin``/``qmax`` are
+    Python numbers.
 
     >>> x = fl.tensor([0.3, 2.0, -5.0])
     >>> fl.quantization.fake_quantize(x, 0.25, 0, -8, 7)
