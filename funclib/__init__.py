@@ -14,6 +14,7 @@ from . import (  # noqa: F401
     primitives,
     quantization,
     random,  # noqa: F401, E402
+    sparse,
     tree,
 )
 from .core import ShapedArray, Tensor, Tracer  # noqa: F401
@@ -62,6 +63,7 @@ from .ops.nn import *  # noqa: F401, F403
 from .ops.reductions import *  # noqa: F401, F403
 from .ops.reductions import all, any, max, min, sum  # noqa: F401, A004
 from .ops.searching import *  # noqa: F401, F403
+from .ops.segment import segment_max, segment_mean, segment_min, segment_sum  # noqa: F401
 from .ops.sets import *  # noqa: F401, F403
 from .ops.sorting import *  # noqa: F401, F403
 from .primitives.collectives import all_gather, axis_index, pmax, pmean, pmin, psum  # noqa: F401
