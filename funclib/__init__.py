@@ -13,6 +13,7 @@ from . import (  # noqa: F401
     errors,
     primitives,
     quantization,
+    ragged,
     random,  # noqa: F401, E402
     sparse,
     tree,

@@ -176,7 +176,8 @@ def segment_reduce(kind: str, data, ids, num_segments: int) -> np.ndarray:
     d = data.dtype
     wide = d if d in _NATIVE or d in _NUMBA_INTS else (lowp.wide_dtype(d) if d in lowp.INT4 else np.dtype(np.float32))
     rest = data.shape[1:]
-    flat = np.ascontiguousarray(lowp.astype(data, wide) if wide != d else data).reshape(data.shape[0], -1)
+    cols = int(np.prod(rest, dtype=np.int64))
+    flat = np.ascontiguousarray(lowp.astype(data, wide) if wide != d else data).reshape(data.shape[0], cols)
     out = np.full((num_segments, flat.shape[1]), _identity(kind, wide), wide)
     _SEGMENT[kind](flat, _index(ids), out)
     out = out.reshape((num_segments,) + rest)

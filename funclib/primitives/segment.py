@@ -94,8 +94,11 @@ def _take_rows(x, ids, num_segments):
     the mask of the in-range rows, broadcast to the result's shape."""
     from .elementwise import bitwise_and, greater_equal, less, select
     from .indexing import gather
-    from .shape import broadcast_in_dim, reshape
+    from .shape import broadcast_in_dim, full, reshape
 
+    if num_segments == 0:  # every id is out of range
+        shape = (ids.shape[0],) + tuple(x.shape[1:])
+        return full(shape, 0, x.dtype), full(shape, False, np.bool_)
     valid = bitwise_and(greater_equal(ids, _zero_like(ids)), less(ids, _wrap(np.asarray(num_segments, ids.dtype))))
     safe = select(valid, ids, _zero_like(ids))
     rows = gather(x, reshape(safe, (ids.shape[0], 1)), (0,))

@@ -142,20 +142,26 @@ def _sddmm_transpose(ct, x, y, idx0, cols, *, shape, layout):
 
 
 def csr_rows(indptr, nse: int):
-    """The row of each of the ``nse`` entries of a CSR pattern (``m`` for entries past ``indptr[-1]``)."""
+    """The row of each of the ``nse`` entries of a CSR pattern (``m`` for entries past ``indptr[-1]``); leading
+    axes of ``indptr`` are batch axes."""
     c = concrete_or_none(indptr)
-    if c is not None:
-        c = np.asarray(c, np.int64)
+    if c is not None and c.ndim == 1:
+        c = np.asarray(c._value, np.int64)
         rows = np.repeat(np.arange(c.shape[0] - 1), np.diff(c))
         return _wrap(np.concatenate([rows, np.full(nse - rows.shape[0], c.shape[0] - 1, np.int64)]))
-    from .indexing import scatter_add
+    from .elementwise import add, convert, multiply
     from .reduce import cumsum
-    from .shape import full, reshape, slice_
+    from .segment import segment_sum_p
+    from .shape import full, iota, reshape, slice_
 
-    m = indptr.shape[0] - 1
-    starts = reshape(slice_(indptr, (1,), (m + 1,)), (m, 1))
-    marks = scatter_add(full((nse + 1,), 0, np.int64), starts, full((m,), 1, np.int64), (0,))
-    return slice_(cumsum(marks, 0), (0,), (nse,))
+    lead = tuple(indptr.shape[:-1])
+    b, m = int(np.prod(lead, dtype=np.int64)), indptr.shape[-1] - 1
+    starts = convert(slice_(reshape(indptr, (b, m + 1)), (0, 1), (b, m + 1)), np.int64)
+    # each row start marks its position (in its lane's block); the running count of marks is the row
+    starts = add(starts, multiply(iota(np.int64, (b, m), 0), _wrap(np.asarray(nse + 1, np.int64))))
+    marks = segment_sum_p.bind(full((b * m,), 1, np.int64), reshape(starts, (b * m,)), num_segments=b * (nse + 1))
+    rows = slice_(cumsum(reshape(marks, (b, nse + 1)), 1), (0, 0), (b, nse))
+    return reshape(rows, lead + (nse,))
 
 
 def _lanes(a, d, size):
@@ -176,18 +182,15 @@ def _offset(idx, valid, size, block: int, sentinel: int):
     return select(valid, add(idx, lane), _wrap(np.asarray(sentinel, np.int64)))
 
 
-def _coo_lanes(idx0, cols, dims, size, shape, layout, op):
+def _coo_lanes(idx0, cols, dims, size, shape, layout):
     """Per-lane COO ``rows, cols`` of shape ``(size, nse)`` and the mask of in-range entries."""
     from .elementwise import bitwise_and, greater_equal, less
 
     d0, dc = dims
     if layout == "csr":
-        if d0 is not None or dc is not None:
-            raise NotImplementedError(
-                f"{op}: vmap over CSR index arrays is not supported (each lane would have its own row pointers); "
-                "batch the values or the dense operand, or use fl.sparse.COO for batched patterns"
-            )
-        idx0 = csr_rows(idx0, cols.shape[0])
+        nse = cols.shape[0] if dc is None else cols.shape[1 - dc]
+        idx0 = csr_rows(bdim_to_front(idx0, d0), nse) if d0 is not None else csr_rows(idx0, nse)
+        d0 = 0 if d0 is not None else None
     rows, cols = _lanes(idx0, d0, size), _lanes(cols, dc, size)
     m, k = shape
 
@@ -213,7 +216,7 @@ def _spmm_vmap(args, dims, *, shape, layout, transpose):
         out = spmm_p.bind(values, idx0, cols, wide, shape=shape, layout=layout, transpose=transpose)
         return reshape(out, (out.shape[0], b, n)), 1
     size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
-    rows, cols, valid = _coo_lanes(idx0, cols, (d0, dc), size, shape, "coo" if layout == "coo" else layout, "spmm")
+    rows, cols, valid = _coo_lanes(idx0, cols, (d0, dc), size, shape, layout)
     values = _lanes(values, dv, size)
     # the index addressing the output moves to its lane's block; the one addressing dense only if dense is batched
     out_m = k if transpose else m
@@ -221,7 +224,8 @@ def _spmm_vmap(args, dims, *, shape, layout, transpose):
     out_idx, dense_idx = (cols, rows) if transpose else (rows, cols)
     out_idx = _offset(out_idx, valid, size, out_m, size * out_m)
     if dd is not None:
-        dense = reshape(bdim_to_front(dense, dd), (size * dense_m, dense.shape[-1]))
+        dense = bdim_to_front(dense, dd)
+        dense = reshape(dense, (size * dense_m, dense.shape[-1]))
         dense_idx = _offset(dense_idx, valid, size, dense_m, size * dense_m)
         new_dense_m = size * dense_m
     else:
@@ -243,14 +247,15 @@ def _sddmm_vmap(args, dims, *, shape, layout):
     x, y, idx0, cols = args
     dx, dy, d0, dc = dims
     size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
-    rows, cols, valid = _coo_lanes(idx0, cols, (d0, dc), size, shape, layout, "sddmm")
+    rows, cols, valid = _coo_lanes(idx0, cols, (d0, dc), size, shape, layout)
     m, k = shape
     from .elementwise import convert, select
 
     def side(a, d, idx, n):
         if d is None:
             return a, select(valid, convert(idx, np.int64), _wrap(np.asarray(n, np.int64))), n
-        a = reshape(bdim_to_front(a, d), (size * n, a.shape[-1]))
+        a = bdim_to_front(a, d)
+        a = reshape(a, (size * n, a.shape[-1]))
         return a, _offset(idx, valid, size, n, size * n), size * n
 
     x, rows, mm = side(x, dx, rows, m)

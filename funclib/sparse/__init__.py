@@ -406,7 +406,8 @@ def _dense_2d(x, lead: int, op: str):
     x = asarray(x)
     if x.ndim == 0 or x.shape[0] != lead:
         raise ShapeError(f"{op}: a dense operand with first axis {lead} is needed, got shape {tuple(x.shape)}")
-    return reshape(x, (lead, -1)) if x.ndim != 2 else x, tuple(x.shape[1:])
+    rest = tuple(x.shape[1:])
+    return reshape(x, (lead, int(np.prod(rest, dtype=np.int64)))) if x.ndim != 2 else x, rest
 
 
 def matmul(a, b) -> Tensor:
@@ -435,7 +436,8 @@ def matmul(a, b) -> Tensor:
     lead = tuple(x.shape[:-1])
     from ..ops.manipulation import permute_dims
 
-    xt = permute_dims(reshape(x, (-1, m)), (1, 0))  # (m, p): x @ B = (B.T @ x.T).T
+    p = int(np.prod(lead, dtype=np.int64))
+    xt = permute_dims(reshape(x, (p, m)), (1, 0))  # (m, p): x @ B = (B.T @ x.T).T
     _check_dtypes(b, xt)
     idx0, cols, layout = b._operands()
     out = spmm_p.bind(b._values_1d("matmul"), idx0, cols, xt, shape=b.shape, layout=layout, transpose=True)
