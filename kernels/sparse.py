@@ -53,8 +53,10 @@ def _spmm_csr(values, indptr, cols, dense, out, transpose):  # pragma: no cover 
     m = indptr.shape[0] - 1
     k = dense.shape[0] if not transpose else out.shape[0]
     n = dense.shape[1]
+    nse = values.shape[0]
     for r in range(m):
-        for e in range(indptr[r], indptr[r + 1]):
+        # row pointers are clamped to the entries, so malformed ones cannot read out of bounds
+        for e in range(max(indptr[r], 0), min(indptr[r + 1], nse)):
             c = cols[e]
             if c < 0 or c >= k:
                 continue
@@ -83,8 +85,9 @@ def _sddmm_coo(x, y, rows, cols, out):  # pragma: no cover - compiled
 def _sddmm_csr(x, y, indptr, cols, out):  # pragma: no cover - compiled
     k, n = y.shape[0], x.shape[1]
     out[:] = 0
+    nse = out.shape[0]
     for r in range(indptr.shape[0] - 1):
-        for e in range(indptr[r], indptr[r + 1]):
+        for e in range(max(indptr[r], 0), min(indptr[r + 1], nse)):
             c = cols[e]
             if 0 <= c < k:
                 acc = out[e] * 0

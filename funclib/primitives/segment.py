@@ -75,8 +75,15 @@ def _vmap_for(p):
 def _segment(name, kind, ok):
     p = Primitive(name)
     p.family = "segment"
-    p.def_impl(lambda data, ids, *, num_segments: K.segment_reduce(kind, data, ids, num_segments))
-    p.def_abstract_eval(_abstract_for(name, ok))
+    abstract = _abstract_for(name, ok)
+
+    @p.def_impl
+    def _impl(data, ids, *, num_segments):
+        data, ids = np.asarray(data), np.asarray(ids)
+        abstract(aval_of(data), aval_of(ids), num_segments=num_segments)  # the kernel trusts its shapes
+        return K.segment_reduce(kind, data, ids, num_segments)
+
+    p.def_abstract_eval(abstract)
     p.def_vmap(_vmap_for(p))
     return p
 

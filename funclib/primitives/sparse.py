@@ -45,7 +45,9 @@ def _check_pattern(op, idx0, cols, shape, layout, nse):
 
 @spmm_p.def_impl
 def _spmm_impl(values, idx0, cols, dense, *, shape, layout, transpose):
-    return K.spmm(np.asarray(values), np.asarray(idx0), np.asarray(cols), np.asarray(dense), shape, layout, transpose)
+    args = [np.asarray(a) for a in (values, idx0, cols, dense)]
+    _spmm_abstract(*map(aval_of, args), shape=shape, layout=layout, transpose=transpose)  # the kernel trusts them
+    return K.spmm(*args, shape, layout, transpose)
 
 
 @spmm_p.def_abstract_eval
@@ -97,7 +99,9 @@ def _spmm_transpose(ct, values, idx0, cols, dense, *, shape, layout, transpose):
 
 @sddmm_p.def_impl
 def _sddmm_impl(x, y, idx0, cols, *, shape, layout):
-    return K.sddmm(np.asarray(x), np.asarray(y), np.asarray(idx0), np.asarray(cols), layout)
+    args = [np.asarray(a) for a in (x, y, idx0, cols)]
+    _sddmm_abstract(*map(aval_of, args), shape=shape, layout=layout)
+    return K.sddmm(*args, layout)
 
 
 @sddmm_p.def_abstract_eval
