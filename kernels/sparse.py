@@ -28,7 +28,7 @@ import numpy as np
 
 from . import diskcache, lowp
 
-__all__ = ["sddmm", "segment_reduce", "spmm"]
+__all__ = ["add_rows", "sddmm", "segment_reduce", "spmm"]
 
 
 @diskcache.njit(nogil=True, error_model="numpy", fastmath={"contract"})
@@ -171,6 +171,22 @@ def _identity(kind: str, d: np.dtype):
         return -np.inf if kind == "max" else np.inf
     info = np.iinfo(d)
     return info.min if kind == "max" else info.max
+
+
+def add_rows(out: np.ndarray, ids: np.ndarray, updates) -> bool:
+    """``out[ids[i]] += updates[i]`` in place, repeated ids accumulating (``np.add.at`` along axis 0, several times
+    faster); returns False, doing nothing, unless ``out`` is C-contiguous of a numba dtype and every id is in
+    range, so the caller can fall back to NumPy (which raises on a bad index)."""
+    if out.dtype not in _NATIVE and out.dtype not in _NUMBA_INTS or not out.flags.c_contiguous or out.ndim == 0:
+        return False
+    ids = _index(ids).reshape(-1)
+    n = out.shape[0]
+    if ids.size and (ids.min() < 0 or ids.max() >= n):
+        return False
+    cols = int(np.prod(out.shape[1:], dtype=np.int64))
+    upd = np.ascontiguousarray(np.asarray(updates, out.dtype).reshape((ids.size,) + out.shape[1:]))
+    _seg_sum(upd.reshape(ids.size, cols), ids, out.reshape(n, cols))
+    return True
 
 
 def segment_reduce(kind: str, data, ids, num_segments: int) -> np.ndarray:

@@ -13,6 +13,7 @@ import numpy as np
 from .. import dtypes
 from ..core import Primitive, ShapedArray, Zero, aval_of, is_undefined
 from ..errors import ShapeError
+from ..kernels import sparse
 from ._util import bdim_to_front, instantiate, zeros
 
 
@@ -122,6 +123,8 @@ def _scatter_impl_for(mode):
         out = np.array(x, copy=True)
         view = _front(out, axes)
         idx = np.asarray(idx)
+        if mode == "add" and len(axes) == 1 and view is out and sparse.add_rows(out, idx, upd):
+            return out  # along axis 0 on numba's kernel: np.add.at is several times slower
         key = tuple(idx[..., i] for i in range(len(axes)))
         try:
             if mode == "add":
