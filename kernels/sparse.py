@@ -24,6 +24,7 @@ Example:
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
 from . import diskcache, lowp
@@ -165,11 +166,12 @@ _NUMBA_INTS = frozenset(np.dtype(t) for t in (np.int8, np.int16, np.int32, np.in
 
 
 def _identity(kind: str, d: np.dtype):
+    """The empty segment's value for data of dtype ``d`` (int4's extremes, which its int8 compute holds)."""
     if kind == "sum":
         return 0
-    if d.kind in "fc" or d not in _NUMBA_INTS:
+    if d not in _NUMBA_INTS and d not in lowp.INT4:
         return -np.inf if kind == "max" else np.inf
-    info = np.iinfo(d)
+    info = ml_dtypes.iinfo(d) if d in lowp.INT4 else np.iinfo(d)
     return info.min if kind == "max" else info.max
 
 
@@ -197,7 +199,7 @@ def segment_reduce(kind: str, data, ids, num_segments: int) -> np.ndarray:
     rest = data.shape[1:]
     cols = int(np.prod(rest, dtype=np.int64))
     flat = np.ascontiguousarray(lowp.astype(data, wide) if wide != d else data).reshape(data.shape[0], cols)
-    out = np.full((num_segments, flat.shape[1]), _identity(kind, wide), wide)
+    out = np.full((num_segments, flat.shape[1]), _identity(kind, d), wide)
     _SEGMENT[kind](flat, _index(ids), out)
     out = out.reshape((num_segments,) + rest)
     return out if wide == d else lowp.astype(out, d)

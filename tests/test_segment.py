@@ -150,3 +150,30 @@ def test_ragged_errors():
         fl.ragged.mask(fl.asarray([1, -1]))
     with pytest.raises(ShapeError, match="exceeds the padded length"):
         fl.ragged.unpad(fl.ones((2, 2)), fl.asarray([3, 1]))
+
+
+def test_scatter_add_along_axis_0_matches_numpy_and_still_rejects_bad_indices():
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((6, 3))
+    idx = rng.integers(0, 6, (4, 5))  # repeated rows, a 2-D batch of indices
+    upd = rng.standard_normal((4, 5, 3))
+    want = x.copy()
+    np.add.at(want, idx, upd)
+    got = fl.asarray(x).at[fl.asarray(idx)].add(fl.asarray(upd))
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-14)
+    # the gradient of a row gather is this scatter
+    g = fl.grad(lambda x: fl.sum(x[fl.asarray(idx)] * fl.asarray(upd)))(fl.asarray(x))
+    np.testing.assert_allclose(g.numpy(), want - x, rtol=1e-12, atol=1e-14)
+    from funclib.primitives.indexing import scatter_add
+
+    with pytest.raises(IndexError, match="out of bounds"):
+        scatter_add(fl.asarray(x), fl.asarray([[7]]), fl.ones((1, 3), dtype=fl.float64), (0,))
+
+
+def test_low_precision_segments_keep_their_dtype_and_identities():
+    ids = fl.asarray([0, 0])
+    m = fl.segment_max(fl.asarray([3, -2], dtype=fl.int4), ids, 2)
+    assert m.dtype == fl.int4 and m.numpy().astype(int).tolist() == [3, -8]
+    assert fl.segment_min(fl.asarray([3, 14], dtype=fl.uint4), ids, 2).numpy().astype(int).tolist() == [3, 15]
+    s = fl.segment_sum(fl.asarray([300.0, 300.0], dtype=fl.float8_e4m3fn), ids, 1)
+    assert float(s[0]) == 448.0  # accumulated in float32, saturated on the way back

@@ -70,7 +70,7 @@ def _deferring(fn):
     """``fn`` as a binary operator that leaves a ``funclib.sparse`` right operand to its reflected method
     (``dense @ sparse`` is the sparse matrix's ``__rmatmul__``)."""
 
-    def method(self, other):
+    def method(self, other, /):
         if type(other) not in _PLAIN and getattr(type(other), "_fl_sparse", False):
             return NotImplemented
         return fn(self, other)

@@ -2,10 +2,11 @@
 the rows of ``data`` grouped by an integer id per row, the message-passing step of graph networks.
 
 Semantics follow ``jax.ops.segment_*``: ``out[s]`` reduces the rows with ``segment_ids == s``; ids outside
-``[0, num_segments)`` are dropped; empty segments give 0 (sum, mean), ``-inf``/``+inf`` (max/min of floats) or
-the integer extremes. ``num_segments`` is static; it may be omitted only for concrete ids (then ``max + 1``).
-All four differentiate with respect to ``data`` (max/min share a segment's gradient among tied rows), batch
-under ``vmap`` (also over per-lane ids) and run under ``jit``.
+``[0, num_segments)`` are dropped; empty segments give 0 (sum, mean), ``-inf``/``+inf`` (max/min of floats; the
+largest finite values for float8, whose casts saturate) or the integer extremes. ``num_segments`` is static; it
+may be omitted only for concrete ids (then ``max + 1``). All four differentiate with respect to ``data``
+(max/min share a segment's gradient among tied rows), batch under ``vmap`` (also over per-lane ids) and run
+under ``jit``.
 """
 
 from __future__ import annotations

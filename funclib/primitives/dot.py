@@ -104,7 +104,7 @@ def _int_dot(x, y, dimension_numbers, out_dtype):
     xt = (x if xperm is None else x.transpose(xperm)).reshape(xs)
     yt = (y if yperm is None else y.transpose(yperm)).reshape(ys)
     if kind == 0:
-        out = np.multiply(xt.reshape(xs), yt.reshape(ys), dtype=acc)
+        out = np.multiply(xt, yt, dtype=acc)
     else:
         out = intmm.matmul(xt.reshape((-1,) + xs[-2:]), yt.reshape((-1,) + ys[-2:]), acc)
     out = out.reshape(out_shape)

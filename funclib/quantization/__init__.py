@@ -180,7 +180,7 @@ def quantize(
             zero_point = None if zero_point is None else reshape(zero_point, ())
     else:
         scale = convert(asarray(scale), _F32)
-        scale = reshape(scale, _stat_shape(xf.shape, red, group_size)) if group_size is not None else scale
+        scale = reshape(scale, _stat_shape(xf.shape, red)) if group_size is not None else scale
         if zero_point is not None:
             zero_point = convert(asarray(zero_point), dtypes.int32)
             zero_point = reshape(zero_point, tuple(scale.shape)) if group_size is not None else zero_point
@@ -198,7 +198,7 @@ def quantize(
     return Quantized(values, scale, zero_point, a, group_size)
 
 
-def _stat_shape(shape, red, group_size):
+def _stat_shape(shape, red):
     return tuple(1 if i in red else n for i, n in enumerate(shape))
 
 
@@ -209,9 +209,7 @@ def _scale_shape(shape, a, group_size):
 def _params(xf, red, d, qmin, qmax, symmetric):
     if symmetric:
         amax = max(abs(xf), axis=red, keepdims=True)
-        if d in dtypes.FLOAT8:
-            steps, zp = qmax, None
-        elif qmin < 0:
+        if qmin < 0:  # signed integers and float8: [-qmax, qmax]
             steps, zp = qmax, None
         else:  # unsigned, centred
             mid = (qmin + qmax + 1) // 2
@@ -243,7 +241,7 @@ def dequantize(q: Quantized, dtype=_F32) -> Tensor:
         a = q.axis
         grouped = _grouped_shape(shape, a, q.group_size)
         v = reshape(v, grouped)
-        scale = reshape(scale, _stat_shape(grouped, (a + 1,), None))
+        scale = reshape(scale, _stat_shape(grouped, (a + 1,)))
         zp = None if zp is None else reshape(zp, tuple(scale.shape))
     if zp is not None:
         v = v - convert(zp, _F32)
