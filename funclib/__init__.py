@@ -59,7 +59,7 @@ from .ops.info import __array_namespace_info__  # noqa: F401
 from .ops.linalg_basic import diagonal, einsum, inner, matmul, outer, tensordot, vecdot  # noqa: F401
 from .ops.manipulation import *  # noqa: F401, F403
 from .ops.manipulation import matrix_transpose  # noqa: F401
-from .ops.misc import stop_gradient  # noqa: F401
+from .ops.misc import no_grad, stop_gradient  # noqa: F401
 from .ops.nn import *  # noqa: F401, F403
 from .ops.reductions import *  # noqa: F401, F403
 from .ops.reductions import all, any, max, min, sum  # noqa: F401, A004

@@ -113,12 +113,21 @@ class Trace:
     def process(self, prim: Primitive, args, params):
         raise NotImplementedError
 
+    @property
+    def record_source(self) -> bool:
+        """Whether jaxpr traces started beneath record each equation's source line (see ``JaxprTrace``)."""
+        return self.parent is not None and self.parent.record_source
+
     def concretize(self, tracer: Tracer, what: str):
         raise ConcretizationError(
             f"Cannot convert a traced {tracer.aval.str_short()} to {what} inside {self.name}. "
             "Use fl.where or fl.cond for data-dependent choices, or make the argument static "
             "(static_argnums/static_argnames in fl.jit)."
         )
+
+    def export(self, tracer: Tracer, what: str):
+        """The concrete value to hand to NumPy, DLPack or a list; by default what ``concretize`` gives."""
+        return self.concretize(tracer, what)
 
     def bind_parent(self, prim: Primitive, args, params):
         if self.parent is None:
@@ -205,7 +214,9 @@ class Primitive:
             reason = f" ({why})" if why else ""
             raise MissingRuleError(
                 f"primitive '{self.name}' has no {kind} rule{reason} (it has: {has}); "
-                f"add @{self.name}_p.def_{kind} in {self.defined_in}"
+                f"add @{self.name}_p.def_{kind} in {self.defined_in}",
+                self,
+                kind,
             )
         return r
 
@@ -506,10 +517,10 @@ class Tracer(Tensor):
         return self._trace.concretize(self, what)
 
     def numpy(self):
-        return np.asarray(self.to_concrete("a NumPy array").numpy())
+        return np.asarray(self._trace.export(self, "a NumPy array (.numpy())").numpy())
 
     def __array__(self, dtype=None, copy=None):
-        return self.to_concrete("a NumPy array").__array__(dtype=dtype, copy=copy)
+        return self._trace.export(self, "a NumPy array").__array__(dtype=dtype, copy=copy)
 
     def __bool__(self):
         return bool(self.to_concrete("bool"))
@@ -530,10 +541,10 @@ class Tracer(Tensor):
         return self.to_concrete("a Python scalar (.item())").item()
 
     def tolist(self):
-        return self.to_concrete("a list (.tolist())").tolist()
+        return self._trace.export(self, "a list (.tolist())").tolist()
 
     def __dlpack__(self, *a, **k):
-        return self.to_concrete("DLPack").__dlpack__(*a, **k)
+        return self._trace.export(self, "DLPack").__dlpack__(*a, **k)
 
     def __dlpack_device__(self):
         return (1, 0)

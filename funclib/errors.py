@@ -17,11 +17,25 @@ class TracerLeakError(FunclibError, RuntimeError):
 
 
 class MissingRuleError(FunclibError, NotImplementedError):
-    """A primitive lacks the rule a transform needs."""
+    """A primitive lacks the rule a transform needs (``prim`` and ``kind`` say which, when known)."""
+
+    def __init__(self, msg: str = "", prim=None, kind: str | None = None):
+        super().__init__(msg)
+        self.prim = prim
+        self.kind = kind
+
+
+class NotLinearError(FunclibError, TypeError):
+    """A function transposed as a linear map is not linear in its input."""
 
 
 class ShapeError(FunclibError, ValueError):
     """Operand shapes do not fit the operation."""
+
+
+class OutOfRangeError(FunclibError, OverflowError, ValueError):
+    """A Python number does not fit the dtype it is converted to: an ``OverflowError`` as in NumPy, and a
+    ``ValueError`` (a bad value, not a bad type)."""
 
 
 class DTypeError(FunclibError, TypeError):

@@ -8,6 +8,8 @@ the parent trace, so only the computation that depends on the unknown (tangent) 
 from __future__ import annotations
 
 import itertools
+import os
+import sys
 from typing import Any
 
 import numpy as np
@@ -49,13 +51,40 @@ class Literal:
 
 
 class Eqn:
-    __slots__ = ("prim", "inputs", "params", "outputs")
+    """One primitive application. ``source`` is the user's line that staged it (recorded only when the trace asks
+    for it, see ``JaxprTrace.record_source``), else None."""
 
-    def __init__(self, prim: Primitive, inputs: list, params: dict, outputs: list[Var]):
+    __slots__ = ("prim", "inputs", "params", "outputs", "source")
+
+    def __init__(self, prim: Primitive, inputs: list, params: dict, outputs: list[Var], source: str | None = None):
         self.prim = prim
         self.inputs = inputs
         self.params = params
         self.outputs = outputs
+        self.source = source
+
+
+# the folders of the library: a frame outside them is the user's
+_LIBRARY_DIRS = tuple(
+    os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), d) + os.sep
+    for d in ("funclib", "transforms", "kernels", "nn", "optim")
+)
+
+
+def user_source() -> str | None:
+    """``file:line in function`` of the innermost caller outside funclib, with the library function it called."""
+    f = sys._getframe(1)
+    lib = None
+    while f is not None and f.f_code.co_filename.startswith(_LIBRARY_DIRS):
+        if lib is None and not f.f_code.co_filename.startswith(_LIBRARY_DIRS[:3]):
+            lib = f  # the innermost frame of the facade (nn/, optim/): the layer the user called
+        f = f.f_back
+    if f is None:
+        return None
+    where = f"{f.f_code.co_filename}:{f.f_lineno} in {f.f_code.co_name}"
+    if lib is not None:
+        where += f" (via {os.path.basename(lib.f_code.co_filename)}:{lib.f_lineno} in {lib.f_code.co_name})"
+    return where
 
 
 class Jaxpr:
@@ -150,9 +179,17 @@ class JaxprTracer(Tracer):
 
 
 class JaxprTrace(Trace):
-    """Stages primitives into equations. ``forward_known`` turns it into a partial evaluator (see module doc)."""
+    """Stages primitives into equations. ``forward_known`` turns it into a partial evaluator (see module doc).
+
+    With ``record_source`` set (inherited by traces started beneath, e.g. loop bodies), each equation records the
+    user's line that staged it, for error messages of tools that read jaxprs (ONNX export); off, it costs nothing.
+    """
+
+    record_source = False
 
     def __init__(self, parent, *, forward_known: bool = False, name: str = "tracing"):
+        if parent is not None and parent.record_source:
+            self.record_source = True
         self.parent = parent
         self.forward_known = forward_known
         self.eager_below = forward_known and (parent is None or parent.eager_below)
@@ -201,15 +238,16 @@ class JaxprTrace(Trace):
                 return prim.partial_eval(self, args, params)
         ins = [a.jvar if type(a) is JaxprTracer and a._trace is self else self._atom(a) for a in args]
         out_avals = (prim.abstract_eval or prim.rule("abstract_eval"))(*[v.aval for v in ins], **params)
+        src = user_source() if self.record_source else None
         if prim.multiple_results:
             outs = [self.new_arg(a) for a in out_avals]
-            self.eqns.append(Eqn(prim, ins, params, [o.jvar for o in outs]))
+            self.eqns.append(Eqn(prim, ins, params, [o.jvar for o in outs], src))
             return outs
         out = _new(JaxprTracer)
         out._trace = self
         out._aval = out_avals
         v = out.jvar = Var(out_avals)
-        self.eqns.append(Eqn(prim, ins, params, [v]))
+        self.eqns.append(Eqn(prim, ins, params, [v], src))
         return out
 
     def is_known(self, x) -> bool:
@@ -219,7 +257,7 @@ class JaxprTrace(Trace):
         """Record one equation with given output avals (for partial-eval rules); returns the output tracers."""
         ins = [self._atom(a) for a in args]
         outs = [self.new_arg(a) for a in out_avals]
-        self.eqns.append(Eqn(prim, ins, params, [o.jvar for o in outs]))
+        self.eqns.append(Eqn(prim, ins, params, [o.jvar for o in outs], user_source() if self.record_source else None))
         return outs
 
     def to_jaxpr(self, in_tracers, out_vals) -> tuple[Jaxpr, list]:
@@ -453,7 +491,7 @@ def partial_eval_jaxpr(jaxpr: Jaxpr, in_unknowns: list[bool], instantiate: list[
     def r(a):
         return rename.get(a, a) if type(a) is Var else a
 
-    new_unknown_eqns = [Eqn(e.prim, [r(a) for a in e.inputs], e.params, e.outputs) for e in unknown_eqns]
+    new_unknown_eqns = [Eqn(e.prim, [r(a) for a in e.inputs], e.params, e.outputs, e.source) for e in unknown_eqns]
     unknown = Jaxpr(
         [],
         [rename[v] for v in res] + unknown_inputs,

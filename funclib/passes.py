@@ -111,7 +111,7 @@ def _simplify(eqn: Eqn, producers: dict, uses: dict):
             src = p.inputs[0]
             if src.aval.shape == tuple(eqn.params["new_sizes"]):
                 return src
-            return Eqn(eqn.prim, [src], eqn.params, eqn.outputs)
+            return Eqn(eqn.prim, [src], eqn.params, eqn.outputs, eqn.source)
     elif name == "transpose":
         perm = tuple(eqn.params["permutation"])
         if perm == tuple(range(len(perm))):
@@ -120,13 +120,13 @@ def _simplify(eqn: Eqn, producers: dict, uses: dict):
         if p is not None and p.prim.name == "dot_general" and uses.get(ins[0]) == 1:
             swapped = _swap_dot(p, perm)
             if swapped is not None:
-                return Eqn(p.prim, [p.inputs[1], p.inputs[0]], swapped, eqn.outputs)
+                return Eqn(p.prim, [p.inputs[1], p.inputs[0]], swapped, eqn.outputs, p.source)
         if p is not None and p.prim.name == "transpose":
             inner = tuple(p.params["permutation"])
             composed = tuple(inner[i] for i in perm)
             if composed == tuple(range(len(composed))):
                 return p.inputs[0]
-            return Eqn(eqn.prim, [p.inputs[0]], {"permutation": composed}, eqn.outputs)
+            return Eqn(eqn.prim, [p.inputs[0]], {"permutation": composed}, eqn.outputs, eqn.source)
     elif name == "broadcast_in_dim":
         x = ins[0]
         if x.aval.shape == tuple(eqn.params["shape"]) and tuple(eqn.params["broadcast_dimensions"]) == tuple(
@@ -136,8 +136,9 @@ def _simplify(eqn: Eqn, producers: dict, uses: dict):
     return None
 
 
-def simplify_cse_fold(jaxpr: Jaxpr, consts: list) -> tuple[Jaxpr, list]:
-    """One forward pass of simplification, constant folding and CSE."""
+def simplify_cse_fold(jaxpr: Jaxpr, consts: list, fold_limit: int = _FOLD_LIMIT) -> tuple[Jaxpr, list]:
+    """One forward pass of simplification, constant folding and CSE. Folded results of more than ``fold_limit``
+    elements stay computations (0-d results always fold, into literals)."""
     subst: dict = {}
     producers: dict = {}
     seen: dict = {}
@@ -161,13 +162,13 @@ def simplify_cse_fold(jaxpr: Jaxpr, consts: list) -> tuple[Jaxpr, list]:
         return np.asarray(a.val, dtype=a.aval.dtype) if type(a) is Literal else known[a]
 
     for eqn in jaxpr.eqns:
-        eqn = Eqn(eqn.prim, [r(a) for a in eqn.inputs], eqn.params, eqn.outputs)
+        eqn = Eqn(eqn.prim, [r(a) for a in eqn.inputs], eqn.params, eqn.outputs, eqn.source)
         # constant folding: all inputs known, no sub-jaxprs, an impl that needs no traces
         if (
             all(type(a) is Literal or a in known for a in eqn.inputs)
             and eqn.prim.impl is not None
             and getattr(eqn.prim, "family", "") not in ("call", "collective", "control", "random")
-            and all(v.aval.size <= _FOLD_LIMIT for v in eqn.outputs)
+            and all(v.aval.size <= fold_limit or v.aval.ndim == 0 for v in eqn.outputs)
         ):
             try:
                 vals = eqn.prim.impl(*[value(a) for a in eqn.inputs], **eqn.params)
@@ -206,12 +207,15 @@ def simplify_cse_fold(jaxpr: Jaxpr, consts: list) -> tuple[Jaxpr, list]:
     return out, consts
 
 
-def optimize(closed: ClosedJaxpr, max_rounds: int = 4) -> ClosedJaxpr:
-    """Simplify, fold, CSE and DCE to a fixed point (bounded). Returns a new ClosedJaxpr."""
+def optimize(closed: ClosedJaxpr, max_rounds: int = 4, fold_limit: int = _FOLD_LIMIT) -> ClosedJaxpr:
+    """Simplify, fold, CSE and DCE to a fixed point (bounded). Returns a new ClosedJaxpr.
+
+    ``fold_limit``: the largest folded array (in elements) kept as a constant; larger ones stay computations.
+    """
     jaxpr, consts = closed.jaxpr, list(closed.consts)
     for _ in range(max_rounds):
         n = len(jaxpr.eqns)
-        jaxpr, consts = simplify_cse_fold(jaxpr, consts)
+        jaxpr, consts = simplify_cse_fold(jaxpr, consts, fold_limit)
         jaxpr = dce(jaxpr)
         if len(jaxpr.eqns) == n:
             break

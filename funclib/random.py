@@ -29,6 +29,7 @@ import numpy as np
 import funclib as fl
 
 from . import dtypes
+from .checks import check_int, describe
 from .core import Tensor, Tracer, _state, _wrap, current_trace
 from .errors import DTypeError, FunclibError, ShapeError
 from .kernels import threefry as _tf
@@ -125,6 +126,8 @@ def key(seed: int | Tensor) -> Tensor:
     if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
         s = int(seed) & 0xFFFFFFFFFFFFFFFF
         return _wrap(np.array([s >> 32, s & _MASK32], _U32))
+    if not isinstance(seed, (Tensor, np.ndarray, list, tuple)):
+        raise TypeError(f"random.key: seed must be an int or an integer tensor, got {describe(seed)}")
     seed = fl.asarray(seed)
     if seed.dtype not in dtypes.INTEGER:
         raise DTypeError(f"random.key: the seed must be an integer, got {seed.dtype.name}")
@@ -208,6 +211,8 @@ def fold_in(key: Tensor, data: int | Tensor) -> Tensor:
     >>> step_key = fl.random.fold_in(fl.random.key(0), 17)
     """
     key = _as_key(key, "fold_in")
+    if isinstance(data, bool) or not isinstance(data, (int, np.integer, Tensor, np.ndarray, list, tuple)):
+        raise TypeError(f"random.fold_in: data must be an int or an integer tensor, got {describe(data)}")
     if isinstance(data, (int, np.integer)) and _state.trace is None and type(key) is Tensor:
         d = int(data) & 0xFFFFFFFFFFFFFFFF
         k = key._value
@@ -336,6 +341,32 @@ def _shape(shape, op: str) -> tuple[int, ...]:
     return out
 
 
+def _number(v):
+    """A parameter given as a Python or NumPy number (as a float), else None. Tensor parameters keep JAX's
+    elementwise semantics (NaN, -1 or ``minval`` where invalid), which vectorized code may mask; a bad number is a
+    mistake."""
+    if type(v) in (int, float) or (isinstance(v, (int, float, np.number)) and not isinstance(v, bool)):
+        return v
+    return None
+
+
+def _check_positive(v, op: str, name: str, strict: bool = True) -> None:
+    """A ValueError when a number parameter is <= 0 (< 0 unless ``strict``), or NaN."""
+    k = _number(v)
+    if k is not None and not (k > 0 if strict else k >= 0):
+        raise ValueError(f"random.{op}: {name} must be {'> 0' if strict else '>= 0'}, got {k!r}")
+
+
+def _check_order(lo, hi, op: str, lo_name: str, hi_name: str, strict: bool = True) -> None:
+    """A ValueError when number bounds give an empty interval: ``hi <= lo`` (``hi < lo`` unless ``strict``)."""
+    a, b = _number(lo), _number(hi)
+    if a is not None and b is not None and (b <= a if strict else b < a):
+        raise ValueError(
+            f"random.{op}: {hi_name} must be {'greater than' if strict else 'at least'} {lo_name}, got "
+            f"{lo_name}={a!r} and {hi_name}={b!r}"
+        )
+
+
 def _float_dtype(dtype, op: str) -> np.dtype:
     if dtype is None:
         return dtypes.default_float
@@ -439,6 +470,7 @@ def uniform(
     >>> fl.random.uniform(fl.random.key(0), (2, 3), minval=-1.0, maxval=1.0)
     """
     key = _consume(key, "uniform")
+    _check_order(minval, maxval, "uniform", "minval", "maxval", strict=False)
     d = _float_dtype(dtype, "uniform")
     w = _work(d)
     shape = _shape(shape, "uniform")
@@ -486,6 +518,7 @@ def truncated_normal(
     >>> fl.random.truncated_normal(fl.random.key(0), -1.0, 2.0, (5,))
     """
     key = _consume(key, "truncated_normal")
+    _check_order(lower, upper, "truncated_normal", "lower", "upper")
     d = _float_dtype(dtype, "truncated_normal")
     w = _work(d)
     lo, hi = _param(lower, w), _param(upper, w)
@@ -505,6 +538,9 @@ def bernoulli(key: Tensor, p: float | Tensor = 0.5, shape: Shape | None = None) 
     >>> fl.random.bernoulli(fl.random.key(0), 0.3, (10,))
     """
     key = _consume(key, "bernoulli")
+    k = _number(p)
+    if k is not None and not 0 <= k <= 1:
+        raise ValueError(f"random.bernoulli: p must be a probability in [0, 1], got {k!r}")
     pd = p.dtype if isinstance(p, Tensor) and p.dtype == dtypes.float64 else dtypes.float32
     p = _param(p, pd)
     shape = p.shape if shape is None else _shape(shape, "bernoulli")
@@ -519,7 +555,8 @@ def _int_dtype(dtype, op: str) -> np.dtype:
 
 
 def randint(key: Tensor, shape: Shape, minval: int | Tensor, maxval: int | Tensor, dtype=None) -> Tensor:
-    """Uniform integers in ``[minval, maxval)`` (bounds outside the dtype's range are clipped to it).
+    """Uniform integers in ``[minval, maxval)`` (bounds outside the dtype's range are clipped to it). Python
+    bounds with ``maxval <= minval`` are an error; tensor bounds give ``minval`` there, as in JAX.
 
     Each value is a 64-bit random word reduced modulo the range, so the bias is below ``range / 2**64``.
 
@@ -532,6 +569,7 @@ def randint(key: Tensor, shape: Shape, minval: int | Tensor, maxval: int | Tenso
     >>> fl.random.randint(fl.random.key(0), (3,), 0, 10)
     """
     key = _consume(key, "randint")
+    _check_order(minval, maxval, "randint", "minval", "maxval")
     d = _int_dtype(dtype, "randint")
     return _randint(key, _shape(shape, "randint"), minval, maxval, d)
 
@@ -626,7 +664,9 @@ def permutation(key: Tensor, x: int | Tensor, axis: int = 0, independent: bool =
     >>> fl.random.permutation(fl.random.key(0), 5)
     """
     key = _consume(key, "permutation")
-    if isinstance(x, (int, np.integer)) and not isinstance(x, bool):
+    if isinstance(x, bool) or not isinstance(x, (int, np.integer, Tensor, np.ndarray, list, tuple)):
+        raise TypeError(f"random.permutation: x must be an int or a tensor, got {describe(x)}")
+    if isinstance(x, (int, np.integer)):
         if x < 0:
             raise ValueError(f"random.permutation: n must be non-negative, got {x}")
         return _perm_indices(key, int(x))
@@ -761,6 +801,7 @@ def gamma(key: Tensor, a: float | Tensor, shape: Shape | None = None, dtype=None
     >>> fl.random.gamma(fl.random.key(0), fl.tensor([0.5, 2.0, 10.0]))
     """
     key = _consume(key, "gamma")
+    _check_positive(a, "gamma", "a")
     d = _float_dtype(dtype, "gamma")
     return _cast(_gamma(key, a, shape, _work(d), "gamma"), d)
 
@@ -810,6 +851,7 @@ def dirichlet(key: Tensor, alpha: Tensor, shape: Shape | None = None, dtype=None
     >>> fl.random.dirichlet(fl.random.key(0), fl.tensor([1.0, 2.0, 3.0]), (2,))
     """
     key = _consume(key, "dirichlet")
+    _check_positive(alpha, "dirichlet", "alpha")
     d = _float_dtype(dtype, "dirichlet")
     w = _work(d)
     alpha = _param(alpha, w)
@@ -821,7 +863,8 @@ def dirichlet(key: Tensor, alpha: Tensor, shape: Shape | None = None, dtype=None
 
 
 def poisson(key: Tensor, lam: float | Tensor, shape: Shape | None = None, dtype=None) -> Tensor:
-    """Poisson(lam) counts (inversion below rate 10, transformed rejection above). Invalid rates give -1.
+    """Poisson(lam) counts (inversion below rate 10, transformed rejection above). A negative Python rate is an
+    error; invalid entries of a tensor of rates give -1, as in JAX.
 
     Args:
         key: a key.
@@ -832,6 +875,7 @@ def poisson(key: Tensor, lam: float | Tensor, shape: Shape | None = None, dtype=
     >>> fl.random.poisson(fl.random.key(0), 3.5, (4,))
     """
     key = _consume(key, "poisson")
+    _check_positive(lam, "poisson", "lam", strict=False)
     d = _int_dtype(dtype, "poisson")
     lam = _param(lam, dtypes.float64)
     shape = lam.shape if shape is None else _shape(shape, "poisson")
@@ -927,7 +971,7 @@ def manual_seed(seed: int) -> None:
 
     >>> fl.manual_seed(0); x = fl.randn(3, 10)
     """
-    seed = operator.index(seed)
+    seed = check_int(seed, "manual_seed", "seed")
     k = key(seed)._value
     with _global_lock:
         _global["seed"] = seed
@@ -1005,6 +1049,7 @@ def global_randint(low: int, high: int | None = None, size: Shape = (), *, dtype
     k = _next_key("randint")
     if high is None:
         low, high = 0, low
+    _check_order(low, high, "randint", "low", "high")
     return _randint(k, _shape(size, "randint"), low, high, _int_dtype(dtype, "randint"))
 
 
@@ -1014,7 +1059,7 @@ def randperm(n: int, *, dtype=None) -> Tensor:
     >>> fl.manual_seed(0); fl.randperm(5)
     """
     k = _next_key("randperm")
-    n = operator.index(n)
+    n = check_int(n, "randperm", "n", min=0)
     return _cast(_perm_indices(k, n), _int_dtype(dtype, "randperm"))
 
 

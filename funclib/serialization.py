@@ -165,6 +165,8 @@ def save(tree: Any, path: str | os.PathLike) -> None:
     }
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise FileNotFoundError(f"fl.save: the directory {directory!r} of {path!r} does not exist; create it first")
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".safetensors", dir=directory)
     os.close(fd)
     try:
@@ -190,11 +192,26 @@ def _read(path: str) -> tuple[dict[str, np.ndarray], dict[str, str]]:
             data = f.read()
     except FileNotFoundError:
         raise FileNotFoundError(f"fl.load: no such file {path!r}") from None
+    if not data:
+        raise SerializationError(
+            f"fl.load: {path!r} is empty (0 bytes), not a safetensors file; was the save interrupted or the path "
+            "mistaken? fl.save writes atomically, so a file it wrote is never empty."
+        )
+    kind, advice = _sniff(data)
+    if kind is not None:
+        raise SerializationError(f"fl.load: {path!r} is {kind}, not a safetensors file. {advice}")
     if len(data) < 8:
         raise SerializationError(
-            f"fl.load: {path!r} is truncated or not a safetensors file ({len(data)} bytes)"
+            f"fl.load: {path!r} is truncated or not a safetensors file ({len(data)} bytes; a safetensors file "
+            "starts with an 8-byte header length)"
         )
     (n,) = struct.unpack("<Q", data[:8])
+    if data[8:9] != b"{":
+        raise SerializationError(
+            f"fl.load: {path!r} is not a safetensors file: one starts with an 8-byte header length and a JSON "
+            f"header, this one with {data[:12]!r}. fl.load reads files written by fl.save or the safetensors "
+            "library."
+        )
     if n > len(data) - 8:
         raise SerializationError(
             f"fl.load: {path!r} is truncated: its header announces {n} bytes but only {len(data) - 8} follow"
@@ -221,6 +238,39 @@ def _read(path: str) -> tuple[dict[str, np.ndarray], dict[str, str]]:
         arrays[name] = np.frombuffer(bytes(info["data"]), dtype=dt).reshape(info["shape"])
     meta = header.get("__metadata__") or {}
     return arrays, meta
+
+
+
+
+def _sniff(data: bytes) -> tuple[str | None, str]:
+    """What a file that is not safetensors is, from its magic bytes: ``(description, what to do)``, or
+    ``(None, "")`` when it may be safetensors. Reading a zip's directory runs no code."""
+    if data[:2] == b"PK":
+        import io
+        import zipfile
+
+        try:
+            names = zipfile.ZipFile(io.BytesIO(data)).namelist()
+        except (zipfile.BadZipFile, OSError, ValueError):
+            names = []
+        if names and all(n.endswith(".npy") for n in names):
+            return "a NumPy .npz archive", "Load it with np.load(path) and convert the arrays with fl.asarray."
+        return "a zip archive", "Unpack it, or save the tensors with fl.save."
+    if len(data) >= 2 and data[0] == 0x80 and 2 <= data[1] <= 5:
+        return (
+            f"a Python pickle (protocol {data[1]})",
+            "fl.load never unpickles (unpickling can run arbitrary code); save the tensors with fl.save, or a "
+            "PyTorch state_dict with safetensors.torch.save_file.",
+        )
+    if data.startswith(b"\x93NUMPY"):
+        return "a NumPy .npy file", "Load it with fl.asarray(np.load(path))."
+    if data.startswith(b"\x89HDF\r\n\x1a\n"):
+        return "an HDF5 file (e.g. Keras .h5)", "Read it with h5py and convert the arrays with fl.asarray."
+    if data.startswith(b"\x1f\x8b"):
+        return "a gzip-compressed file", "Decompress it first."
+    if data.startswith(b"GGUF"):
+        return "a GGUF model file", "fl.load reads safetensors files written by fl.save or the safetensors library."
+    return None, ""
 
 
 def _decode(node: Any, arrays: dict[str, np.ndarray], path: str, used: set) -> Any:
@@ -346,11 +396,24 @@ def load(path: str | os.PathLike, *, like: Any = None, mmap: bool = False) -> An
 
 
 def _is_pytorch(path: str) -> bool:
+    """Whether ``path`` is a ``torch.save`` file: the legacy stream, or a zip holding a ``data.pkl`` (an ``.npz`` or
+    any other zip is not, and gets its own error from ``_sniff``). Reading a zip's directory runs no code."""
     from .pt_reader import is_pytorch_file
 
     try:
         with open(path, "rb") as f:
-            return is_pytorch_file(f.read(16))
+            if not is_pytorch_file(f.read(16)):
+                return False
+            f.seek(0)
+            if f.read(2) != b"PK":
+                return True
+            import zipfile
+
+            try:
+                names = zipfile.ZipFile(f).namelist()
+            except (zipfile.BadZipFile, OSError, ValueError):
+                return False
+            return any(n == "data.pkl" or n.endswith("/data.pkl") for n in names)
     except OSError:
         return False  # _read reports it
 

@@ -23,6 +23,8 @@ from typing import Any, TypeVar
 
 import optree
 
+from .checks import check_callable, describe
+
 __all__ = [
     "NodeEntry",
     "PyTree",
@@ -166,6 +168,7 @@ def map(
         >>> map(lambda x, y: x + y, {"a": 1, "b": 2}, {"a": 10, "b": 20})
         {'a': 11, 'b': 22}
     """
+    check_callable(f, "tree.map", "f")
     try:
         return optree.tree_map(f, tree, *rest, is_leaf=is_leaf, none_is_leaf=False, namespace=_NS)
     except (ValueError, TypeError):
@@ -200,6 +203,7 @@ def map_with_path(
         >>> map_with_path(lambda p, x: keystr(p, simple=True), {"layer": [0.0, 0.0]})
         {'layer': ['layer.0', 'layer.1']}
     """
+    check_callable(f, "tree.map_with_path", "f")
     paths, xs, treedef = optree.tree_flatten_with_accessor(tree, is_leaf, none_is_leaf=False, namespace=_NS)
     others = _leaves_up_to("map_with_path", treedef, rest)
     return treedef.unflatten([f(*args) for args in zip(paths, xs, *others)])
@@ -226,6 +230,11 @@ def keystr(path: Path, *, simple: bool = False, separator: str = ".") -> str:
         >>> keystr(path), keystr(path, simple=True)
         ("['w'][0]", 'w.0')
     """
+    if not isinstance(path, (tuple, list, optree.PyTreeAccessor)):
+        raise TypeError(
+            f"tree.keystr: path must be a path from flatten_with_path/map_with_path (a tuple of keys), got "
+            f"{describe(path)}"
+        )
     if simple:
         return separator.join(str(_entry_name(e)) for e in path)
     if isinstance(path, optree.PyTreeAccessor):
@@ -267,6 +276,7 @@ def reduce(
         >>> reduce(operator.add, {"a": 1, "b": (2, 3)}, 0)
         6
     """
+    check_callable(fn, "tree.reduce", "fn")
     if initial is _MISSING:
         return optree.tree_reduce(fn, tree, is_leaf=is_leaf, none_is_leaf=False, namespace=_NS)
     return optree.tree_reduce(fn, tree, initial, is_leaf=is_leaf, none_is_leaf=False, namespace=_NS)
@@ -318,6 +328,10 @@ def register_pytree_node(
         >>> leaves(Pair(1, [2, 3]))
         [1, 2, 3]
     """
+    if not isinstance(cls, type):
+        raise TypeError(f"tree.register_pytree_node: cls must be a class, got {describe(cls)}")
+    check_callable(flatten_fn, "tree.register_pytree_node", "flatten_fn")
+    check_callable(unflatten_fn, "tree.register_pytree_node", "unflatten_fn")
     optree.register_pytree_node(cls, flatten_fn, unflatten_fn, path_entry_type=NodeEntry, namespace=_NS)
     return cls
 

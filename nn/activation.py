@@ -8,6 +8,8 @@ Tensor([0., 2.], dtype=float32)
 
 from __future__ import annotations
 
+from funclib.checks import check_number
+
 from . import functional as F
 from .module import Module
 
@@ -191,6 +193,12 @@ class Hardtanh(Module):
 
     def __init__(self, min_val=-1.0, max_val=1.0, inplace=False):
         super().__init__()
+        check_number(min_val, "Hardtanh", "min_val")
+        check_number(max_val, "Hardtanh", "max_val")
+        if max_val <= min_val:
+            raise ValueError(
+                f"Hardtanh: max_val must be greater than min_val, got min_val={min_val}, max_val={max_val}"
+            )
         self.min_val = min_val
         self.max_val = max_val
         self.inplace = inplace

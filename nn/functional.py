@@ -20,8 +20,11 @@ import numpy as np
 import funclib as fl
 from funclib import dtypes
 from funclib import random as _random
+from funclib.checks import check_int, check_number, describe
 from funclib.core import Tensor, Tracer, _state, _wrap
 from funclib.errors import DTypeError, ShapeError
+from funclib.ops.reductions import stable_shift
+from funclib.primitives._util import normalize_axis
 from funclib.primitives.conv import conv_patches, conv_patches_transpose
 from funclib.primitives.dot import dot_general
 from funclib.primitives.indexing import gather
@@ -184,6 +187,8 @@ def softsign(input) -> Tensor:
 
 def hardtanh(input, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> Tensor:
     """``clip(x, min_val, max_val)``."""
+    check_number(min_val, "hardtanh", "min_val")
+    check_number(max_val, "hardtanh", "max_val")
     return fl.clip(_ft(input, "hardtanh"), min_val, max_val)
 
 
@@ -251,8 +256,7 @@ def dropout(input, p: float = 0.5, training: bool = True, inplace: bool = False,
         training: off means identity.
         key: a ``fl.random`` key; default: split from ``nn.rng``'s key, else the global generator (eager only).
     """
-    if not 0.0 <= p <= 1.0:
-        raise ValueError(f"dropout: probability p must be in [0, 1], got {p}")
+    check_number(p, "dropout", "p", min=0.0, max=1.0)
     x = _ft(input, "dropout")
     if not training or p == 0.0:
         return x
@@ -294,10 +298,18 @@ def bilinear(input1, input2, weight, bias=None) -> Tensor:
 # Convolution
 
 
+_MIN = {"kernel_size": 1, "stride": 1, "dilation": 1, "padding": 0, "output_padding": 0}
+
+
 def _tuple(v, n: int, op: str, name: str) -> tuple[int, ...]:
-    if isinstance(v, int):
-        return (v,) * n
-    v = tuple(int(a) for a in v)
+    """An int or ``n`` ints (one is repeated) as a tuple, each at least the argument's minimum (kernel sizes,
+    strides and dilations 1, paddings 0)."""
+    lo = _MIN.get(name)
+    if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
+        return (check_int(v, op, name, min=lo),) * n
+    if not isinstance(v, (tuple, list)):
+        raise TypeError(f"{op}: {name} must be an int or a tuple of {n} ints, got {describe(v)}")
+    v = tuple(check_int(a, op, name, min=lo) for a in v)
     if len(v) == 1 and n > 1:
         return v * n
     if len(v) != n:
@@ -305,20 +317,49 @@ def _tuple(v, n: int, op: str, name: str) -> tuple[int, ...]:
     return v
 
 
-def _conv_padding(padding, nd, k, dilation, stride, op):
-    if isinstance(padding, str):
-        if padding == "valid":
-            return ((0, 0),) * nd
-        if padding == "same":
-            if any(s != 1 for s in stride):
-                raise ValueError(f"{op}: padding='same' needs stride 1, got stride {stride}")
-            tot = [dilation[i] * (k[i] - 1) for i in range(nd)]
-            return tuple((t // 2, t - t // 2) for t in tot)
-        raise ValueError(f"{op}: padding must be 'valid', 'same', an int or a tuple, got {padding!r}")
+def _pool_args(nd, kernel_size, stride, padding, dilation, op):
+    """Pooling's kernel, stride (default: the kernel), padding and dilation, checked (PyTorch's rule: padding at
+    most half the kernel)."""
+    k = _tuple(kernel_size, nd, op, "kernel_size")
+    s = k if stride is None or (not isinstance(stride, int) and len(stride) == 0) else _tuple(stride, nd, op, "stride")
     p = _tuple(padding, nd, op, "padding")
-    if any(a < 0 for a in p):
-        raise ValueError(f"{op}: negative padding {p}")
-    return tuple((a, a) for a in p)
+    d = _tuple(dilation, nd, op, "dilation")
+    for i in range(nd):
+        if p[i] > k[i] // 2:
+            raise ValueError(f"{op}: padding {p} must be at most half the kernel_size {k}")
+    return k, s, p, d
+
+
+def _conv_padding_arg(padding, nd, stride, op):
+    """A convolution's padding as given (``'valid'``, ``'same'``, ints), checked; ``'same'`` needs stride 1."""
+    if isinstance(padding, str):
+        if padding not in ("valid", "same"):
+            raise ValueError(f"{op}: padding must be an int, a tuple of ints, 'valid' or 'same', got {padding!r}")
+        if padding == "same" and any(a != 1 for a in stride):
+            raise ValueError(f"{op}: padding='same' needs stride 1 (strided 'same' is ambiguous), got stride {stride}")
+        return padding
+    return _tuple(padding, nd, op, "padding")
+
+
+def _conv_padding(padding, nd, k, dilation, stride, op):
+    padding = _conv_padding_arg(padding, nd, stride, op)
+    if padding == "valid":
+        return ((0, 0),) * nd
+    if padding == "same":
+        tot = [dilation[i] * (k[i] - 1) for i in range(nd)]
+        return tuple((t // 2, t - t // 2) for t in tot)
+    return tuple((a, a) for a in padding)
+
+
+def _check_fits(x, k, pad_, dilation, nd, op):
+    """A ShapeError naming ``op`` when the (padded) input is smaller than the dilated kernel."""
+    insz = tuple(x.shape[2:])
+    for i in range(nd):
+        if insz[i] + pad_[i][0] + pad_[i][1] < dilation[i] * (k[i] - 1) + 1:
+            raise ShapeError(
+                f"{op}: input spatial shape {insz} with padding {pad_} is smaller than the dilated kernel {k} "
+                f"(dilation {dilation}); pad the input or use a smaller kernel"
+            )
 
 
 def _batched(x, nd, op):
@@ -356,6 +397,9 @@ def _conv(input, weight, bias, stride, padding, dilation, groups, nd, op):
     stride = _tuple(stride, nd, op, "stride")
     dilation = _tuple(dilation, nd, op, "dilation")
     pad_ = _conv_padding(padding, nd, k, dilation, stride, op)
+    if bias is not None and tuple(bias.shape) != (o,):
+        raise ShapeError(f"{op}: bias must have shape ({o},) (one entry per output channel), got {tuple(bias.shape)}")
+    _check_fits(x, k, pad_, dilation, nd, op)
     # one (O, C * K) @ (C * K, out pixels) product per example and group, written straight into channels-first
     # (N, O, pixels): the weight is broadcast over the batch (a view), so the forward pass and both gradients are
     # batched GEMMs on contiguous matrices, with no layout copies
@@ -404,6 +448,10 @@ def _conv_transpose(input, weight, bias, stride, padding, output_padding, groups
     dilation = _tuple(dilation, nd, op, "dilation")
     pad_ = _tuple(padding, nd, op, "padding")
     opad = _tuple(output_padding, nd, op, "output_padding")
+    if bias is not None and tuple(bias.shape) != (og * groups,):
+        raise ShapeError(
+            f"{op}: bias must have shape ({og * groups},) (one entry per output channel), got {tuple(bias.shape)}"
+        )
     for i in range(nd):
         if not (opad[i] < stride[i] or opad[i] < dilation[i]):
             raise ValueError(f"{op}: output_padding {opad} must be smaller than stride {stride} or dilation {dilation}")
@@ -453,6 +501,8 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_paddi
 
 def unfold(input, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:
     """Sliding 2-d blocks as columns: ``(N, C, H, W) -> (N, C * kh * kw, L)`` (PyTorch's layout)."""
+    _tuple(kernel_size, 2, "unfold", "kernel_size")
+    _tuple(stride, 2, "unfold", "stride")
     x = _t(input, "unfold")
     if x.ndim != 4:
         raise ShapeError(f"unfold: expected a 4-d input (N, C, H, W), got shape {tuple(x.shape)}")
@@ -473,13 +523,7 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:
 
 
 def _pool_geometry(x, nd, kernel_size, stride, padding, dilation, ceil_mode, op):
-    k = _tuple(kernel_size, nd, op, "kernel_size")
-    s = k if stride is None or (not isinstance(stride, int) and len(stride) == 0) else _tuple(stride, nd, op, "stride")
-    p = _tuple(padding, nd, op, "padding")
-    d = _tuple(dilation, nd, op, "dilation")
-    for i in range(nd):
-        if p[i] > k[i] // 2:
-            raise ValueError(f"{op}: padding {p} must be at most half the kernel size {k}")
+    k, s, p, d = _pool_args(nd, kernel_size, stride, padding, dilation, op)
     insz = tuple(x.shape[2:])
     out, extra = [], []
     for i in range(nd):
@@ -594,6 +638,8 @@ def _avg_divisor(nd, k, s, p, out, insz, count_include_pad):
 
 
 def _avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, nd, op):
+    if divisor_override is not None:
+        check_int(divisor_override, op, "divisor_override", min=1)
     x, unbatched = _batched(_ft(input, op), nd, op)
     k, s, p, d, out, extra = _pool_geometry(x, nd, kernel_size, stride, padding, 1, ceil_mode, op)
     if s == k and not any(p) and not any(extra):
@@ -641,15 +687,19 @@ def _adaptive_matrix(n_in: int, n_out: int, dtype) -> np.ndarray:
     return a.astype(dtype)
 
 
+def _output_size(output_size, nd, op):
+    """An adaptive pool's ``output_size``: positive ints, ``None`` keeping the input's size."""
+    osz = (output_size,) * nd if isinstance(output_size, int) or output_size is None else output_size
+    if not isinstance(osz, (tuple, list)) or len(osz) != nd:
+        raise ValueError(f"{op}: output_size must be an int or {nd} ints (or None), got {output_size!r}")
+    return tuple(None if o is None else check_int(o, op, "output_size", min=1) for o in osz)
+
+
 def _adaptive_avg(input, output_size, nd, op):
+    osz = _output_size(output_size, nd, op)
     x, unbatched = _batched(_ft(input, op), nd, op)
     insz = tuple(x.shape[2:])
-    osz = (output_size,) * nd if isinstance(output_size, int) or output_size is None else tuple(output_size)
-    if len(osz) != nd:
-        raise ValueError(f"{op}: output_size must be an int or {nd} ints, got {output_size!r}")
-    osz = tuple(insz[i] if osz[i] is None else int(osz[i]) for i in range(nd))
-    if any(o < 1 for o in osz):
-        raise ValueError(f"{op}: output_size must be positive, got {osz}")
+    osz = tuple(insz[i] if osz[i] is None else osz[i] for i in range(nd))
     if all(insz[i] % osz[i] == 0 for i in range(nd)):
         blocks, axes = _blocks(x, nd, tuple(insz[i] // osz[i] for i in range(nd)), osz)
         y = fl.mean(blocks, axis=axes)
@@ -833,7 +883,7 @@ def one_hot(tensor, num_classes: int = -1) -> Tensor:
     if x.dtype not in dtypes.INTEGER:
         raise DTypeError(f"one_hot: expected integer class indices, got {x.dtype.name}")
     if num_classes == -1:
-        num_classes = int(fl.max(x)) + 1
+        num_classes = int(fl.max(x)) + 1 if x.size else 0
     return fl.one_hot(x, num_classes, dtype=fl.int64)
 
 
@@ -858,6 +908,7 @@ def pad(input, pad: Sequence[int], mode: str = "constant", value: float | None =
 def normalize(input, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:
     """``x / max(||x||_p, eps)`` along ``dim``."""
     x = _ft(input, "normalize")
+    normalize_axis(dim, x.ndim, "normalize")
     n = fl.linalg.vector_norm(x, axis=dim, keepdims=True, ord=p)
     return x / fl.maximum(n, eps)
 
@@ -1060,13 +1111,15 @@ def cross_entropy(
         and t.dtype in dtypes.INTEGER
         and not np.any(t.numpy() == ignore_index)
     ):
-        # known class indices, nothing weighted or ignored: -log_softmax(x)[t] = logsumexp(x) - x[t], a row
-        # reduction and one gather, without forming the (N, C) log-probabilities (a third of the operations)
+        # known class indices, nothing weighted or ignored: -log_softmax(x)[t] = log(sum(exp(x - m))) + (m - x[t])
+        # with m the row max, a row reduction and one gather, without forming the (N, C) log-probabilities (a
+        # third of the operations); m - x[t] is exact where x[t] is near m, so large logits lose no precision
         _check_target(x, t, "cross_entropy")
         rows, tflat, out_shape = _rows(x, t)
         tf = tflat.numpy()
         _check_range_np(tf, c, "cross_entropy")
-        loss = fl.logsumexp(rows, axis=1) - _pick(rows, tf)
+        m, mk = stable_shift(rows, (1,))
+        loss = fl.log(fl.sum(fl.exp(rows - mk), axis=1)) + (m - _pick(rows, tf))
         return fl.reshape(loss, out_shape) if reduction == "none" else _reduce(loss, reduction, "cross_entropy")
     logp = fl.log_softmax(x, axis=1 if x.ndim > 1 else 0)
     w = None if weight is None else _t(weight, "cross_entropy").astype(x.dtype)
@@ -1171,12 +1224,15 @@ def binary_cross_entropy_with_logits(
 ) -> Tensor:
     """Sigmoid + binary cross entropy in one stable step; ``pos_weight`` weighs the positive term."""
     x, t = _pair(input, target, "binary_cross_entropy_with_logits")
-    sp = fl.log1p(fl.exp(-fl.abs(x))) + fl.maximum(-x, 0.0)  # softplus(-x) = -log(sigmoid(x))
+    # -log(sigmoid(x)) = softplus(-x) and -log(1 - sigmoid(x)) = softplus(x), sharing log1p(exp(-|x|)); the
+    # shorter (1 - t) x + softplus(-x) cancels catastrophically for large |x| (x = -20, t = 0 gives 0, not 2e-9)
+    tail = fl.log1p(fl.exp(-fl.abs(x)))
+    pos = fl.maximum(-x, 0.0) + tail
+    neg = fl.maximum(x, 0.0) + tail
     if pos_weight is not None:
-        lw = (pos_weight - 1.0) * t + 1.0
-        loss = (1.0 - t) * x + lw * sp
+        loss = (1.0 - t) * neg + (pos_weight * t) * pos
     else:
-        loss = (1.0 - t) * x + sp
+        loss = (1.0 - t) * neg + t * pos
     if weight is not None:
         loss = loss * weight
     return _reduce(loss, _legacy(size_average, reduce, reduction), "binary_cross_entropy_with_logits")

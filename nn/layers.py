@@ -15,7 +15,9 @@ import math
 
 import funclib as fl
 from funclib import dtypes
+from funclib.checks import check_int, check_number, check_probability, check_shape
 from funclib.errors import ShapeError
+from funclib.primitives._util import normalize_axis
 
 from . import functional as F
 from . import init
@@ -84,8 +86,8 @@ class Linear(Module):
     def __init__(self, in_features: int, out_features: int, bias: bool = True, device=None, dtype=None, *, key=None):
         super().__init__()
         d = _dtype(dtype, device)
-        self.in_features = in_features
-        self.out_features = out_features
+        self.in_features = check_int(in_features, "Linear", "in_features", min=0)
+        self.out_features = check_int(out_features, "Linear", "out_features", min=0)
         kw, kb = _split_key(key, 2)
         self.weight = Parameter(
             init.kaiming_uniform_(fl.empty((out_features, in_features), dtype=d), a=math.sqrt(5), key=kw)
@@ -123,6 +125,8 @@ class Bilinear(Module):
     ):
         super().__init__()
         d = _dtype(dtype, device)
+        for n, v in (("in1_features", in1_features), ("in2_features", in2_features), ("out_features", out_features)):
+            check_int(v, "Bilinear", n, min=1)
         self.in1_features, self.in2_features, self.out_features = in1_features, in2_features, out_features
         bound = 1.0 / math.sqrt(in1_features)
         kw, kb = _split_key(key, 2)
@@ -161,11 +165,19 @@ class Unflatten(Module):
 
     def __init__(self, dim: int, unflattened_size):
         super().__init__()
-        self.dim, self.unflattened_size = dim, tuple(unflattened_size)
+        self.dim = check_int(dim, "Unflatten", "dim")
+        self.unflattened_size = check_shape(unflattened_size, "Unflatten", "unflattened_size", allow_unknown=True)
 
     def forward(self, input):
-        d = self.dim % input.ndim
-        shape = tuple(input.shape[:d]) + self.unflattened_size + tuple(input.shape[d + 1 :])
+        d = normalize_axis(self.dim, input.ndim, "Unflatten")
+        n, want = input.shape[d], self.unflattened_size
+        known = math.prod(a for a in want if a != -1)
+        if (-1 not in want and known != n) or (-1 in want and (known == 0 or n % known)):
+            raise ShapeError(
+                f"Unflatten: axis {d} of the input (shape {tuple(input.shape)}) has size {n}, which cannot be split "
+                f"into unflattened_size {want}"
+            )
+        shape = tuple(input.shape[:d]) + want + tuple(input.shape[d + 1 :])
         return fl.reshape(input, shape)
 
     def extra_repr(self):
@@ -199,7 +211,10 @@ class _ConvNd(Module):
         super().__init__()
         nd = self._nd
         name = type(self).__name__
-        if groups < 1 or in_channels % groups or out_channels % groups:
+        check_int(in_channels, name, "in_channels", min=1)
+        check_int(out_channels, name, "out_channels", min=1)
+        check_int(groups, name, "groups", min=1)
+        if in_channels % groups or out_channels % groups:
             raise ValueError(
                 f"{name}: in_channels={in_channels} and out_channels={out_channels} must be divisible by "
                 f"groups={groups}"
@@ -210,7 +225,9 @@ class _ConvNd(Module):
         self.in_channels, self.out_channels = in_channels, out_channels
         self.kernel_size = F._tuple(kernel_size, nd, name, "kernel_size")
         self.stride = F._tuple(stride, nd, name, "stride")
-        self.padding = padding if isinstance(padding, str) else F._tuple(padding, nd, name, "padding")
+        if self._transposed and isinstance(padding, str):
+            raise ValueError(f"{name}: padding must be an int or {nd} ints (no 'same'/'valid'), got {padding!r}")
+        self.padding = F._conv_padding_arg(padding, nd, self.stride, name)
         self.dilation = F._tuple(dilation, nd, name, "dilation")
         self.output_padding = (0,) * nd
         self.groups = groups
@@ -309,7 +326,14 @@ class _ConvTransposeNd(_ConvNd):
             dtype,
             key=key,
         )
-        self.output_padding = F._tuple(output_padding, self._nd, type(self).__name__, "output_padding")
+        name = type(self).__name__
+        self.output_padding = F._tuple(output_padding, self._nd, name, "output_padding")
+        for i in range(self._nd):
+            if not (self.output_padding[i] < self.stride[i] or self.output_padding[i] < self.dilation[i]):
+                raise ValueError(
+                    f"{name}: output_padding {self.output_padding} must be smaller than stride {self.stride} or "
+                    f"dilation {self.dilation}"
+                )
 
     def forward(self, input, output_size=None):
         self._check(input)
@@ -373,6 +397,7 @@ class _MaxPoolNd(Module):
         ceil_mode: bool = False,
     ):
         super().__init__()
+        F._pool_args(self._nd, kernel_size, stride, padding, dilation, type(self).__name__)
         self.kernel_size = kernel_size
         self.stride = stride if stride is not None else kernel_size
         self.padding, self.dilation = padding, dilation
@@ -427,6 +452,10 @@ class _AvgPoolNd(Module):
         divisor_override: int | None = None,
     ):
         super().__init__()
+        name = type(self).__name__
+        F._pool_args(self._nd, kernel_size, stride, padding, 1, name)
+        if divisor_override is not None:
+            check_int(divisor_override, name, "divisor_override", min=1)
         self.kernel_size = kernel_size
         self.stride = stride if stride is not None else kernel_size
         self.padding, self.ceil_mode = padding, ceil_mode
@@ -467,8 +496,11 @@ class AvgPool2d(_AvgPoolNd):
 class AdaptiveAvgPool1d(Module):
     """Average ``(N, C, L)`` into ``output_size`` bins."""
 
+    _nd = 1
+
     def __init__(self, output_size):
         super().__init__()
+        F._output_size(output_size, self._nd, type(self).__name__)
         self.output_size = output_size
 
     def forward(self, input):
@@ -481,8 +513,11 @@ class AdaptiveAvgPool1d(Module):
 class AdaptiveAvgPool2d(Module):
     """Average ``(N, C, H, W)`` into ``output_size`` bins (``1`` gives global average pooling)."""
 
+    _nd = 2
+
     def __init__(self, output_size):
         super().__init__()
+        F._output_size(output_size, self._nd, type(self).__name__)
         self.output_size = output_size
 
     def forward(self, input):
@@ -511,6 +546,11 @@ class _BatchNorm(Module):
     ):
         super().__init__()
         d = _dtype(dtype, device)
+        name = type(self).__name__
+        check_int(num_features, name, "num_features", min=1)
+        check_number(eps, name, "eps", min=0.0)
+        if momentum is not None:
+            check_number(momentum, name, "momentum", min=0.0, max=1.0)
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
         self.affine, self.track_running_stats = affine, track_running_stats
         if affine:
@@ -671,8 +711,7 @@ class Dropout(Module):
 
     def __init__(self, p: float = 0.5, inplace: bool = False):
         super().__init__()
-        if not 0.0 <= p <= 1.0:
-            raise ValueError(f"Dropout: probability p must be in [0, 1], got {p}")
+        check_probability(p, type(self).__name__, "p")
         self.p, self.inplace = p, inplace
 
     def forward(self, input):

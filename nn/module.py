@@ -56,6 +56,7 @@ import funclib as fl
 from funclib import dtypes
 from funclib import random as _random
 from funclib import tree as tree_util
+from funclib.checks import describe
 from funclib.core import Tensor, Tracer, _state, _wrap
 from funclib.errors import ConcretizationError, DTypeError, FunclibError
 
@@ -104,10 +105,19 @@ class Parameter:
     __slots__ = ("data", "requires_grad")
 
     def __init__(self, data=None, requires_grad: bool = True):
-        t = fl.zeros((0,)) if data is None else fl.asarray(data)
+        t = fl.zeros((0,)) if data is None else _as_tensor(data, "Parameter", "data")
         # a fresh Tensor object, so two Parameters made from one tensor are two parameters (not tied)
         self.data = _wrap(t._value) if not isinstance(t, Tracer) else t
         self.requires_grad = requires_grad
+
+
+def _as_tensor(v, op: str, what: str) -> Tensor:
+    if isinstance(v, Tensor):
+        return v
+    try:
+        return fl.asarray(v)
+    except (TypeError, ValueError):
+        raise TypeError(f"{op}: {what} must be a tensor (or an array fl.asarray converts), got {describe(v)}") from None
 
 
 class Buffer:
@@ -119,7 +129,7 @@ class Buffer:
     __slots__ = ("data", "persistent")
 
     def __init__(self, data, persistent: bool = True):
-        self.data = fl.asarray(data)
+        self.data = _as_tensor(data, "Buffer", "data")
         self.persistent = persistent
 
 
@@ -149,6 +159,11 @@ class rng:
     """
 
     def __init__(self, key):
+        if not (isinstance(key, Tensor) and key.shape == (2,) and key.dtype == fl.uint32):
+            raise TypeError(
+                f"nn.rng: key must be a fl.random key (a uint32 tensor of shape (2,), e.g. fl.random.key(0)), got "
+                f"{describe(key)}"
+            )
         self.cell = [key]
 
     def __enter__(self):
@@ -469,8 +484,8 @@ class Module:
     def register_parameter(self, name: str, param) -> None:
         """Register ``param`` (a Tensor, ``nn.Parameter`` or None) as parameter ``name``."""
         self._check_init(name)
-        if "." in name or not name:
-            raise KeyError(f"parameter name must be a non-empty string without '.', got {name!r}")
+        if not isinstance(name, str) or "." in name or not name:
+            raise ValueError(f"register_parameter: name must be a non-empty string without '.', got {name!r}")
         if param is None:
             self._discard(name)
             self.__dict__["_parameters"][name] = None
@@ -481,11 +496,12 @@ class Module:
         """Register ``tensor`` as buffer ``name``: state that is saved (unless ``persistent=False``) and moved by
         ``to()``, but not trained."""
         self._check_init(name)
-        if "." in name or not name:
-            raise KeyError(f"buffer name must be a non-empty string without '.', got {name!r}")
+        if not isinstance(name, str) or "." in name or not name:
+            raise ValueError(f"register_buffer: name must be a non-empty string without '.', got {name!r}")
+        value = None if tensor is None else _as_tensor(tensor, "register_buffer", f"buffer {name!r}")
         d = self.__dict__
         self._discard(name)
-        d["_buffers"][name] = None if tensor is None else fl.asarray(tensor)
+        d["_buffers"][name] = value
         np_ = d["_non_persistent"]
         d["_non_persistent"] = np_ - {name} if persistent else np_ | {name}
 
@@ -503,7 +519,9 @@ class Module:
         """Register ``module`` as child ``name``."""
         self._check_init(name)
         if module is not None and not isinstance(module, Module):
-            raise TypeError(f"add_module: {type(module).__name__} is not a Module")
+            raise TypeError(
+                f"{type(self).__name__}.add_module: child {name!r} must be a Module, got {describe(module)}"
+            )
         self._discard(name)
         self.__dict__["_modules"][name] = module
 
@@ -640,6 +658,14 @@ class Module:
 
     def _set_frozen(self, frozen, recurse, keys):
         keys = [keys] if isinstance(keys, str) else keys
+        if keys is not None:
+            known = {n for m in (self.modules() if recurse else [self]) for n in m._parameters}
+            unknown = sorted(set(keys) - known)
+            if unknown:
+                raise ValueError(
+                    f"{'freeze' if frozen else 'unfreeze'}: keys {unknown} name no parameter of "
+                    f"{type(self).__name__} (local parameter names: {sorted(known)})"
+                )
         for m in self.modules() if recurse else [self]:
             names = set(m._parameters) if keys is None else set(keys) & set(m._parameters)
             d = m.__dict__
@@ -739,7 +765,8 @@ class Module:
         """
         if not isinstance(state_dict, Mapping):
             raise TypeError(
-                f"load_state_dict expects a mapping of names to arrays, got {type(state_dict).__name__}"
+                f"{type(self).__name__}.load_state_dict expects a mapping of names to arrays, got "
+                f"{type(state_dict).__name__}"
             )
         expected = {}
         for key, m, reg, name, v in self._state_items():
@@ -752,7 +779,12 @@ class Module:
             if key not in state_dict:
                 continue
             new = state_dict[key]
-            new = new if isinstance(new, Tensor) else fl.asarray(np.asarray(new))
+            if not isinstance(new, Tensor):
+                try:
+                    new = fl.asarray(np.asarray(new))
+                except (TypeError, ValueError):
+                    errors.append(f"value for {key!r} is {describe(new)}, not an array")
+                    continue
             if tuple(new.shape) != tuple(v.shape):
                 errors.append(
                     f"size mismatch for {key}: copying a param with shape {tuple(new.shape)} from checkpoint, "
@@ -924,7 +956,7 @@ def functional_call(
             m, n = blocs[k]
             targets = [(m, "_buffers", n)]
         else:
-            raise KeyError(
+            raise ValueError(
                 f"functional_call: {k!r} is not a parameter or buffer of {type(module).__name__}; known names "
                 f"include {sorted(plocs)[:5]}"
             )

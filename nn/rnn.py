@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 
 import funclib as fl
+from funclib.checks import check_int, check_probability
 from funclib.errors import ShapeError
 
 from . import functional as F
@@ -83,8 +84,10 @@ class _RNNBase(Module):
     ):
         super().__init__()
         name = type(self).__name__
-        if not 0.0 <= dropout <= 1.0:
-            raise ValueError(f"{name}: dropout must be in [0, 1], got {dropout}")
+        check_int(input_size, name, "input_size", min=1)
+        check_int(hidden_size, name, "hidden_size", min=1)
+        check_int(num_layers, name, "num_layers", min=1)
+        check_probability(dropout, name, "dropout")
         if proj_size < 0 or (proj_size and self._mode != "LSTM"):
             raise ValueError(f"{name}: proj_size must be 0 (only LSTM supports projections), got {proj_size}")
         if proj_size >= hidden_size and proj_size:
@@ -310,6 +313,8 @@ class _CellBase(Module):
     ):
         super().__init__()
         d = _dtype(dtype, device)
+        check_int(input_size, type(self).__name__, "input_size", min=1)
+        check_int(hidden_size, type(self).__name__, "hidden_size", min=1)
         self.input_size, self.hidden_size, self.bias = input_size, hidden_size, bias
         gate = self._gates * hidden_size
         bound = 1.0 / math.sqrt(hidden_size) if hidden_size > 0 else 0.0

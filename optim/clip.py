@@ -14,6 +14,7 @@ import math
 
 import funclib as fl
 from funclib import tree as tree_util
+from funclib.checks import check_number
 from funclib.core import Tensor
 
 __all__ = ["clip_grad_norm_", "clip_grad_value_", "get_total_norm"]
@@ -26,10 +27,10 @@ def _grad_leaves(grads):
 
 def get_total_norm(grads, norm_type: float = 2.0) -> Tensor:
     """The ``norm_type``-norm of all gradients together (``inf`` for the largest magnitude)."""
+    norm_type = float(check_number(norm_type, "get_total_norm", "norm_type"))
     leaves = [g for g in _grad_leaves(grads)[0] if g is not None]
     if not leaves:
         return fl.asarray(0.0)
-    norm_type = float(norm_type)
     if math.isinf(norm_type):
         norms = [fl.max(fl.abs(g)) for g in leaves]
         return fl.max(fl.stack([n.astype(fl.float32) if n.dtype != leaves[0].dtype else n for n in norms]))
@@ -49,6 +50,8 @@ def clip_grad_norm_(grads, max_norm: float, norm_type: float = 2.0, error_if_non
     Returns:
         ``(clipped_grads, total_norm)``: the scale is ``min(1, max_norm / (total_norm + 1e-6))``, as in PyTorch.
     """
+    check_number(max_norm, "clip_grad_norm_", "max_norm", min=0.0)
+    check_number(norm_type, "clip_grad_norm_", "norm_type")
     leaves, treedef = _grad_leaves(grads)
     total = get_total_norm(grads, norm_type)
     if error_if_nonfinite and not bool(fl.isfinite(total)):
@@ -63,6 +66,6 @@ def clip_grad_norm_(grads, max_norm: float, norm_type: float = 2.0, error_if_non
 
 def clip_grad_value_(grads, clip_value: float):
     """Clip every gradient element to ``[-clip_value, clip_value]``; returns the new tree."""
+    c = float(check_number(clip_value, "clip_grad_value_", "clip_value", min=0.0))
     leaves, treedef = _grad_leaves(grads)
-    c = float(clip_value)
     return tree_util.unflatten(treedef, [None if g is None else fl.clip(g, -c, c) for g in leaves])

@@ -20,10 +20,11 @@ from typing import Any
 import numpy as np
 
 import funclib as fl
+from funclib.checks import check_int
 from funclib.core import Tensor
 
 from ..nn.module import Module, named_grads
-from .optimizer import Optimizer, hyperparameters
+from .optimizer import Optimizer, _model_step_error, hyperparameters
 
 __all__ = ["LBFGS"]
 
@@ -145,8 +146,11 @@ class LBFGS(Optimizer):
         history_size: int = 100,
         line_search_fn: str | None = None,
     ):
+        check_int(max_iter, "LBFGS", "max_iter", min=1)
+        check_int(history_size, "LBFGS", "history_size", min=1)
         if max_eval is None:
             max_eval = max_iter * 5 // 4
+        check_int(max_eval, "LBFGS", "max_eval", min=1)
         if line_search_fn not in (None, "strong_wolfe"):
             raise ValueError(f"LBFGS: line_search_fn must be None or 'strong_wolfe', got {line_search_fn!r}")
         super().__init__(params, hyperparameters(locals()))
@@ -278,6 +282,12 @@ class LBFGS(Optimizer):
         list (or any pytree whose leaves follow the parameter order). Returns the starting loss."""
         if closure is None or not callable(closure):
             raise TypeError("LBFGS.step(closure): pass closure(params) -> (loss, grads)")
+        if self._from_model:
+            raise _model_step_error(
+                "LBFGS",
+                "step(closure)",
+                "optimizer.update(model, lambda: nn.value_and_grad(model, loss_fn)(model, x, y))",
+            )
 
         def evaluate(params):
             loss, g = closure(params)
@@ -292,7 +302,7 @@ class LBFGS(Optimizer):
         (for example ``lambda: nn.value_and_grad(model, loss_fn)(model, x, y)``). Returns the starting loss."""
         if closure is None or not callable(closure):
             raise TypeError("LBFGS.update(model, closure): pass closure() -> (loss, grads)")
-        if any(n is None for n in self._names):
+        if not self.__dict__.get("_bound") or any(n is None for n in self._names):
             self.bind(model)
         locs = [[self._locate(model, n) for n in names] for names in self._names]
 

@@ -20,6 +20,8 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from funclib.checks import check_callable, check_int, check_number, describe
+
 from .optimizer import Optimizer
 
 __all__ = [
@@ -41,14 +43,28 @@ __all__ = [
 ]
 
 
-def _per_group(name: str, optimizer: Optimizer, value) -> list:
+def _per_group(name: str, optimizer: Optimizer, value, op: str) -> list:
+    _check_optimizer(optimizer, op)
     if isinstance(value, (list, tuple)):
         if len(value) != len(optimizer.param_groups):
             raise ValueError(
-                f"expected {len(optimizer.param_groups)} values for {name} (one per parameter group), got {len(value)}"
+                f"{op}: expected {len(optimizer.param_groups)} values for {name} (one per parameter group), got "
+                f"{len(value)}"
             )
         return list(value)
     return [value] * len(optimizer.param_groups)
+
+
+def _check_optimizer(optimizer, op: str) -> None:
+    if not isinstance(optimizer, Optimizer):
+        raise TypeError(f"{op}: optimizer must be a funclib.optim Optimizer, got {describe(optimizer)}")
+
+
+def _functions(name: str, optimizer: Optimizer, value, op: str) -> list:
+    fs = _per_group(name, optimizer, value, op)
+    for f in fs:
+        check_callable(f, op, name)
+    return fs
 
 
 class LRScheduler:
@@ -60,8 +76,8 @@ class LRScheduler:
     """
 
     def __init__(self, optimizer: Optimizer, last_epoch: int = -1):
-        if not isinstance(optimizer, Optimizer):
-            raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
+        _check_optimizer(optimizer, type(self).__name__)
+        check_int(last_epoch, type(self).__name__, "last_epoch", min=-1)
         self.optimizer = optimizer
         if last_epoch == -1:
             for g in optimizer.param_groups:
@@ -69,7 +85,7 @@ class LRScheduler:
         else:
             for i, g in enumerate(optimizer.param_groups):
                 if "initial_lr" not in g:
-                    raise KeyError(
+                    raise ValueError(
                         f"param 'initial_lr' is not specified in param_groups[{i}] when resuming a scheduler with "
                         "last_epoch >= 0; load the optimizer's state_dict first"
                     )
@@ -97,6 +113,8 @@ class LRScheduler:
 
     def step(self, epoch: int | None = None) -> None:
         """Advance one epoch (or jump to ``epoch``, using the closed form where there is one)."""
+        if epoch is not None:
+            check_int(epoch, f"{type(self).__name__}.step", "epoch", min=0)
         self._step_count += 1
         if epoch is None:
             self.last_epoch += 1
@@ -135,7 +153,7 @@ class LambdaLR(LRScheduler):
         lr_lambda: Callable[[int], float] | Sequence[Callable[[int], float]],
         last_epoch: int = -1,
     ):
-        self.lr_lambdas = _per_group("lr_lambda", optimizer, lr_lambda)
+        self.lr_lambdas = _functions("lr_lambda", optimizer, lr_lambda, "LambdaLR")
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
@@ -146,7 +164,7 @@ class MultiplicativeLR(LRScheduler):
     """``lr *= lr_lambda(epoch)`` each step after the first."""
 
     def __init__(self, optimizer: Optimizer, lr_lambda, last_epoch: int = -1):
-        self.lr_lambdas = _per_group("lr_lambda", optimizer, lr_lambda)
+        self.lr_lambdas = _functions("lr_lambda", optimizer, lr_lambda, "MultiplicativeLR")
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
@@ -161,6 +179,8 @@ class StepLR(LRScheduler):
     """Multiply by ``gamma`` every ``step_size`` epochs."""
 
     def __init__(self, optimizer: Optimizer, step_size: int, gamma: float = 0.1, last_epoch: int = -1):
+        check_int(step_size, "StepLR", "step_size", min=1)
+        check_number(gamma, "StepLR", "gamma")
         self.step_size, self.gamma = step_size, gamma
         super().__init__(optimizer, last_epoch)
 
@@ -179,8 +199,8 @@ class MultiStepLR(LRScheduler):
     def __init__(
         self, optimizer: Optimizer, milestones: Sequence[int], gamma: float = 0.1, last_epoch: int = -1
     ):
-        self.milestones = Counter(milestones)
-        self.gamma = gamma
+        self.milestones = Counter(check_int(m, "MultiStepLR", "milestones", min=0) for m in milestones)
+        self.gamma = check_number(gamma, "MultiStepLR", "gamma")
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
@@ -199,8 +219,8 @@ class ConstantLR(LRScheduler):
     def __init__(
         self, optimizer: Optimizer, factor: float = 1.0 / 3, total_iters: int = 5, last_epoch: int = -1
     ):
-        if not 0 <= factor <= 1.0:
-            raise ValueError("ConstantLR: factor must be between 0 and 1")
+        check_number(factor, "ConstantLR", "factor", min=0.0, max=1.0)
+        check_int(total_iters, "ConstantLR", "total_iters", min=0)
         self.factor, self.total_iters = factor, total_iters
         super().__init__(optimizer, last_epoch)
 
@@ -227,10 +247,9 @@ class LinearLR(LRScheduler):
         total_iters: int = 5,
         last_epoch: int = -1,
     ):
-        if start_factor > 1.0 or start_factor <= 0:
-            raise ValueError("LinearLR: start_factor must be in (0, 1]")
-        if end_factor > 1.0 or end_factor < 0:
-            raise ValueError("LinearLR: end_factor must be in [0, 1]")
+        check_number(start_factor, "LinearLR", "start_factor", min=0.0, max=1.0, min_open=True)
+        check_number(end_factor, "LinearLR", "end_factor", min=0.0, max=1.0)
+        check_int(total_iters, "LinearLR", "total_iters", min=1)
         self.start_factor, self.end_factor, self.total_iters = start_factor, end_factor, total_iters
         super().__init__(optimizer, last_epoch)
 
@@ -255,7 +274,7 @@ class ExponentialLR(LRScheduler):
     """Multiply by ``gamma`` every epoch."""
 
     def __init__(self, optimizer: Optimizer, gamma: float, last_epoch: int = -1):
-        self.gamma = gamma
+        self.gamma = check_number(gamma, "ExponentialLR", "gamma")
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
@@ -271,6 +290,8 @@ class PolynomialLR(LRScheduler):
     """Decay to zero over ``total_iters`` epochs as ``(1 - t / total_iters) ** power``."""
 
     def __init__(self, optimizer: Optimizer, total_iters: int = 5, power: float = 1.0, last_epoch: int = -1):
+        check_int(total_iters, "PolynomialLR", "total_iters", min=1)
+        check_number(power, "PolynomialLR", "power")
         self.total_iters, self.power = total_iters, power
         super().__init__(optimizer, last_epoch)
 
@@ -291,6 +312,8 @@ class CosineAnnealingLR(LRScheduler):
     ``eta_min + (base - eta_min) * (1 + cos(pi * t / T_max)) / 2``."""
 
     def __init__(self, optimizer: Optimizer, T_max: int, eta_min: float = 0.0, last_epoch: int = -1):  # noqa: N803
+        check_int(T_max, "CosineAnnealingLR", "T_max", min=1)
+        check_number(eta_min, "CosineAnnealingLR", "eta_min")
         self.T_max, self.eta_min = T_max, eta_min
         super().__init__(optimizer, last_epoch)
 
@@ -324,10 +347,8 @@ class CosineAnnealingWarmRestarts(LRScheduler):
         eta_min: float = 0.0,  # noqa: N803
         last_epoch: int = -1,
     ):
-        if T_0 <= 0 or not isinstance(T_0, int):
-            raise ValueError(f"CosineAnnealingWarmRestarts: expected a positive integer T_0, got {T_0}")
-        if T_mult < 1 or not isinstance(T_mult, int):
-            raise ValueError(f"CosineAnnealingWarmRestarts: expected an integer T_mult >= 1, got {T_mult}")
+        check_int(T_0, "CosineAnnealingWarmRestarts", "T_0", min=1)
+        check_int(T_mult, "CosineAnnealingWarmRestarts", "T_mult", min=1)
         self.T_0, self.T_i, self.T_mult, self.eta_min = T_0, T_0, T_mult, eta_min
         self.T_cur = last_epoch
         super().__init__(optimizer, last_epoch)
@@ -420,7 +441,7 @@ class OneCycleLR(LRScheduler):
                 (float(pct_start * n) - 1, "initial_lr", "max_lr", "max_momentum", "base_momentum"),
                 (n - 1, "max_lr", "min_lr", "base_momentum", "max_momentum"),
             ]
-        max_lrs = _per_group("max_lr", optimizer, max_lr)
+        max_lrs = _per_group("max_lr", optimizer, max_lr, "OneCycleLR")
         if last_epoch == -1:
             for m, g in zip(max_lrs, optimizer.param_groups):
                 g["initial_lr"] = m / div_factor
@@ -433,8 +454,8 @@ class OneCycleLR(LRScheduler):
                     "OneCycleLR: the optimizer must support momentum or beta1 with cycle_momentum=True"
                 )
             self.use_beta1 = "betas" in optimizer.defaults
-            maxm = _per_group("max_momentum", optimizer, max_momentum)
-            basem = _per_group("base_momentum", optimizer, base_momentum)
+            maxm = _per_group("max_momentum", optimizer, max_momentum, "OneCycleLR")
+            basem = _per_group("base_momentum", optimizer, base_momentum, "OneCycleLR")
             if last_epoch == -1:
                 for mx, bs, g in zip(maxm, basem, optimizer.param_groups):
                     if self.use_beta1:
@@ -494,18 +515,17 @@ class ReduceLROnPlateau:
         min_lr=0.0,
         eps: float = 1e-8,
     ):
-        if factor >= 1.0:
-            raise ValueError("ReduceLROnPlateau: factor should be < 1.0")
+        check_number(factor, "ReduceLROnPlateau", "factor", min=0.0, max=1.0, max_open=True)
+        check_int(patience, "ReduceLROnPlateau", "patience", min=0)
+        check_int(cooldown, "ReduceLROnPlateau", "cooldown", min=0)
         if mode not in ("min", "max"):
             raise ValueError(f"ReduceLROnPlateau: mode {mode!r} is unknown (use 'min' or 'max')")
         if threshold_mode not in ("rel", "abs"):
             raise ValueError(
                 f"ReduceLROnPlateau: threshold_mode {threshold_mode!r} is unknown (use 'rel' or 'abs')"
             )
-        if not isinstance(optimizer, Optimizer):
-            raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
         self.optimizer = optimizer
-        self.min_lrs = _per_group("min_lr", optimizer, min_lr)
+        self.min_lrs = _per_group("min_lr", optimizer, min_lr, "ReduceLROnPlateau")
         self.factor, self.patience, self.cooldown, self.eps = factor, patience, cooldown, eps
         self.mode, self.threshold, self.threshold_mode = mode, threshold, threshold_mode
         self.cooldown_counter = 0
@@ -522,7 +542,7 @@ class ReduceLROnPlateau:
 
     def step(self, metrics) -> None:
         """Record ``metrics`` (a number or 0-d tensor) for this epoch."""
-        current = float(metrics)
+        current = float(check_number(metrics, "ReduceLROnPlateau.step", "metrics"))
         self.last_epoch += 1
         if self._is_better(current):
             self.best = current
@@ -616,6 +636,12 @@ class ChainedScheduler(LRScheduler):
         if len(schedulers) < 1:
             raise ValueError("ChainedScheduler expects at least one scheduler")
         self.optimizer = optimizer or schedulers[0].optimizer
+        for i, s in enumerate(schedulers):
+            if not isinstance(s, LRScheduler) or s.optimizer is not self.optimizer:
+                raise ValueError(
+                    f"ChainedScheduler: schedulers[{i}] ({type(s).__name__}) does not schedule the chain's optimizer; "
+                    "every scheduler must belong to one optimizer"
+                )
         self._schedulers = list(schedulers)
         self._last_lr = self._current()
 

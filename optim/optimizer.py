@@ -14,7 +14,10 @@ functions of ``namespace(p)`` (funclib for tensors, NumPy for the arrays of a co
   ``grad is None``; a tensor tied to several attributes gets the sum of their gradients.
 - ``functional_update(model, grads, state, hyper) -> (model, state)``: the pure form of ``update`` for use inside
   ``fl.jit``.
-- ``step(grads) -> params``: for plain lists of tensors.
+- ``step(grads) -> params``: for optimizers built from tensors (a list, ``model.parameters()``, or a pytree, whose
+  structure ``step`` takes and returns). Tensors are immutable, so ``step`` cannot change a model: on an optimizer
+  built from one (the model, ``named_parameters()``, groups of those) or given model-shaped gradients it raises
+  and names ``update(model, grads)``.
 - ``state_dict()`` / ``load_state_dict()``, ``param_groups`` with per-group hyperparameters, ``add_param_group``.
 
 >>> import funclib as fl, funclib.nn as nn, funclib.optim as optim
@@ -34,6 +37,7 @@ import numpy as np
 
 import funclib as fl
 from funclib import tree as tree_util
+from funclib.checks import describe
 from funclib.core import Tensor, Tracer, _wrap
 
 from ..nn.module import Module, _clone, named_grads
@@ -145,6 +149,25 @@ def _numpy_ready(g, p, s) -> bool:
     return True
 
 
+def _numeric_hyperparameters(cls) -> dict[str, Any]:
+    """The constructor arguments of an optimizer class that take numbers (or tuples of them), with defaults;
+    ``lr`` always."""
+    hit = _NUMERIC_HYPER.get(cls)
+    if hit is None:
+        import inspect
+
+        hit = {"lr": 0.0}
+        for k, p in inspect.signature(cls.__init__).parameters.items():
+            d = p.default
+            if k not in ("self", "params") and (_is_number(d) or (isinstance(d, tuple) and _numeric(d))):
+                hit[k] = d
+        _NUMERIC_HYPER[cls] = hit
+    return hit
+
+
+_NUMERIC_HYPER: dict[type, dict[str, Any]] = {}
+
+
 def _as_param(x, where: str) -> Tensor:
     if isinstance(x, Tensor):
         return x
@@ -152,10 +175,25 @@ def _as_param(x, where: str) -> Tensor:
         raise TypeError(
             f"{where}: got a Module inside a parameter list; pass model.parameters() or the model itself"
         )
-    try:
+    if isinstance(x, (np.ndarray, np.generic)):
         return fl.asarray(x)
-    except (TypeError, ValueError):
-        raise TypeError(f"{where}: expected tensors, got {type(x).__name__}") from None
+    raise TypeError(
+        f"{where}: expected tensors as parameters, got {type(x).__name__} ({x!r:.60}); pass model.parameters(), "
+        "model.named_parameters(), a list or a dict of tensors, or parameter groups [{'params': [...], 'lr': ...}]"
+    )
+
+
+def _model_step_error(
+    name: str,
+    what: str = "step(grads)",
+    example: str = "loss, grads = nn.value_and_grad(model, loss_fn)(model, x, y)\n    optimizer.update(model, grads)",
+) -> TypeError:
+    return TypeError(
+        f"{name}.{what}: this optimizer was built from a model (the model, its named_parameters() or parameter "
+        "groups of them). Tensors are immutable, so step could only return new tensors and the model would keep "
+        "its old parameters: it would not train. Call optimizer.update(model, ...), which rebinds the new "
+        f"parameters on the model:\n    {example}"
+    )
 
 
 class Optimizer:
@@ -181,12 +219,23 @@ class Optimizer:
         self.state: list[dict[str, Any]] = []
         self._names: list[list[str] | None] = []
         self._group_of: list[int] = []
+        # built from a model (the Module, its named_parameters(), groups of those): only update(model, ...) can
+        # train it, so step refuses
+        self._from_model = False
+        self._tree = None  # the structure of a pytree of tensors given as params; step takes and returns it
         if isinstance(params, Module):
             params = list(params.trainable_parameters())
         elif isinstance(params, Tensor):
             raise TypeError(
                 f"{type(self).__name__}: params should be an iterable of tensors or dicts (e.g. model.parameters()), "
                 "got a Tensor"
+            )
+        elif isinstance(params, Mapping):
+            params, self._tree = tree_util.flatten(params, is_leaf=lambda v: isinstance(v, Module))
+        elif not hasattr(params, "__iter__"):
+            raise TypeError(
+                f"{type(self).__name__}: params should be an iterable of tensors or of parameter groups (e.g. "
+                f"model.parameters()), got {type(params).__name__}"
             )
         params = list(params)
         if not params:
@@ -199,14 +248,24 @@ class Optimizer:
     def add_param_group(self, param_group: dict[str, Any]) -> None:
         """Add a group ``{"params": [...], **hyperparameters}``; missing hyperparameters take the defaults."""
         where = f"{type(self).__name__}.add_param_group"
-        if "params" not in param_group:
-            raise KeyError(f"{where}: a parameter group needs a 'params' entry")
+        if not isinstance(param_group, Mapping) or "params" not in param_group:
+            raise ValueError(
+                f"{where}: a parameter group must be a dict with a 'params' entry (and optional hyperparameters), "
+                f"got {describe(param_group)}"
+            )
         raw = param_group["params"]
         if isinstance(raw, Module):
             raw = list(raw.trainable_parameters())
         elif isinstance(raw, Tensor) or isinstance(raw, tuple) and len(raw) == 2 and isinstance(raw[0], str):
             raw = [raw]
+        elif not hasattr(raw, "__iter__"):
+            raise TypeError(f"{where}: 'params' must be an iterable of tensors, got {type(raw).__name__}")
+        raw = list(raw)
         tensors, names = [], []
+        if isinstance(param_group.get("params"), Module) or any(
+            isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str) for item in raw
+        ):
+            self._from_model = True
         for item in raw:
             if isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str):
                 names.append([item[0]])
@@ -236,6 +295,16 @@ class Optimizer:
             self._group_of.append(gi)
 
     def _validate(self, group: dict[str, Any]) -> None:
+        name = type(self).__name__
+        for k, default in _numeric_hyperparameters(type(self)).items():
+            if k not in group or group[k] is required:
+                continue
+            v = group[k]
+            if isinstance(default, tuple):
+                if not (isinstance(v, tuple) and len(v) == len(default) and _numeric(v)):
+                    raise TypeError(f"{name}: {k} must be a tuple of {len(default)} numbers, got {describe(v)}")
+            elif not _is_number(v):
+                raise TypeError(f"{name}: {k} must be a number, got {describe(v)}")
         lr = group.get("lr")
         if isinstance(lr, (int, float)) and lr < 0:
             raise ValueError(f"{type(self).__name__}: invalid learning rate {lr} (must be >= 0)")
@@ -449,26 +518,61 @@ class Optimizer:
             g["params"] = [next(it) for _ in g["params"]]
 
     def step(self, grads=None, closure=None):
-        """Update the optimizer's own parameter list and return it.
+        """Update the optimizer's own parameters (built from tensors, not from a model) and return them.
+
+        A model is trained with ``update(model, grads)``: tensors are immutable, so only rebinding them on the
+        model changes it, and ``step`` on an optimizer built from a model (or given model-shaped gradients)
+        raises instead of leaving the model untrained.
 
         Args:
-            grads: one gradient per parameter in parameter-group order (a list, None entries skipped), or a
-                model-shaped tree / ``{name: grad}`` dict when the optimizer knows parameter names.
+            grads: for an optimizer built from a list of tensors (``model.parameters()`` included), one gradient
+                per parameter in parameter-group order (None entries skipped); for one built from a pytree of
+                tensors (``{"w": w, "b": b}``), a pytree of that structure.
+
+        Returns:
+            The new parameters: a list, or the pytree structure the optimizer was built from.
+
+        >>> w = fl.ones(2)
+        >>> opt = optim.SGD({"w": w}, lr=0.5)
+        >>> opt.step({"w": fl.ones(2)})
+        {'w': Tensor([0.5, 0.5], dtype=float32)}
         """
+        name = type(self).__name__
         if grads is None:
             raise TypeError(
-                f"{type(self).__name__}.step(grads): gradients are returned by fl.grad / nn.value_and_grad, not "
+                f"{name}.step(grads): gradients are returned by fl.grad / nn.value_and_grad, not "
                 "stored on tensors; pass them here (or use optimizer.update(model, grads))"
             )
-        if isinstance(grads, (Module, Mapping)):
-            named = named_grads(grads)
-            if any(n is None for n in self._names):
-                raise ValueError(
-                    f"{type(self).__name__}.step: named gradients need named parameters; build the optimizer from "
-                    "model.named_parameters() or call optimizer.update(model, grads)"
-                )
-            grads = [self._sum_named(named, names) for names in self._names]
+        if self._from_model:
+            raise _model_step_error(name)
         params = self._flat_params()
+        if isinstance(grads, Module):
+            raise TypeError(
+                f"{name}.step(grads): got model-shaped gradients ({type(grads).__name__}); tensors are immutable, "
+                "so step could only return new tensors and the model would keep its old parameters. Call "
+                "optimizer.update(model, grads), which rebinds them on the model."
+            )
+        if self._tree is not None:
+            g_leaves, g_tree = tree_util.flatten(grads)
+            if g_tree != self._tree:
+                raise ValueError(
+                    f"{name}.step(grads): grads must have the structure of the parameters the optimizer was built "
+                    f"from:\n  params: {self._tree}\n  grads:  {g_tree}"
+                )
+            new_p, self.state = self.apply(g_leaves, params, self.state)
+            self._set_params(new_p)
+            return tree_util.unflatten(self._tree, new_p)
+        if isinstance(grads, Mapping):
+            raise TypeError(
+                f"{name}.step(grads): got gradients by name ({type(grads).__name__}) for an optimizer built from a "
+                "list of tensors; pass a list in parameter order, or train the model they belong to with "
+                "optimizer.update(model, grads)."
+            )
+        if not isinstance(grads, (list, tuple)):
+            raise TypeError(
+                f"{name}.step(grads): grads must be a list with one gradient per parameter, got "
+                f"{type(grads).__name__}"
+            )
         new_p, self.state = self.apply(list(grads), params, self.state)
         self._set_params(new_p)
         return new_p
@@ -495,10 +599,18 @@ class Optimizer:
                         lst.append(full)
         known = {n for names in self._names if names for n in names}
         for i, p in enumerate(self._flat_params()):
-            if self._names[i] is not None:
-                extra = [n for n in where.get(id(p), []) if n not in self._names[i]]
-                self._names[i] = self._names[i] + extra
-                continue
+            given = self._names[i]
+            if given is not None:
+                found = [self._find(model, n) for n in given]
+                if all(t is p for t in found):
+                    self._names[i] = given + [n for n in where.get(id(p), []) if n not in given]
+                    continue
+                if where.get(id(p)):
+                    # names relative to a submodule (groups of model.fc.named_parameters()), or naming another
+                    # tensor of this model: where the tensor itself lives wins
+                    known.difference_update(given)
+                elif all(t is not None for t in found):
+                    continue  # the model holds other tensors under these names (a loaded checkpoint, a trace)
             names = where.get(id(p))
             if not names:
                 if isinstance(p, Tracer) or any(isinstance(v, Tracer) for v in model.parameters()):
@@ -516,7 +628,19 @@ class Optimizer:
                     f"{type(self).__name__}: parameters {names} are listed twice in the optimizer"
                 )
             self._names[i] = names
+            known.update(names)
+        self._bound = True
         return self
+
+    @staticmethod
+    def _find(model, name):
+        """The parameter of ``model`` at dotted ``name``, or None."""
+        mod, _, leaf = name.rpartition(".")
+        try:
+            m = model.get_submodule(mod)
+        except AttributeError:
+            return None
+        return m._parameters.get(leaf) if isinstance(m, Module) else None
 
     def _locate(self, model, name):
         mod, _, leaf = name.rpartition(".")
@@ -532,7 +656,7 @@ class Optimizer:
         return m, leaf
 
     def _model_update(self, model, grads, state, hyper):
-        if any(n is None for n in self._names):
+        if not self.__dict__.get("_bound") or any(n is None for n in self._names):
             self.bind(model)
         named = named_grads(grads)
         new_state = list(state)

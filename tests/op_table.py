@@ -849,13 +849,13 @@ def _gather_ref(cfg, x, idx):
     return out
 
 
-def _scatter_ref_for(add):
+def _scatter_ref_for(combine):
     def ref(cfg, x, idx, upd):
         out = np.array(x, copy=True)
         axes = cfg["axes"]
         for b in np.ndindex(*cfg["batch"]):
             key = tuple(int(idx[b][axes.index(a)]) if a in axes else slice(None) for a in range(x.ndim))
-            out[key] = out[key] + upd[b] if add else upd[b]
+            out[key] = upd[b] if combine is None else combine(out[key], upd[b])
         return out
 
     return ref
@@ -884,10 +884,52 @@ for _n, _add, _dt in (("scatter_add", True, NUM), ("scatter", False, ALL)):
                 _indices(draw, cfg, unique=smooth and not _add),
                 values(draw, dtype, cfg["batch"] + cfg["rest"]),
             ],
-            _scatter_ref_for(_add),
+            _scatter_ref_for(np.add if _add else None),
             _dt,
             linear=((0, 2),),
             tol=4.0,
+        )
+    )
+
+add_row(
+    Row(
+        "scatter_mul",
+        lambda cfg, x, i, u: bind("scatter_mul", x, i, u, axes=cfg["axes"]),
+        lambda dtype: _gather_cfg(),
+        # repeated indices always: every update to an element multiplies it; zeros among them are drawn too
+        lambda draw, cfg, dtype, smooth: [
+            values(draw, dtype, cfg["shape"]),
+            _indices(draw, cfg),
+            values(draw, dtype, cfg["batch"] + cfg["rest"], Dom(discrete=True)),
+        ],
+        _scatter_ref_for(np.multiply),
+        NUM,
+        linear=((0,),),
+        tol=4.0,
+    )
+)
+
+
+def _extremum_sample(draw, cfg, dtype, smooth):
+    """Operand and updates; in derivative tests all distinct (no ties between any two of them)."""
+    xs, us = cfg["shape"], cfg["batch"] + cfg["rest"]
+    idx = _indices(draw, cfg)
+    if not smooth:
+        return [values(draw, dtype, xs, Dom(discrete=True)), idx, values(draw, dtype, us, Dom(discrete=True))]
+    n = int(np.prod(xs, dtype=np.int64))
+    both = distinct(draw, dtype, (n + int(np.prod(us, dtype=np.int64)),))
+    return [both[:n].reshape(xs), idx, both[n:].reshape(us)]
+
+
+for _n, _fn in (("scatter_max", np.maximum), ("scatter_min", np.minimum)):
+    add_row(
+        Row(
+            _n,
+            lambda cfg, x, i, u, _n=_n: bind(_n, x, i, u, axes=cfg["axes"]),
+            lambda dtype: _gather_cfg(),
+            _extremum_sample,
+            _scatter_ref_for(_fn),
+            REAL,
         )
     )
 
@@ -1154,10 +1196,10 @@ add_row(
 # Collectives: applied inside a vmap named "i" over the leading axis (each lane is one row of x)
 
 COLLECTIVE_LANE = {
-    "psum": lambda xi, n: bind("psum", xi, axis_name="i"),
-    "pmax": lambda xi, n: bind("pmax", xi, axis_name="i"),
-    "pmin": lambda xi, n: bind("pmin", xi, axis_name="i"),
-    "all_gather": lambda xi, n: bind("all_gather", xi, axis_name="i", axis_size=n),
+    "psum": lambda xi, n: bind("psum", xi, axes=("i",))[0],
+    "pmax": lambda xi, n: bind("pmax", xi, axes=("i",))[0],
+    "pmin": lambda xi, n: bind("pmin", xi, axes=("i",))[0],
+    "all_gather": lambda xi, n: bind("all_gather", xi, axes=("i",), axis_size=n)[0],
 }
 
 
@@ -1189,7 +1231,7 @@ collective_row("all_gather", lambda x: np.broadcast_to(x[None], (x.shape[0],) + 
 add_row(
     Row(
         "axis_index",
-        lambda cfg: fl.vmap(lambda: bind("axis_index", axis_name="i"), axis_name="i", axis_size=cfg["n"])(),
+        lambda cfg: fl.vmap(lambda: bind("axis_index", axes=("i",))[0], axis_name="i", axis_size=cfg["n"])(),
         _cfg(n=st.integers(1, 4)),
         lambda draw, cfg, dtype, smooth: [],
         lambda cfg: np.arange(cfg["n"]),

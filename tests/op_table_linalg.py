@@ -289,6 +289,77 @@ _row(
 
 
 # ------------------------------------------------------------------------------------------------------------
+# eig: P0 B P0^-1 for a fixed non-normal P0 and B with well separated eigenvalues (for real dtypes a complex
+# pair 1 +- 2i, then 5, so real inputs exercise complex outputs), plus a drawn perturbation of entries <= 0.12.
+# Eigenvalues are compared as multisets and eigenvectors through A v = v w and their unit norm; the
+# finite-difference reference keeps LAPACK's normalization (largest component real) with the base point's
+# choice of component and sign, and matches eigenvalues to the base point's order.
+
+
+def _eig_base(n, complex_):
+    r = np.random.default_rng(77 + n)
+    p0 = _orthonormal(n, n, complex_, seed=200 + n) @ (np.eye(n) + 0.3 * np.triu(r.uniform(0.5, 1.0, (n, n)), 1))
+    if complex_:
+        b = np.diag(np.array([1 + 2j, -2 - 1j, 4 + 0.5j])[:n])
+    elif n == 1:
+        b = np.array([[2.0]])
+    else:
+        b = np.zeros((n, n))
+        b[:2, :2] = [[1.0, -2.0], [2.0, 1.0]]
+        if n > 2:
+            b[2, 2] = 5.0
+    return p0 @ b @ np.linalg.inv(p0)
+
+
+def _eig_sample(draw, cfg, dtype, smooth):
+    n, batch = cfg["n"], cfg["batch"]
+    cplx = np.dtype(dtype) in C
+    return [(_eig_base(n, cplx) + _entries(draw, dtype, batch + (n, n), 0.08 if cplx else 0.12)).astype(dtype)]
+
+
+def _eig_check(cfg, args, out):
+    x = args[0].astype(_wide(args[0].dtype))
+    w, v = (np.asarray(o).astype(np.complex128) for o in out)
+    rtol, atol = tolerance(args[0].dtype, 40.0)
+    rw = np.linalg.eig(x)[0].astype(np.complex128)
+    key = lambda z: np.lexsort((np.round(z.imag, 3), np.round(z.real, 3)), axis=-1)  # noqa: E731
+    assert_allclose(np.take_along_axis(w, key(w), -1), np.take_along_axis(rw, key(rw), -1), rtol=rtol, atol=atol,
+                    err_msg="eig eigenvalues")
+    assert_allclose(x @ v, v * w[..., None, :], rtol=rtol, atol=atol * 10, err_msg="eig: a @ v == v * w")
+    assert_allclose(np.linalg.norm(v, axis=-2), np.ones(w.shape), rtol=rtol, atol=atol, err_msg="eig: unit vectors")
+
+
+def _eig_fd_ref(cfg, xs):
+    w0, v0 = np.linalg.eig(np.asarray(xs[0]))
+    k = np.argmax(np.abs(v0), axis=-2)[..., None, :]
+    sign0 = np.sign(np.take_along_axis(v0, k, -2).real)
+
+    def eig_aligned(x):
+        w, v = np.linalg.eig(np.asarray(x))
+        w, v = w.astype(np.complex128), v.astype(np.complex128)
+        order = np.argmin(np.abs(w[..., None, :] - w0[..., :, None]), axis=-1)
+        w = np.take_along_axis(w, order, -1)
+        v = np.take_along_axis(v, order[..., None, :], -1)
+        vk = np.take_along_axis(v, k, -2)
+        return [w, v * (np.conj(vk) / np.abs(vk)) * sign0]
+
+    return eig_aligned
+
+
+_row(
+    "eig",
+    lambda cfg, x: bind("eig", x),
+    lambda dtype: st.fixed_dictionaries({"n": SIDE, "batch": BATCH}),
+    _eig_sample,
+    None,
+    FC,
+    check=_eig_check,
+    fd_ref=_eig_fd_ref,
+    grad_tol=(1e-5, 1e-5),
+)
+
+
+# ------------------------------------------------------------------------------------------------------------
 # svd: U0 diag(7, 4, 1.5) V0^H for fixed generic U0, V0, plus a drawn perturbation of norm <= 0.9: singular
 # values stay >= 0.6 from zero and >= 0.7 apart. Each (u_i, v_i) pair is defined up to a common sign (phase);
 # the references align v_i with a reference's and apply the same factor to u_i. Full matrices are drawn only

@@ -1,6 +1,7 @@
 """Autodiff semantics: transforms' API, define-by-run, nesting, custom rules, numerical care, properties."""
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -224,6 +225,94 @@ def test_custom_vjp_nondiff_argnums():
     assert float(fl.grad(lambda x: cf(3, x))(f64(2.0))) == pytest.approx(12.0)
 
 
+def _vjp_with_bwd(bwd, fun=None):
+    @fl.custom_vjp
+    def f(x, y):
+        return fl.sin(x) * fl.sum(y["w"])
+
+    f.defvjp(lambda x, y: (f(x, y), (x, y)), bwd)
+    return f
+
+
+def _each_mode(f, x, y):
+    """d/d(x, y["w"]) eagerly, under jit and under vmap (each must check bwd's output the same way)."""
+
+    def loss(x, w):
+        return f(x, {"w": w, "n": y["n"]}).sum()
+
+    g = fl.grad(loss, argnums=(0, 1))
+    yield lambda: g(x, y["w"])
+    yield lambda: fl.jit(g)(x, y["w"])
+    yield lambda: fl.vmap(g, in_axes=(0, None))(fl.stack([x, x]), y["w"])
+
+
+class TestCustomVJPChecksBwd:
+    """bwd's cotangents must have the structure, shapes and dtypes of the primal inputs (as JAX checks)."""
+
+    x = fl.asarray(np.linspace(0.1, 0.3, 3, dtype=np.float32))
+    y = {"w": fl.ones((2,)), "n": fl.asarray(np.arange(2))}
+
+    def test_a_wrong_shape_names_the_argument_and_both_avals(self):
+        f = _vjp_with_bwd(lambda r, g: (fl.ones((4, 3)), {"w": fl.ones(2), "n": None}))
+        for run in _each_mode(f, self.x, self.y):
+            with pytest.raises(ValueError, match=r"argument 0 \('x'\) is f32\[4,3\], but that input is f32\[3\]"):
+                run()
+        f = _vjp_with_bwd(lambda r, g: (g, {"w": fl.ones(3), "n": None}))
+        for run in _each_mode(f, self.x, self.y):
+            with pytest.raises(ValueError, match=r"argument 1 \('y'\)\['w'\] is f32\[3\], but that input is f32\[2\]"):
+                run()
+
+    def test_a_wrong_dtype_names_the_cast(self):
+        f = _vjp_with_bwd(lambda r, g: (g.astype(fl.float64), None))
+        for run in _each_mode(f, self.x, self.y):
+            with pytest.raises(DTypeError, match=r"f64\[3\], but that input is f32\[3\].*astype\(fl.float32\)"):
+                run()
+
+    def test_a_wrong_structure_or_count_is_a_type_error(self):
+        f = _vjp_with_bwd(lambda r, g: (g, [fl.ones(2), None]))
+        with pytest.raises(TypeError, match=r"argument 1 \('y'\) has structure .* but the input has"):
+            fl.grad(lambda x, y: f(x, y).sum())(self.x, self.y)
+        f = _vjp_with_bwd(lambda r, g: (g, {"w": {"deep": fl.ones(2)}, "n": None}))
+        with pytest.raises(TypeError, match="cotangent for argument 1"):
+            fl.grad(lambda x, y: f(x, y).sum())(self.x, self.y)
+        f = _vjp_with_bwd(lambda r, g: (g,))
+        with pytest.raises(TypeError, match=r"one cotangent per differentiable argument \(2\), got tuple of length 1"):
+            fl.grad(lambda x, y: f(x, y).sum())(self.x, self.y)
+
+        @fl.custom_vjp
+        def h(x):
+            return x
+
+        h.defvjp(lambda x: (x, None), lambda r, g: g)
+        with pytest.raises(TypeError, match=r"return \(g,\)"):
+            fl.grad(lambda x: h(x).sum())(self.x)
+
+    def test_none_is_zero_and_integer_inputs_take_anything(self):
+        def bwd(r, g):
+            x, y = r
+            return fl.cos(x) * g * fl.sum(y["w"]), {"w": None, "n": fl.ones(7)}  # n is integer: ignored
+
+        f = _vjp_with_bwd(bwd)
+        for run in _each_mode(f, self.x, self.y):
+            gx, gw = run()
+            assert not np.any(gw.numpy())
+            np.testing.assert_allclose(gx.numpy().reshape(-1, 3)[0], 2 * np.cos(self.x.numpy()), rtol=1e-6)
+        f = _vjp_with_bwd(lambda r, g: (None, None))
+        for run in _each_mode(f, self.x, self.y):
+            assert not any(np.any(g.numpy()) for g in run())
+
+    def test_a_python_scalar_takes_the_input_dtype_and_nondiff_args_keep_positions(self):
+        def f(n, x):
+            return x * n
+
+        cf = fl.custom_vjp(f, nondiff_argnums=(0,))
+        cf.defvjp(lambda n, x: (x * n, None), lambda n, r, g: (float(n),))
+        assert float(fl.grad(lambda x: cf(3.0, x))(f64(2.0))) == 3.0
+        cf.defvjp(lambda n, x: (x * n, None), lambda n, r, g: (fl.ones(2),))
+        with pytest.raises(ValueError, match=r"argument 1 \('x'\) is f32\[2\], but that input is f64\[\]"):
+            fl.grad(lambda x: cf(3.0, x))(f64(2.0))
+
+
 class TestNumericalCare:
     def test_where_sqrt_log_at_zero(self):
         assert float(fl.grad(lambda x: fl.where(x > 0, fl.sqrt(x), 0.0))(0.0)) == 0.0
@@ -339,3 +428,162 @@ def test_concrete_operations_inside_a_transform_respect_outer_traces():
     # d/dx of x * exp(c x) with c a constant under an inner grad and x traced by an outer one
     f = lambda x: fl.grad(lambda y: fl.sum(y * fl.exp(fl.stop_gradient(y) * x)))(fl.ones(3))  # noqa: E731
     np.testing.assert_allclose(fl.grad(lambda x: fl.sum(f(x)))(fl.asarray(0.5)), 3 * np.exp(0.5))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Leaving funclib under a derivative transform: an error, never a silent zero
+
+
+_EXPORTS = {
+    "np.sin": lambda x: np.sin(x),
+    "np.asarray": lambda x: np.asarray(x),
+    "np.array": lambda x: np.array(x, dtype=np.float64),
+    ".numpy()": lambda x: x.numpy(),
+    ".tolist()": lambda x: x.tolist(),
+    "np.from_dlpack": lambda x: np.from_dlpack(x),
+    "fl.asarray(x.numpy())": lambda x: fl.asarray(x.numpy()),
+}
+
+
+@pytest.mark.parametrize("how", sorted(_EXPORTS))
+@pytest.mark.parametrize("transform", ["grad", "jvp", "vjp", "jacrev", "hessian"])
+def test_converting_a_value_with_a_derivative_to_numpy_raises(how, transform):
+    export = _EXPORTS[how]
+    x = f64([0.5, 1.5])
+
+    def f(x):
+        return fl.sum(fl.asarray(export(x)) * 1.0)
+
+    run = {
+        "grad": lambda: fl.grad(f)(x),
+        "jvp": lambda: fl.jvp(f, (x,), (f64([1.0, 1.0]),)),
+        "vjp": lambda: fl.vjp(f, x),
+        "jacrev": lambda: fl.jacrev(f)(x),
+        "hessian": lambda: fl.hessian(f)(x),
+    }[transform]
+    with pytest.raises(ConcretizationError) as e:
+        run()
+    msg = str(e.value)
+    assert "carries a derivative" in msg and "fl.stop_gradient(x)" in msg and "x.detach()" in msg, msg
+
+
+def test_scalar_conversions_and_comparisons_still_work_under_grad():
+    def f(x):
+        s = x.sum()
+        assert isinstance(bool(s > 0), bool) and isinstance(float(s), float) and isinstance(s.item(), float)
+        n = int(x[0] * 0 + 2)
+        scale = 2.0 if s > 0 else -1.0
+        return scale * (x**n).sum()
+
+    np.testing.assert_allclose(fl.grad(f)(f64([1.0, 2.0])).numpy(), [4.0, 8.0])
+    np.testing.assert_allclose(fl.grad(f)(f64([-1.0, -2.0])).numpy(), [2.0, 4.0])
+
+
+def test_detached_values_convert_to_numpy_under_grad():
+    x = f64([0.5, 1.5])
+    for cut in (fl.stop_gradient, lambda v: v.detach()):
+        g = fl.grad(lambda x: (x * fl.asarray(np.sin(cut(x).numpy()))).sum())(x)  # noqa: B023
+        np.testing.assert_allclose(g.numpy(), np.sin(x.numpy()), rtol=1e-15)
+    assert float(fl.grad(lambda x: x * x.detach())(f64(3.0))) == 3.0
+    y = f64([1.0, 2.0])
+    assert y.detach() is y  # eagerly there is nothing to cut
+
+
+@given(st.lists(st.floats(-3, 3), min_size=1, max_size=5))
+def test_no_grad_cuts_derivatives_in_every_transform(vals):
+    x = f64(vals)
+
+    def f(x):
+        with fl.no_grad():
+            c = fl.sin(x) * 2.0  # a constant for differentiation
+        return (x * c).sum()
+
+    want = 2.0 * np.sin(x.numpy())
+    np.testing.assert_allclose(fl.grad(f)(x).numpy(), want, rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(fl.jit(fl.grad(f))(x).numpy(), want, rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(fl.grad(fl.jit(f))(x).numpy(), want, rtol=1e-13, atol=1e-15)
+    _, t = fl.jvp(f, (x,), (fl.ones_like(x),))
+    assert float(t) == pytest.approx(float(want.sum()), rel=1e-12, abs=1e-14)
+    xs = fl.stack([x, 2.0 * x])
+    np.testing.assert_allclose(fl.vmap(fl.grad(f))(xs).numpy()[1], 2.0 * np.sin(2.0 * x.numpy()), rtol=1e-13,
+                               atol=1e-15)
+    np.testing.assert_allclose(fl.grad(lambda a: fl.vmap(f)(a).sum())(xs).numpy()[0], want, rtol=1e-13, atol=1e-15)
+
+
+def test_no_grad_is_free_eagerly_and_lets_inner_transforms_differentiate():
+    x = f64([1.0, 2.0])
+    with fl.no_grad():
+        from funclib.core import current_trace
+
+        assert current_trace() is None
+        # a transform started inside the block differentiates as usual
+        np.testing.assert_allclose(fl.grad(lambda a: (a * a).sum())(x).numpy(), [2.0, 4.0])
+
+    def outer(a):
+        with fl.no_grad():
+            inner = fl.grad(lambda b: (b * b * a).sum())(a)  # derivative in b works, the one in a is cut
+        return (inner * a).sum()
+
+    np.testing.assert_allclose(fl.grad(outer)(x).numpy(), 2 * x.numpy() ** 2)
+
+    @fl.no_grad()
+    def stat(a):
+        return fl.max(fl.abs(a))
+
+    np.testing.assert_allclose(fl.grad(lambda a: (a / stat(a)).sum())(f64([1.0, -2.0])).numpy(), [0.5, 0.5])
+
+
+def test_tensor_backward_explains_the_functional_equivalent():
+    loss = f64([1.0]).sum()
+    with pytest.raises(TypeError) as e:
+        loss.backward()
+    msg = str(e.value)
+    assert "nn.value_and_grad(model, loss_fn)(model, x, y)" in msg and "optimizer.update(model, grads)" in msg
+
+
+def test_linear_transpose_of_a_non_linear_function_names_the_primitive():
+    from funclib.errors import NotLinearError
+
+    x = f64([1.0, 2.0])
+    cases = [
+        (lambda x: fl.sin(x), x, r"applies 'sin' \(not linear\) to a value computed from the input"),
+        (lambda x, y: x + fl.exp(y), (x, x), "applies 'exp' .* from input 1"),
+        (lambda x: x * x, x, "multiply: both operands depend on the linear input"),
+        (lambda x: 1.0 / x, x, "div: the denominator depends on the linear input"),
+        (fl.jit(lambda x: fl.tanh(x) * 2.0), x, "applies 'tanh'"),  # inside a nested jaxpr
+    ]
+    for f, args, pattern in cases:
+        args = args if isinstance(args, tuple) else (args,)
+        with pytest.raises(NotLinearError, match="linear_transpose: the function is not linear in its input") as e:
+            fl.linear_transpose(f, *args)(fl.ones_like(x))
+        assert re.search(pattern, str(e.value)), str(e.value)
+        assert "elementwise.py" not in str(e.value)
+
+
+def test_jvp_dtype_mismatch_names_the_fix():
+    with pytest.raises(DTypeError, match=r"tangent 0 has dtype float32 .*tangent\.astype\(fl\.float64\)"):
+        fl.jvp(fl.sin, (f64([1.0]),), (fl.ones(1),))
+
+
+def test_custom_vjp_rule_survives_jit_in_reverse_mode():
+    # jit's JVP rule stages the tangent map that grad then transposes: custom_lin must be recorded there, or the
+    # gradient silently becomes the primal function's derivative instead of bwd's
+    @fl.custom_vjp
+    def g(x):
+        return fl.sin(x)
+
+    g.defvjp(lambda x: (fl.sin(x), x), lambda res, ct: (-7.0 * ct,))
+    x = fl.ones(2)
+    want = [-7.0, -7.0]
+    loss = lambda x: fl.sum(g(x))
+    for got in (
+        fl.grad(lambda x: fl.sum(fl.jit(g)(x)))(x),
+        fl.grad(fl.jit(loss))(x),
+        fl.jit(fl.grad(loss))(x),
+        fl.vjp(fl.jit(g), x)[1](fl.ones(2))[0],
+        fl.vmap(fl.grad(lambda x: fl.jit(g)(x)))(x),
+        fl.grad(lambda x: fl.sum(fl.scan(lambda c, xi: (c + fl.jit(g)(xi), None), 0.0, x)[0]))(x),
+    ):
+        np.testing.assert_array_equal(got.numpy(), want)
+    # forward mode still differentiates the primal function, jitted or not
+    np.testing.assert_allclose(fl.jvp(fl.jit(g), (x,), (x,))[1].numpy(), np.cos(1.0) * np.ones(2), rtol=1e-6)

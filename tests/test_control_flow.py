@@ -538,27 +538,53 @@ def test_map():
 
 
 def _affine(a, b):
+    # compose x -> a0 x + a1, then x -> b0 x + b1: associative, not commutative
     return (a[0] * b[0], b[0] * a[1] + b[1])
 
 
-@pytest.mark.parametrize("n", [1, 2, 5, 8])
-def test_associative_scan(n):
+def _matmul2(a, b):
+    return {"m": fl.matmul(a["m"], b["m"])}
+
+
+def _sequential_scan(fn, elems, reverse=False, axis=0):
+    """The definition: a Python loop over slices (``reverse`` walks from the end, earlier result on the left)."""
+    leaves, tree = fl.tree.flatten(elems)
+    n = leaves[0].shape[axis]
+    order = range(n - 1, -1, -1) if reverse else range(n)
+    outs = [None] * n
+    acc = None
+    for i in order:
+        x = fl.tree.unflatten(tree, [fl.take(v, fl.asarray([i]), axis=axis).squeeze(axis) for v in leaves])
+        acc = x if acc is None else fn(acc, x)
+        outs[i] = acc
+    return fl.tree.map(lambda *xs: fl.stack(xs, axis=axis), *outs)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 8, 13])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_associative_scan_matches_the_sequential_definition(n, reverse):
+    """Non-commutative fns on pytrees, both directions, eager and jitted: reverse is flip, scan, flip (as JAX)."""
     A, B = t64(RNG.normal(size=(n, 2))), t64(RNG.normal(size=(n, 2)))
-    got = fl.associative_scan(_affine, (A, B))
-    acc, want = (A[0], B[0]), [(A[0], B[0])]
-    for i in range(1, n):
-        acc = _affine(acc, (A[i], B[i]))
-        want.append(acc)
-    close(got, (fl.stack([w[0] for w in want]), fl.stack([w[1] for w in want])))
-    got = fl.associative_scan(_affine, (A, B), reverse=True)
-    acc, want = (A[n - 1], B[n - 1]), [(A[n - 1], B[n - 1])]
-    for i in range(n - 2, -1, -1):
-        acc = _affine((A[i], B[i]), acc)
-        want.append(acc)
-    want = want[::-1]
-    close(got, (fl.stack([w[0] for w in want]), fl.stack([w[1] for w in want])))
-    x = t64(RNG.normal(size=(3, n)))
+    want = _sequential_scan(_affine, (A, B), reverse)
+    close(fl.associative_scan(_affine, (A, B), reverse=reverse), want)
+    close(fl.jit(lambda a, b: fl.associative_scan(_affine, (a, b), reverse=reverse))(A, B), want)
+    flipped = fl.associative_scan(_affine, (fl.flip(A, axis=0), fl.flip(B, axis=0)))
+    if reverse:
+        close(fl.tree.map(lambda v: fl.flip(v, axis=0), flipped), want)
+    M = {"m": t64(RNG.normal(size=(2, n, 2, 2)))}
+    want = _sequential_scan(_matmul2, M, reverse, axis=1)
+    close(fl.associative_scan(_matmul2, M, reverse=reverse, axis=1), want)
+    close(fl.jit(lambda m: fl.associative_scan(_matmul2, m, reverse=reverse, axis=1))(M), want)
+    if n > 1:
+        g = fl.grad(lambda a: fl.associative_scan(_affine, (a, B), reverse=reverse)[1].sum())(A)
+        close(g, fl.grad(lambda a: _sequential_scan(_affine, (a, B), reverse)[1].sum())(A))
+
+
+def test_associative_scan():
+    x = t64(RNG.normal(size=(3, 5)))
     close(fl.associative_scan(fl.add, x, axis=1), fl.cumulative_sum(x, axis=1))
+    suffix_sums = fl.flip(fl.cumulative_sum(fl.flip(x, axis=1), axis=1), axis=1)
+    close(fl.associative_scan(fl.add, x, axis=1, reverse=True), suffix_sums)
     close(fl.jacrev(lambda v: fl.associative_scan(fl.multiply, v))(x[0]), fl.jacrev(fl.cumprod)(x[0]))
     close(fl.vmap(lambda v: fl.associative_scan(fl.multiply, v))(x), fl.cumprod(x, axis=1))
 

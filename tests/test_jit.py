@@ -510,3 +510,16 @@ def test_jit_of_a_custom_rule_function_keeps_the_rule():
     assert fl.jit(f).fun is f and fl.jit(g).fun is g
     np.testing.assert_array_equal(fl.grad(lambda x: fl.sum(fl.jit(f)(x)))(x).numpy(), [100.0, 100.0])
     np.testing.assert_array_equal(fl.jvp(fl.jit(f), (x,), (x,))[1].numpy(), [100.0, 100.0])
+
+
+def test_retrace_error_counts_in_english():
+    from funclib.transforms.jit import _ordinal
+
+    assert [_ordinal(n) for n in (1, 2, 3, 4, 11, 12, 13, 21, 22, 23, 101, 111, 112)] == [
+        "1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd", "23rd", "101st", "111th", "112th",
+    ]
+    jf = fl.jit(lambda x: x * 2, max_traces=2)
+    jf(fl.ones(1))
+    jf(fl.ones(2))
+    with pytest.raises(RetraceError, match="would trace a 3rd time"):
+        jf(fl.ones(3))

@@ -937,7 +937,7 @@ def test_functional_call_and_buffer_writeback():
     assert int(bufs["1.num_batches_tracked"]) == 2 and int(model[1].num_batches_tracked) == 1
     g = fl.grad(lambda p: nn.functional_call(model, p, x).sum())(dict(model.named_parameters()))
     assert set(g) == {"0.weight", "0.bias", "1.weight", "1.bias"}
-    with pytest.raises(KeyError, match="not a parameter"):
+    with pytest.raises(ValueError, match="not a parameter"):
         nn.functional_call(model, {"nope": fl.ones(1)}, x)
     with pytest.raises(nn.StateDictError, match="missing"):
         nn.functional_call(model, params, x, strict=True)
@@ -1090,3 +1090,105 @@ def test_cross_entropy_checks_targets_under_grad():
     for bad in ([0, 3], [0, -1]):
         with pytest.raises(IndexError, match="out of bounds for 3 classes"):
             fl.grad(lambda z, t: F.cross_entropy(z, t))(z, fl.asarray(np.array(bad)))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Extreme logits: results as accurate as the dtype allows (float64 references), gradients unchanged
+
+
+def _lsm64(z, axis=-1):
+    z = np.asarray(z, np.float64)
+    s = z - z.max(axis=axis, keepdims=True)
+    return s - np.log(np.exp(s).sum(axis=axis, keepdims=True))
+
+
+_EXTREME_ROWS = [
+    [1000.0, 1000.0, -5.0],
+    [-1000.0, -1000.0, -999.0],
+    [1e4, 1e4 - 1.0, 0.0],
+    [88.5, 80.0, 0.0],
+    [-3e4, 2e4, 2e4 + 0.5],
+    [1e5, -1e5, 1e5],
+]
+
+
+def _assert_near64(got, want, dtype, ulps=4.0):
+    """Within a few rounding errors of the float64 value, relative to max(1, |want|): shifted logits bound the
+    absolute error of a log-probability by the rounding of log(sum(exp)) (a value near 1), not by |x|."""
+    eps = np.finfo(dtype).eps
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    err = np.abs(got - want) / np.maximum(1.0, np.abs(want))
+    assert err.max() <= ulps * eps, (got, want, err.max() / eps)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_log_softmax_softmax_logsumexp_at_extreme_logits(dtype):
+    z = np.array(_EXTREME_ROWS, dtype)
+    want = _lsm64(z)
+    for f in (fl.log_softmax, fl.jit(fl.log_softmax), lambda a: F.log_softmax(a, dim=-1), nn.LogSoftmax(dim=-1)):
+        _assert_near64(f(fl.asarray(z)), want, dtype)
+    _assert_near64(fl.log_softmax(fl.asarray(z.T), axis=0), want.T, dtype)
+    for f in (fl.softmax, fl.jit(fl.softmax)):
+        _assert_near64(f(fl.asarray(z)), np.exp(want), dtype)
+    lse = np.log(np.exp(z - z.max(-1, keepdims=True)).sum(-1)) + z.max(-1).astype(np.float64)
+    for f in (lambda a: fl.logsumexp(a, axis=-1), fl.jit(lambda a: fl.logsumexp(a, axis=-1))):
+        np.testing.assert_allclose(f(fl.asarray(z)).numpy(), lse, rtol=2 * np.finfo(dtype).eps)
+    # d/dz sum(w * log_softmax(z)) = w - softmax(z) * sum(w)
+    w = np.linspace(-1.0, 2.0, z.shape[1]).astype(dtype)
+    g_want = w - np.exp(want) * w.sum()
+    g = fl.grad(lambda a: (fl.log_softmax(a) * fl.asarray(w)).sum())
+    for gf in (g, fl.jit(g)):
+        _assert_near64(gf(fl.asarray(z)), g_want, dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_cross_entropy_at_extreme_logits(dtype):
+    z = np.array(_EXTREME_ROWS, dtype)
+    t = np.array([0, 2, 1, 0, 1, 2])
+    lp = _lsm64(z)
+    want = -lp[np.arange(len(t)), t]
+    zt, tt = fl.asarray(z), fl.asarray(t)
+    _assert_near64(F.cross_entropy(zt, tt, reduction="none"), want, dtype)  # known targets: the row fast path
+    _assert_near64(fl.jit(lambda a, b: F.cross_entropy(a, b, reduction="none"))(zt, tt), want, dtype)  # traced
+    _assert_near64(F.cross_entropy(zt, tt, weight=fl.ones(3, dtype=zt.dtype), reduction="none"), want, dtype)
+    _assert_near64(nn.CrossEntropyLoss(reduction="none")(zt, tt), want, dtype)
+    probs = np.eye(3, dtype=dtype)[t] * 0.75 + 0.25 / 3
+    _assert_near64(F.cross_entropy(zt, fl.asarray(probs), reduction="none"), -(lp * probs).sum(1), dtype)
+    _assert_near64(F.nll_loss(F.log_softmax(zt, dim=1), tt, reduction="none"), want, dtype)
+    # gradient of the mean: (softmax - onehot) / N
+    g_want = (np.exp(lp) - np.eye(3)[t]) / len(t)
+    g = fl.grad(lambda a, b: F.cross_entropy(a, b))
+    for gf in (g, fl.jit(g)):
+        _assert_near64(gf(zt, tt), g_want, dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_softplus_log_sigmoid_and_logit_losses_at_extreme_inputs(dtype):
+    x = np.array([-1e4, -100.0, -30.0, -20.0, -5.0, -1e-3, 0.0, 1e-3, 5.0, 20.0, 30.0, 100.0, 1e4], dtype)
+    x64 = x.astype(np.float64)
+    sp, sp_neg = np.logaddexp(0.0, x64), np.logaddexp(0.0, -x64)  # softplus(x), softplus(-x) = -log_sigmoid(x)
+    eps = np.finfo(dtype).eps
+    tiny = np.finfo(dtype).tiny  # results below it are subnormal and carry less relative precision
+
+    def rel(got, want):
+        got = np.asarray(got, np.float64)
+        err = np.abs(got - want) / np.maximum(np.abs(want), tiny / eps)
+        assert err.max() <= 4 * eps, (got, want)
+
+    xt = fl.asarray(x)
+    rel(fl.softplus(xt), sp)
+    rel(F.softplus(xt), np.where(x64 > 20, x64, sp))
+    rel(fl.log_sigmoid(xt), -sp_neg)
+    rel(F.logsigmoid(xt), -sp_neg)
+    for t in (0.0, 1.0, 0.3):
+        want = (1 - t) * sp + t * sp_neg
+        tt = fl.full(x.shape, t, dtype=xt.dtype)
+        rel(F.binary_cross_entropy_with_logits(xt, tt, reduction="none"), want)
+        rel(nn.BCEWithLogitsLoss(reduction="none")(xt, tt), want)
+        rel(F.binary_cross_entropy_with_logits(xt, tt, reduction="none", pos_weight=3.0), (1 - t) * sp + 3 * t * sp_neg)
+        # d/dx = (1 - t) sigmoid(x) - t sigmoid(-x)
+        g = fl.grad(lambda a: F.binary_cross_entropy_with_logits(a, tt, reduction="sum"))(xt)  # noqa: B023
+        sig = np.exp(-sp_neg)
+        np.testing.assert_allclose(g.numpy(), (1 - t) * sig - t * (1 - sig), rtol=4 * eps, atol=4 * eps)
+    np.testing.assert_allclose(fl.grad(lambda a: fl.softplus(a).sum())(xt).numpy(), np.exp(-sp_neg), rtol=8 * eps,
+                               atol=tiny)

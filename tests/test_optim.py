@@ -617,3 +617,103 @@ def test_numpy_rule_leaves_tensor_hyperparameters_on_tensors():
     opt = Spy([fl.asarray(p) for p in p0], lr=1e-2)
     fl.jit(lambda g, p, s: opt.apply(g, p, s))([fl.asarray(a) for a in grads[0]], opt._flat_params(), opt.state)
     assert seen and all(issubclass(t, fl.Tensor) for t in seen)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# step vs update for every way of building an optimizer: a model is trained by update, or step says so
+
+
+_FROM_MODEL = {
+    "model": lambda m: m,
+    "named_parameters()": lambda m: m.named_parameters(),
+    "named groups": lambda m: [{"params": m[0].named_parameters(), "lr": 0.05}, {"params": m[2].named_parameters()}],
+    "module groups": lambda m: [{"params": m[0]}, {"params": m[2], "lr": 0.05}],
+}
+_FROM_TENSORS = {
+    "parameters()": lambda m: m.parameters(),
+    "list(parameters())": lambda m: list(m.parameters()),
+    "groups of parameters()": lambda m: [{"params": m[0].parameters(), "lr": 0.05}, {"params": m[2].parameters()}],
+    "dict(named_parameters())": lambda m: dict(m.named_parameters()),
+}
+
+
+def _loss_and_grads(model, x):
+    return nn.value_and_grad(model, lambda m: (m(x) ** 2).mean())(model)
+
+
+@pytest.mark.parametrize("form", sorted(_FROM_MODEL) + sorted(_FROM_TENSORS))
+@pytest.mark.parametrize("opt_cls", [optim.SGD, optim.Adam])
+def test_every_construction_form_trains_the_model_through_update_or_refuses_step(form, opt_cls):
+    x = fl.asarray(np.random.default_rng(0).standard_normal((6, 3)).astype(np.float32))
+    build = {**_FROM_MODEL, **_FROM_TENSORS}[form]
+    model = _mlp()
+    opt = opt_cls(build(model), lr=0.1)
+    assert opt.num_params == 4
+    before = [p.numpy().copy() for p in model.parameters()]
+    loss0, grads = _loss_and_grads(model, x)
+    # model-shaped gradients never go through step silently: the model would not change
+    with pytest.raises(TypeError, match=r"optimizer\.update\(model, "):
+        opt.step(grads)
+    if form in _FROM_MODEL:
+        with pytest.raises(TypeError, match=r"built from a model.*optimizer\.update\(model, "):
+            opt.step([g for g in grads.parameters()])
+    assert all(np.array_equal(b, p.numpy()) for b, p in zip(before, model.parameters()))
+    assert all(s["step"] == 0 for s in opt.state)
+    for _ in range(3):
+        loss, grads = _loss_and_grads(model, x)
+        opt.update(model, grads)
+    assert all(not np.array_equal(b, p.numpy()) for b, p in zip(before, model.parameters()))
+    assert float(_loss_and_grads(model, x)[0]) < float(loss0)
+
+
+def test_step_on_tensors_returns_what_the_optimizer_was_built_from():
+    w, b = fl.ones(3), fl.zeros(2)
+    opt = optim.SGD({"w": w, "inner": {"b": b}}, lr=0.5)
+    out = opt.step({"w": fl.ones(3), "inner": {"b": fl.ones(2)}})
+    np.testing.assert_array_equal(out["w"].numpy(), [0.5] * 3)
+    np.testing.assert_array_equal(out["inner"]["b"].numpy(), [-0.5] * 2)
+    with pytest.raises(ValueError, match="structure of the parameters"):
+        opt.step([fl.ones(3), fl.ones(2)])
+    opt = optim.SGD([w, b], lr=0.5)
+    out = opt.step([fl.ones(3), None])
+    assert isinstance(out, list) and out[1] is b
+    with pytest.raises(TypeError, match="by name"):
+        opt.step({"0": fl.ones(3)})
+    with pytest.raises(TypeError, match="expected tensors as parameters, got list"):
+        optim.SGD([[w, b]], lr=0.1)  # a nested list is not silently stacked into one parameter
+
+
+def test_lbfgs_step_refuses_a_model_and_update_trains_it():
+    model = nn.Linear(2, 1, key=R.key(0))
+    x = fl.ones((4, 2))
+    opt = optim.LBFGS(model.named_parameters())
+    with pytest.raises(TypeError, match=r"optimizer\.update\(model, lambda"):
+        opt.step(lambda ps: (0.0, ps))
+    loss_fn = lambda m: ((m(x) - 1.0) ** 2).mean()  # noqa: E731
+    opt.update(model, lambda: nn.value_and_grad(model, loss_fn)(model))
+    assert float(loss_fn(model)) < 1e-6
+
+
+def test_group_names_relative_to_a_submodule_update_the_right_tensors():
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weight = nn.Parameter(fl.ones((2, 2)))
+            self.sub = nn.Linear(2, 2, key=R.key(0))
+
+        def forward(self, x):
+            return self.sub(x @ self.weight)
+
+    model = Net()
+    # "weight" inside the first group names model.sub.weight, not model.weight
+    opt = optim.SGD([{"params": model.sub.named_parameters()}, {"params": [model.weight], "lr": 0.0}], lr=0.1)
+    top, sub = model.weight.numpy().copy(), model.sub.weight.numpy().copy()
+    _, grads = nn.value_and_grad(model, lambda m: m(fl.ones((3, 2))).sum())(model)
+    opt.update(model, grads)
+    np.testing.assert_array_equal(model.weight.numpy(), top)  # lr 0
+    np.testing.assert_allclose(model.sub.weight.numpy(), sub - 0.1 * grads.sub.weight.numpy(), rtol=1e-6)
+    # names stay the link after the model's tensors are replaced (a loaded checkpoint)
+    model.load_state_dict({k: v * 0.0 for k, v in model.state_dict().items()})
+    _, grads = nn.value_and_grad(model, lambda m: m(fl.ones((3, 2))).sum())(model)
+    opt.update(model, grads)
+    np.testing.assert_allclose(model.sub.bias.numpy(), -0.1 * grads.sub.bias.numpy(), rtol=1e-6)

@@ -224,3 +224,34 @@ def test_torch_interop_both_ways(tmp_path):
     )
     tnet2.load_state_dict(back)
     assert back["1.num_batches_tracked"].dtype == torch.int64 and back["1.num_batches_tracked"].shape == ()
+
+
+def test_files_that_are_not_safetensors_say_what_they_are(tmp_path):
+    import pickle
+
+    def load_error(name, data):
+        p = tmp_path / name
+        _write(p, data)
+        with pytest.raises(fl.SerializationError) as e:
+            fl.load(p)
+        return str(e.value)
+
+    msg = load_error("obj.pkl", pickle.dumps({"w": [1.0]}, protocol=4))
+    assert "is a Python pickle (protocol 4)" in msg and "never unpickles" in msg, msg
+    assert "is empty (0 bytes)" in load_error("empty.safetensors", b"")
+    npy = tmp_path / "a.npy"
+    np.save(npy, np.zeros(3))
+    assert "NumPy .npy file" in load_error("a.bin", npy.read_bytes())
+    npz = tmp_path / "a.npz"
+    np.savez(npz, a=np.zeros(3))
+    assert "NumPy .npz archive" in load_error("b.bin", npz.read_bytes())
+    assert "HDF5" in load_error("k.h5", b"\x89HDF\r\n\x1a\n" + b"\0" * 64)
+    assert "gzip" in load_error("g.gz", b"\x1f\x8b\x08" + b"\0" * 64)
+    rng = np.random.default_rng(0)
+    for i in range(20):  # random bytes: never "truncated", never an internal error
+        data = rng.bytes(int(rng.integers(8, 300)))
+        if data[8:9] == b"{" or data[:2] == b"PK" or data[:1] == b"\x80":
+            continue
+        msg = load_error(f"r{i}", data)
+        assert "is not a safetensors file" in msg or "is a" in msg, msg
+    assert "is not a safetensors file" in load_error("t.txt", b"hello world, this is text")

@@ -86,6 +86,63 @@ def test_at_is_differentiable():
     np.testing.assert_allclose(_np(g), [18.0, 4.0])
 
 
+@pytest.mark.parametrize(
+    ("method", "ufunc", "base"),
+    [("max", np.maximum, 0.0), ("min", np.minimum, 0.0), ("multiply", np.multiply, 1.0), ("add", np.add, 0.0)],
+)
+def test_at_combines_every_repeated_index_like_ufunc_at(method, ufunc, base):
+    """Each update to a repeated index takes part (np.maximum.at semantics), eagerly and under jit and vmap."""
+    first = {"max": 5.0, "min": -5.0, "multiply": 5.0, "add": 5.0}[method]
+    x, idx, u = fl.full((1,), base), fl.asarray([0, 0]), fl.asarray([first, 2.0 if method == "multiply" else 1.0])
+    want = np.full(1, base, np.float32)
+    ufunc.at(want, [0, 0], u.numpy())
+    np.testing.assert_array_equal(_np(getattr(x.at[idx], method)(u)), want)
+    np.testing.assert_array_equal(_np(fl.jit(lambda x, u: getattr(x.at[idx], method)(u))(x, u)), want)
+    rng = np.random.default_rng(0)
+    xs, us = rng.normal(size=(3, 4, 5)), rng.normal(size=(3, 6, 5))
+    rows = rng.integers(0, 4, size=6)
+    rows[:2] = 1  # at least one repeat
+    for k in range(3):
+        want = xs[k].copy()
+        ufunc.at(want, (rows,), us[k])
+        got = getattr(fl.asarray(xs[k]).at[fl.asarray(rows)], method)(fl.asarray(us[k]))
+        np.testing.assert_allclose(_np(got), want, rtol=1e-14)
+    got = fl.vmap(lambda x, u: getattr(x.at[fl.asarray(rows), :], method)(u))(fl.asarray(xs), fl.asarray(us))
+    want = xs.copy()
+    for k in range(3):
+        ufunc.at(want[k], (rows,), us[k])
+    np.testing.assert_allclose(_np(got), want, rtol=1e-14)
+
+
+def test_at_divide_and_power_apply_every_repeated_index_in_turn():
+    idx = fl.asarray([0, 0, 2])
+    x = fl.asarray([8.0, 3.0, 2.0])
+    np.testing.assert_allclose(_np(x.at[idx].divide(fl.asarray([2.0, 4.0, 2.0]))), [1.0, 3.0, 1.0])
+    np.testing.assert_allclose(_np(x.at[idx].power(fl.asarray([2.0, 0.5, 3.0]))), [8.0, 3.0, 8.0])
+    np.testing.assert_allclose(_np(fl.jit(lambda x: x.at[idx].divide(2.0))(x)), [2.0, 3.0, 1.0])
+    # as in JAX, dividing an integer tensor gives floats
+    np.testing.assert_allclose(_np(fl.ones(2, dtype=fl.int32).at[0].divide(2)), [0.5, 1.0])
+
+
+def test_at_repeated_index_updates_have_exact_derivatives():
+    from funclib.testing import check_grads
+
+    idx = fl.asarray([0, 2, 0, 0])
+    x = fl.asarray([0.7, -1.3, 0.4])
+    # products with no zero, one zero and two zeros among an element's updates
+    for u in ([1.5, -0.5, 2.0, 0.8], [1.5, -0.5, 0.0, 0.8], [0.0, -0.5, 0.0, 0.8]):
+        check_grads(lambda x, u: x.at[idx].multiply(u), (x, fl.asarray(u)), order=2)
+        check_grads(lambda x, u: x.at[idx].divide(u), (x, fl.asarray(u) + 3.0), order=2)
+    for m in ("max", "min"):
+        check_grads(lambda x, u, m=m: getattr(x.at[idx], m)(u), (x, fl.asarray([1.1, -2.0, -0.2, 0.3])), order=2)
+    # ties share the derivative equally (as max and reduce_max do): x[0] and two updates equal 1
+    grad = fl.grad(lambda x, u: x.at[idx].max(u).sum(), argnums=(0, 1))
+    for g in (grad, fl.jit(grad)):
+        gx, gu = g(fl.ones(3), fl.asarray([1.0, 0.0, 1.0, 0.5]))
+        np.testing.assert_allclose(_np(gx), [1 / 3, 1, 1], rtol=1e-6)
+        np.testing.assert_allclose(_np(gu), [1 / 3, 0, 1 / 3, 0], rtol=1e-6)
+
+
 # --- attributes ---------------------------------------------------------------------------------------------
 
 

@@ -284,7 +284,7 @@ def test_strategy_arguments_are_checked():
         fst.dtypes("floats")
     with pytest.raises(ValueError, match="not a floating-point dtype"):
         fst.floats_for(fl.int32)
-    with pytest.raises(ValueError, match="need 0 <= min <= max"):
+    with pytest.raises(ValueError, match="need 0 <= min_dims <= max_dims"):
         fst.shapes(min_dims=3, max_dims=1)
 
 
@@ -302,3 +302,19 @@ def test_docstring_examples_run(module):
         warnings.simplefilter("ignore")  # Hypothesis warns about .example() outside an interactive session
         result = doctest.testmod(mod, extraglobs=globs, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     assert result.failed == 0 and result.attempted > 5, result
+
+
+def test_strategies_is_an_attribute_of_funclib_testing():
+    import sys
+
+    import funclib.testing as T
+
+    saved = sys.modules.pop("funclib.testing.strategies")
+    T.__dict__.pop("strategies", None)
+    try:
+        assert hasattr(T.strategies, "tensors")  # loaded on first access, without a separate import
+    finally:
+        sys.modules["funclib.testing.strategies"] = saved
+        T.strategies = saved
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        T.nope  # noqa: B018

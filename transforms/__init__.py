@@ -1,6 +1,6 @@
 """Function transforms: autodiff, vmap, control flow, jacobians, custom rules, tracing."""
 
-from . import export
+from . import export, onnx
 from .autodiff import grad, jvp, linear_transpose, linearize, value_and_grad, vjp
 from .batching import vmap
 from .control_flow import associative_scan, cond, fori_loop, map, scan, switch, while_loop  # noqa: A004
@@ -38,4 +38,5 @@ __all__ = [
     "ShapeDtypeStruct",
     "eval_shape",
     "make_jaxpr",
+    "onnx",
 ]

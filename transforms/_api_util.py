@@ -23,6 +23,41 @@ def as_tensor_leaf(x, op: str):
         ) from None
 
 
+def check_argnames(fun, names, op: str, what: str = "static_argnames") -> None:
+    """A ValueError when ``names`` are not parameters of ``fun`` (when its signature says so)."""
+    import inspect
+
+    try:
+        params = inspect.signature(fun).parameters
+    except (TypeError, ValueError):
+        return
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return
+    unknown = [n for n in names if n not in params]
+    if unknown:
+        name = getattr(fun, "__name__", type(fun).__name__)
+        raise ValueError(
+            f"{op}: {what} {unknown} are not parameters of {name}{inspect.signature(fun)}"
+        )
+
+
+def check_argnums(argnums, nargs: int, op: str, what: str = "argnums") -> tuple[int, ...]:
+    """``argnums`` (an int or a sequence of ints) as non-negative indices into ``nargs`` positional arguments."""
+    from funclib.checks import check_int
+
+    nums = (argnums,) if not isinstance(argnums, (tuple, list)) else tuple(argnums)
+    out = []
+    for n in nums:
+        n = check_int(n, op, what)
+        if not -nargs <= n < nargs:
+            raise ValueError(
+                f"{op}: {what}={argnums} but the function was called with {nargs} positional argument"
+                f"{'' if nargs == 1 else 's'}"
+            )
+        out.append(n % nargs)
+    return tuple(out)
+
+
 def check_float_input(x, op: str, where: str, allow_complex: bool = True):
     if x.dtype in dtypes.INEXACT:
         return

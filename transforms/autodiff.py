@@ -15,6 +15,7 @@ import numpy as np
 
 from funclib import dtypes
 from funclib import tree as tree_util
+from funclib.checks import check_callable, check_int
 from funclib.core import (
     ShapedArray,
     Tensor,
@@ -27,12 +28,12 @@ from funclib.core import (
     _wrap,
     aval_of,
 )
-from funclib.errors import DTypeError, FunclibError
+from funclib.errors import ConcretizationError, DTypeError, FunclibError, MissingRuleError, NotLinearError
 from funclib.jaxpr import Jaxpr, JaxprTrace, JaxprTracer, Literal, Var
 from funclib.primitives._util import instantiate, zeros
-from funclib.primitives.elementwise import add
+from funclib.primitives.elementwise import add, mul_p, safe_mul_p
 
-from ._api_util import as_tensor_leaf, check_float_input, flatten_args
+from ._api_util import as_tensor_leaf, check_argnums, check_float_input, flatten_args
 
 
 class JVPTracer(Tracer):
@@ -69,6 +70,16 @@ class JVPTrace(Trace):
 
     def concretize(self, tracer, what):
         return tracer.primal
+
+    def export(self, tracer, what):
+        # NumPy computes without the tangent: a result built from the export would silently get a zero derivative
+        raise ConcretizationError(
+            f"Cannot convert a {tracer.aval.str_short()} that carries a derivative to {what} inside {self.name}: "
+            "NumPy cannot differentiate, so the derivative would silently become zero. Compute with fl.* "
+            "operations instead (fl.sin(x), not np.sin(x)); to use the value without its derivative, convert "
+            "fl.stop_gradient(x) or x.detach(). (bool(), int(), float() and .item() still work, so Python "
+            "control flow such as `if x > 0:` is fine.)"
+        )
 
     def new(self, primal, tangent) -> JVPTracer:
         t = JVPTracer.__new__(JVPTracer)
@@ -142,21 +153,8 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = Fa
     >>> fl.jvp(fl.sin, (fl.tensor(0.0),), (fl.tensor(1.0),))
     (Tensor(0., dtype=float32), Tensor(1., dtype=float32))
     """
-    if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
-        raise TypeError("jvp: primals and tangents must be tuples (one entry per positional argument of fun)")
-    if len(primals) != len(tangents):
-        raise ValueError(f"jvp: got {len(primals)} primals but {len(tangents)} tangents")
-    p_leaves, p_tree = tree_util.flatten(tuple(primals))
-    t_leaves, t_tree = tree_util.flatten(tuple(tangents))
-    if p_tree != t_tree:
-        raise ValueError(f"jvp: primal and tangent structures differ:\n  primals:  {p_tree}\n  tangents: {t_tree}")
-    p_leaves = [as_tensor_leaf(p, "jvp") for p in p_leaves]
-    t_leaves = [as_tensor_leaf(t, "jvp") for t in t_leaves]
-    for i, (p, t) in enumerate(zip(p_leaves, t_leaves)):
-        if tuple(p.shape) != tuple(t.shape):
-            raise ValueError(f"jvp: tangent {i} has shape {tuple(t.shape)} but its primal has shape {tuple(p.shape)}")
-        if p.dtype in dtypes.INEXACT and t.dtype != p.dtype:
-            raise DTypeError(f"jvp: tangent {i} has dtype {t.dtype.name} but its primal has {p.dtype.name}")
+    check_callable(fun, "jvp")
+    p_leaves, p_tree, t_leaves = check_pairs(primals, tangents, "jvp")
     trace = JVPTrace(_state.trace)
     ins = [trace.new(p, t) if p.dtype in dtypes.INEXACT else p for p, t in zip(p_leaves, t_leaves)]
     args = tree_util.unflatten(p_tree, ins)
@@ -176,6 +174,30 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = Fa
         to.append(t)
     res = (tree_util.unflatten(o_tree, po), tree_util.unflatten(o_tree, to))
     return res + (aux,) if has_aux else res
+
+
+def check_pairs(primals, tangents, op: str):
+    """Primals and tangents as matching leaves: ``(primal_leaves, tree, tangent_leaves)``; errors name ``op``."""
+    if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
+        raise TypeError(f"{op}: primals and tangents must be tuples (one entry per positional argument of fun)")
+    if len(primals) != len(tangents):
+        raise ValueError(f"{op}: got {len(primals)} primals but {len(tangents)} tangents")
+    p_leaves, p_tree = tree_util.flatten(tuple(primals))
+    t_leaves, t_tree = tree_util.flatten(tuple(tangents))
+    if p_tree != t_tree:
+        raise ValueError(f"{op}: primal and tangent structures differ:\n  primals:  {p_tree}\n  tangents: {t_tree}")
+    p_leaves = [as_tensor_leaf(p, op) for p in p_leaves]
+    t_leaves = [as_tensor_leaf(t, op) for t in t_leaves]
+    for i, (p, t) in enumerate(zip(p_leaves, t_leaves)):
+        if tuple(p.shape) != tuple(t.shape):
+            raise ValueError(f"{op}: tangent {i} has shape {tuple(t.shape)} but its primal has shape {tuple(p.shape)}")
+        if p.dtype in dtypes.INEXACT and t.dtype != p.dtype:
+            raise DTypeError(
+                f"{op}: tangent {i} has dtype {t.dtype.name} but its primal has {p.dtype.name}; a tangent must have "
+                f"its primal's dtype: pass tangent.astype(fl.{p.dtype.name}) (or fl.ones_like(primal) for a "
+                "direction of ones)"
+            )
+    return p_leaves, p_tree, t_leaves
 
 
 def _unpack(trace, o):
@@ -258,6 +280,7 @@ def linearize_flat(fun_flat: Callable, primals: list, diff_mask: list[bool], nam
                 out_primals.append(o.primal)
                 out_tangents.append(instantiate(o.tangent))
             else:
+                o = as_tensor_leaf(o, f"{name} (the function's output)")
                 out_primals.append(o)
                 out_tangents.append(zeros(_zero_tangent_aval(aval_of(o))))
     finally:
@@ -268,8 +291,11 @@ def linearize_flat(fun_flat: Callable, primals: list, diff_mask: list[bool], nam
     return out_primals, lin, aux
 
 
-def backward_pass(jaxpr: Jaxpr, consts: list, cts_out: list) -> list:
-    """Transpose a jaxpr that is linear in its invars: cotangents of the outputs -> cotangents of the inputs."""
+def backward_pass(jaxpr: Jaxpr, consts: list, cts_out: list, plain_products: bool = False) -> list:
+    """Transpose a jaxpr that is linear in its invars: cotangents of the outputs -> cotangents of the inputs.
+
+    ``plain_products`` transposes ``safe_mul`` as a plain product (see ``_transpose_linearized``).
+    """
     env: dict[Var, Any] = dict(zip(jaxpr.constvars, consts))
     linear = set(jaxpr.invars)
     lin_eqns = []
@@ -308,7 +334,8 @@ def backward_pass(jaxpr: Jaxpr, consts: list, cts_out: list) -> list:
                 args.append(UndefinedPrimal(v.aval))
             else:
                 args.append(env[v])
-        rule = eqn.prim.transpose or eqn.prim.rule("transpose")
+        prim = mul_p if plain_products and eqn.prim is safe_mul_p else eqn.prim
+        rule = prim.transpose or prim.rule("transpose")
         in_cts = rule(ct, *args, **eqn.params)
         for v, c in zip(eqn.inputs, in_cts):
             if c is None or type(v) is not Var or v not in linear or type(c) is Zero:
@@ -319,7 +346,18 @@ def backward_pass(jaxpr: Jaxpr, consts: list, cts_out: list) -> list:
 
 
 def _transpose_linearized(lin: _Linearized, cts: list) -> list:
-    out = backward_pass(lin.jaxpr, lin.consts, cts)
+    out = None
+    if _state.trace is None:
+        # Eagerly, first with safe_mul's products plain: they differ from safe ones only where a zero meets an
+        # infinity, giving NaN instead of 0. Without a NaN in the result every such value was masked on the way
+        # (by a where), and the result is the safe one bit for bit; with one, the pass runs again with safe
+        # products. This spares the common case a finiteness check per product.
+        with np.errstate(invalid="ignore"):
+            out = backward_pass(lin.jaxpr, lin.consts, cts, plain_products=True)
+        if any(c is not None and type(c) is Tensor and np.isnan(c._value).any() for c in out):
+            out = None
+    if out is None:
+        out = backward_pass(lin.jaxpr, lin.consts, cts)
     return [zeros(a) if c is None else c for c, a in zip(out, lin.in_avals)]
 
 
@@ -334,6 +372,7 @@ def linearize(fun: Callable, *primals):
     >>> f_jvp(fl.tensor(2.0))
     Tensor(2., dtype=float32)
     """
+    check_callable(fun, "linearize")
     leaves, in_tree = tree_util.flatten(tuple(primals))
     leaves = [as_tensor_leaf(x, "linearize") for x in leaves]
     mask = [x.dtype in dtypes.INEXACT for x in leaves]
@@ -369,6 +408,7 @@ def vjp(fun: Callable, *primals, has_aux: bool = False):
     >>> f_vjp(fl.tensor(1.0))
     (Tensor(1., dtype=float32),)
     """
+    check_callable(fun, "vjp")
     leaves, in_tree = tree_util.flatten(tuple(primals))
     leaves = [as_tensor_leaf(x, "vjp") for x in leaves]
     mask = [x.dtype in dtypes.INEXACT for x in leaves]
@@ -415,6 +455,13 @@ def value_and_grad(
     >>> fl.value_and_grad(lambda x: (x ** 2).sum())(fl.tensor([1.0, 2.0]))
     (Tensor(5., dtype=float32), Tensor([2., 4.], dtype=float32))
     """
+    return _value_and_grad(fun, argnums, has_aux, holomorphic, argnames, "value_and_grad")
+
+
+def _value_and_grad(fun, argnums, has_aux, holomorphic, argnames, op: str) -> Callable:
+    check_callable(fun, op)
+    for n in (argnums,) if not isinstance(argnums, (tuple, list)) else argnums:
+        check_int(n, op, "argnums")
     single = isinstance(argnums, int) and argnames is None
 
     def vg(*args, **kwargs):
@@ -422,24 +469,19 @@ def value_and_grad(
         names = (argnames,) if isinstance(argnames, str) else tuple(argnames or ())
         if argnames is not None and argnums == 0 and not isinstance(argnums, tuple):
             nums = ()
-        for n in nums:
-            if not -len(args) <= n < len(args):
-                raise ValueError(
-                    f"grad: argnums={argnums} but the function was called with {len(args)} positional arguments"
-                )
-        nums = tuple(n % len(args) for n in nums)
+        nums = check_argnums(argnums, len(args), op, "argnums") if nums else ()
         for nm in names:
             if nm not in kwargs:
                 raise ValueError(
-                    f"grad: argnames includes {nm!r} but it was not passed as a keyword argument "
+                    f"{op}: argnames includes {nm!r} but it was not passed as a keyword argument "
                     f"(got keywords {sorted(kwargs)})"
                 )
         diff = [args[i] for i in nums] + [kwargs[k] for k in names]
         d_leaves, d_tree = tree_util.flatten(diff)
-        d_leaves = [as_tensor_leaf(x, "grad") for x in d_leaves]
+        d_leaves = [as_tensor_leaf(x, op) for x in d_leaves]
         for i, x in enumerate(d_leaves):
             if x.dtype not in dtypes.INEXACT:
-                check_float_input(x, "grad", _describe_leaf(i), holomorphic)
+                check_float_input(x, op, _describe_leaf(i), holomorphic)
 
         def flat(*xs):
             vals = tree_util.unflatten(d_tree, list(xs))
@@ -450,31 +492,31 @@ def value_and_grad(
             for j, k in enumerate(names):
                 kw[k] = vals[len(nums) + j]
             res = fun(*a, **kw)
-            out, aux = _split_aux(res, has_aux, "grad")
+            out, aux = _split_aux(res, has_aux, op)
             return [out], aux
 
-        outs, lin, aux = linearize_flat(flat, d_leaves, [True] * len(d_leaves), name="grad")
+        outs, lin, aux = linearize_flat(flat, d_leaves, [True] * len(d_leaves), name=op)
         out = outs[0]
         if not isinstance(out, Tensor):
             try:
-                out = as_tensor_leaf(out, "grad")
+                out = as_tensor_leaf(out, op)
             except TypeError:
                 raise TypeError(
-                    f"grad requires the function to return a scalar tensor, got {type(out).__name__}; "
+                    f"{op} requires the function to return a scalar tensor, got {type(out).__name__}; "
                     "use fl.vjp or fl.jacrev for other outputs"
                 ) from None
         if out.shape != ():
             raise TypeError(
-                f"grad requires a scalar output, got shape {tuple(out.shape)}; reduce it (e.g. .sum()) or use "
+                f"{op} requires a scalar output, got shape {tuple(out.shape)}; reduce it (e.g. .sum()) or use "
                 "fl.vjp / fl.jacrev"
             )
         if out.dtype in dtypes.COMPLEX and not holomorphic:
             raise DTypeError(
-                f"grad requires a real-valued output, got {out.dtype.name}; pass holomorphic=True for holomorphic "
+                f"{op} requires a real-valued output, got {out.dtype.name}; pass holomorphic=True for holomorphic "
                 "functions"
             )
         if out.dtype not in dtypes.INEXACT:
-            raise DTypeError(f"grad requires a floating-point output, got {out.dtype.name}")
+            raise DTypeError(f"{op} requires a floating-point output, got {out.dtype.name}")
         ct = _wrap(np.array(1, out.dtype))
         grads = tree_util.unflatten(d_tree, _transpose_linearized(lin, [ct]))
         if argnames is None:
@@ -512,7 +554,7 @@ def grad(
     >>> fl.grad(lambda x: fl.sin(x))(fl.tensor(0.0))
     Tensor(1., dtype=float32)
     """
-    vg = value_and_grad(fun, argnums, has_aux, holomorphic, argnames)
+    vg = _value_and_grad(fun, argnums, has_aux, holomorphic, argnames, "grad")
 
     def g(*args, **kwargs):
         res, gr = vg(*args, **kwargs)
@@ -543,6 +585,7 @@ def linear_transpose(fun: Callable, *primals) -> Callable:
     """
     from funclib.jaxpr import trace_to_jaxpr
 
+    check_callable(fun, "linear_transpose")
     leaves, in_tree = tree_util.flatten(tuple(primals))
     leaves = [as_tensor_leaf(x, "linear_transpose") for x in leaves]
     store = {}
@@ -555,18 +598,52 @@ def linear_transpose(fun: Callable, *primals) -> Callable:
 
     jaxpr, consts, outs = trace_to_jaxpr(flat, [aval_of(x) for x in leaves], name="linear_transpose")
     out_tree = store["tree"]
-    out_avals = [aval_of(o) for o in outs]
+    _check_linear(jaxpr, len(leaves))
 
     def transposed(ct):
         c_leaves, c_tree = tree_util.flatten(ct)
         if c_tree != out_tree:
             raise ValueError(f"linear_transpose: cotangent structure {c_tree} != output structure {out_tree}")
-        res = backward_pass(jaxpr, consts, [as_tensor_leaf(c, "linear_transpose") for c in c_leaves])
+        try:
+            res = backward_pass(jaxpr, consts, [as_tensor_leaf(c, "linear_transpose") for c in c_leaves])
+        except NotLinearError as e:
+            raise NotLinearError(f"linear_transpose: the function is not linear in its input: {e}") from None
+        except MissingRuleError as e:
+            # inside a nested jaxpr (jit, cond, scan): a primitive without a transpose on purpose is not linear
+            if e.kind != "transpose" or "transpose" not in e.prim.no_rule:
+                raise
+            raise _not_linear(e.prim, "") from None
         res = [zeros(aval_of(x)) if r is None else r for r, x in zip(res, leaves)]
         return tree_util.unflatten(in_tree, res)
 
-    del out_avals
     return transposed
+
+
+def _not_linear(prim, where: str) -> NotLinearError:
+    return NotLinearError(
+        f"linear_transpose: the function is not linear in its input: it applies '{prim.name}' "
+        f"({prim.no_rule.get('transpose', 'no transpose rule')}) to a value computed from {where or 'the input'}. "
+        "linear_transpose needs a function built from linear operations of its inputs (sums, scaling by "
+        "constants, products with constant matrices, reshapes, indexing); for the derivative of a non-linear "
+        "function use fl.vjp, or fl.linearize and then fl.linear_transpose of the linear map it returns."
+    )
+
+
+def _check_linear(jaxpr: Jaxpr, n_inputs: int) -> None:
+    """Name the first primitive without a transpose rule applied to a value that depends on an input."""
+    dep: dict[Var, set[int]] = {v: {i} for i, v in enumerate(jaxpr.invars)}
+    for eqn in jaxpr.eqns:
+        srcs = set()
+        for v in eqn.inputs:
+            if type(v) is Var and v in dep:
+                srcs |= dep[v]
+        if not srcs:
+            continue
+        if eqn.prim.transpose is None:
+            where = "" if n_inputs == 1 else f"input {', '.join(map(str, sorted(srcs)))}"
+            raise _not_linear(eqn.prim, where)
+        for o in eqn.outputs:
+            dep[o] = srcs
 
 
 class GradientError(FunclibError, TypeError):

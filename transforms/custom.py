@@ -11,11 +11,17 @@ Both bind a call primitive whose ``fun`` parameter is the flattened user functio
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 
+import numpy as np
+
+from funclib import dtypes
 from funclib import tree as tree_util
+from funclib.checks import check_callable, check_int
 from funclib.core import Primitive, ShapedArray, Zero, _state, _wrap, aval_of, is_undefined, set_trace
-from funclib.jaxpr import JaxprTrace, JaxprTracer, trace_to_jaxpr
+from funclib.errors import DTypeError, ShapeError
+from funclib.jaxpr import JaxprTracer, trace_to_jaxpr
 from funclib.primitives._util import instantiate, zeros
 
 from ._api_util import as_tensor_leaf
@@ -39,8 +45,10 @@ def _out_avals(flat_fun, args):
     return [aval_of(o) for o in outs]
 
 
-def _is_linearize_tangent(t) -> bool:
-    return type(t) is JaxprTracer and isinstance(t._trace, JaxprTrace) and t._trace.forward_known
+def _is_staged_tangent(t) -> bool:
+    # reverse mode records the tangent map and transposes it, and so may any staged jaxpr (jit's JVP rule derives
+    # one that grad transposes later): custom_lin must be recorded there for bwd to be used
+    return type(t) is JaxprTracer
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -48,6 +56,7 @@ def _is_linearize_tangent(t) -> bool:
 
 custom_jvp_call_p = Primitive("custom_jvp_call", multiple_results=True)
 custom_jvp_call_p.family = "call"
+custom_jvp_call_p.batch_named = True  # batching rules take the named axis (transforms/batching.py)
 custom_jvp_call_p.no_rule["transpose"] = "its JVP is expressed with ordinary primitives, which are transposed instead"
 
 
@@ -71,16 +80,18 @@ def _cjvp_jvp(primals, tangents, *, fun, jvp, out_tree_store):
 
 
 @custom_jvp_call_p.def_vmap
-def _cjvp_vmap(args, dims, *, fun, jvp, out_tree_store):
+def _cjvp_vmap(args, dims, *, fun, jvp, out_tree_store, axis=None, lanes=None):
     from .batching import vmap
 
-    size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
+    size = next((a.shape[d] for a, d in zip(args, dims) if d is not None), lanes)
     moved = [_to_front(a, d, size) for a, d in zip(args, dims)]
-    bfun = vmap(lambda *xs: fun(*xs))
+    bfun = vmap(lambda *xs: fun(*xs), axis_name=axis)
     n = len(args)
 
     def bjvp(primals, tangents):
-        res = vmap(lambda *pt: tuple(map(list, jvp(list(pt[:n]), list(pt[n:])))))(*primals, *tangents)
+        res = vmap(lambda *pt: tuple(map(list, jvp(list(pt[:n]), list(pt[n:])))), axis_name=axis)(
+            *primals, *tangents
+        )
         return res[0], res[1]
 
     outs = custom_jvp_call_p.bind(*moved, fun=bfun, jvp=bjvp, out_tree_store=out_tree_store)
@@ -110,6 +121,20 @@ def _split_args(args, nondiff_argnums, name):
     return static, dyn, leaves, in_tree, full_args
 
 
+def _nondiff_tuple(nums, op: str, what: str) -> tuple[int, ...]:
+    nums = (nums,) if not isinstance(nums, (tuple, list)) else tuple(nums)
+    return tuple(check_int(n, op, what, min=0) for n in nums)
+
+
+def _check_nondiff(nums: tuple[int, ...], nargs: int, where: str, what: str) -> None:
+    bad = [n for n in nums if n >= nargs]
+    if bad:
+        raise ValueError(
+            f"{where}: {what}={nums} names argument(s) {bad}, but it was called with {nargs} positional "
+            f"argument{'' if nargs == 1 else 's'}"
+        )
+
+
 class custom_jvp:
     """A function with a custom forward-mode derivative rule (reverse mode follows by transposition).
 
@@ -123,8 +148,8 @@ class custom_jvp:
     """
 
     def __init__(self, fun: Callable, nondiff_argnums: Sequence[int] = ()):
-        self.fun = fun
-        self.nondiff_argnums = tuple(nondiff_argnums)
+        self.fun = check_callable(fun, "custom_jvp")
+        self.nondiff_argnums = _nondiff_tuple(nondiff_argnums, "custom_jvp", "nondiff_argnums")
         self.jvp: Callable | None = None
         self.__name__ = getattr(fun, "__name__", "custom_jvp")
         self.__doc__ = getattr(fun, "__doc__", None)
@@ -132,10 +157,11 @@ class custom_jvp:
 
     def defjvp(self, jvp: Callable) -> Callable:
         """Set the rule ``jvp(primals, tangents) -> (primal_out, tangent_out)`` (nondiff args come first)."""
-        self.jvp = jvp
+        self.jvp = check_callable(jvp, f"custom_jvp({self.__name__}).defjvp", "jvp")
         return jvp
 
     def __call__(self, *args):
+        _check_nondiff(self.nondiff_argnums, len(args), f"custom_jvp {self.__name__!r}", "nondiff_argnums")
         if self.jvp is None:
             raise TypeError(f"custom_jvp function {self.__name__!r} has no rule yet; define it with @f.defjvp")
         if _state.trace is None:
@@ -185,6 +211,7 @@ class custom_jvp:
 
 custom_vjp_call_p = Primitive("custom_vjp_call", multiple_results=True)
 custom_vjp_call_p.family = "call"
+custom_vjp_call_p.batch_named = True
 custom_vjp_call_p.no_rule["transpose"] = "its JVP emits custom_lin, which carries the transpose (the bwd rule)"
 
 
@@ -202,7 +229,7 @@ def _cvjp_abstract(*avals, fun, fwd, bwd, store):
 
 @custom_vjp_call_p.def_jvp
 def _cvjp_jvp(primals, tangents, *, fun, fwd, bwd, store):
-    if not any(_is_linearize_tangent(t) for t in tangents):
+    if not any(_is_staged_tangent(t) for t in tangents):
         # forward mode (jvp, jacfwd, hessian): differentiate the primal function itself
         from .autodiff import jvp as jvp_fn
 
@@ -225,19 +252,19 @@ def _cvjp_jvp(primals, tangents, *, fun, fwd, bwd, store):
 
 
 @custom_vjp_call_p.def_vmap
-def _cvjp_vmap(args, dims, *, fun, fwd, bwd, store):
+def _cvjp_vmap(args, dims, *, fun, fwd, bwd, store, axis=None, lanes=None):
     from .batching import vmap
 
-    size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
+    size = next((a.shape[d] for a, d in zip(args, dims) if d is not None), lanes)
     moved = [_to_front(a, d, size) for a, d in zip(args, dims)]
-    bfun = vmap(lambda *xs: fun(*xs))
+    bfun = vmap(lambda *xs: fun(*xs), axis_name=axis)
 
     def bfwd(*xs):
-        outs, res = vmap(lambda *ys: tuple(map(list, fwd(*ys))))(*xs)
+        outs, res = vmap(lambda *ys: tuple(map(list, fwd(*ys))), axis_name=axis)(*xs)
         return outs, res
 
     def bbwd(res, cts):
-        return vmap(lambda r, c: list(bwd(list(r), list(c))))(list(res), list(cts))
+        return vmap(lambda r, c: list(bwd(list(r), list(c))), axis_name=axis)(list(res), list(cts))
 
     outs = custom_vjp_call_p.bind(*moved, fun=bfun, fwd=bfwd, bwd=bbwd, store=store)
     return outs, [0] * len(outs)
@@ -245,6 +272,7 @@ def _cvjp_vmap(args, dims, *, fun, fwd, bwd, store):
 
 custom_lin_p = Primitive("custom_lin", multiple_results=True, linear=True)
 custom_lin_p.family = "call"
+custom_lin_p.batch_named = True
 
 
 def _lin_split(args, n_res):
@@ -296,21 +324,116 @@ def _lin_transpose(cts, *args, fun, bwd, n_res, out_avals):
 
 
 @custom_lin_p.def_vmap
-def _lin_vmap(args, dims, *, fun, bwd, n_res, out_avals):
+def _lin_vmap(args, dims, *, fun, bwd, n_res, out_avals, axis=None, lanes=None):
     from .batching import vmap
 
-    size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
+    size = next((a.shape[d] for a, d in zip(args, dims) if d is not None), lanes)
     moved = [_to_front(a, d, size) for a, d in zip(args, dims)]
 
     def bfun(*xs):
-        return vmap(lambda *ys: fun(*ys))(*xs)
+        return vmap(lambda *ys: fun(*ys), axis_name=axis)(*xs)
 
     def bbwd(res, cts):
-        return vmap(lambda r, c: list(bwd(list(r), list(c))))(list(res), list(cts))
+        return vmap(lambda r, c: list(bwd(list(r), list(c))), axis_name=axis)(list(res), list(cts))
 
     out_b = tuple(ShapedArray((size,) + a.shape, a.dtype) for a in out_avals)
     outs = custom_lin_p.bind(*moved, fun=bfun, bwd=bbwd, n_res=n_res, out_avals=out_b)
     return outs, [0] * len(outs)
+
+
+class _BwdSpec:
+    """What ``bwd`` must return for one call: per differentiable argument, its structure and its leaves' avals."""
+
+    def __init__(self, name, fun, nondiff_argnums, dyn, leaves):
+        self.name = name
+        self.trees = [tree_util.structure(d) for d in dyn]
+        self.avals = [aval_of(x) for x in leaves]
+        try:
+            params = list(inspect.signature(fun).parameters)
+        except (TypeError, ValueError):
+            params = []
+        positions = [i for i in range(len(dyn) + len(nondiff_argnums)) if i not in nondiff_argnums]
+        self.arg_names = [f"argument {i}" + (f" ({params[i]!r})" if i < len(params) else "") for i in positions]
+
+    def _error(self, what):
+        return TypeError(f"custom_vjp bwd of {self.name!r}: {what}")
+
+    def check(self, out) -> list:
+        """The flat input cotangents (None for zero), after checking ``out`` against the primal inputs."""
+        n = len(self.trees)
+        if not isinstance(out, (tuple, list)) or len(out) != n:
+            got = type(out).__name__ + (f" of length {len(out)}" if isinstance(out, (tuple, list)) else "")
+            raise self._error(
+                f"must return a tuple with one cotangent per differentiable argument ({n}), got {got}"
+                + (" (for one argument, return (g,))" if n == 1 and not isinstance(out, (tuple, list)) else "")
+            )
+        flat: list = []
+        for k, (c, treedef) in enumerate(zip(out, self.trees)):
+            avals = self.avals[len(flat) : len(flat) + treedef.num_leaves]
+            flat.extend(self._leaves(k, c, treedef, avals))
+        return flat
+
+    def _leaves(self, k, c, treedef, avals):
+        if c is None:  # None stands for a zero cotangent of the whole argument (or of any subtree, below)
+            return [None] * treedef.num_leaves
+        pairs, _ = tree_util.flatten_with_path(treedef.unflatten(list(range(treedef.num_leaves))))
+        slots = treedef.unflatten([_Slot(i, p) for i, (p, _) in enumerate(pairs)])
+        found: list = []
+
+        def place(x, slot):
+            if x is not None:
+                found.append((x, slot))
+
+        try:
+            tree_util.map(place, c, slots, is_leaf=lambda x: x is None)
+        except ValueError:
+            raise self._error(
+                f"the cotangent for {self.arg_names[k]} has structure {tree_util.structure(c)}, but the input has "
+                f"{treedef}; return a cotangent with the input's structure (None for a zero subtree)"
+            ) from None
+        got: list = [None] * treedef.num_leaves
+        for x, slot in found:
+            if type(slot) is not _Slot:
+                raise self._error(
+                    f"the cotangent for {self.arg_names[k]} has a leaf ({_describe(x)}) where the input has the "
+                    f"subtree {tree_util.structure(slot)}; return a cotangent shaped like the input"
+                )
+            got[slot.index] = self._leaf(k, slot.path, x, avals[slot.index])
+        return got
+
+    def _leaf(self, k, path, x, aval):
+        where = self.arg_names[k] + tree_util.keystr(path)
+        if aval.dtype not in dtypes.INEXACT:
+            return None  # an integer or boolean input has no cotangent (JAX's float0); whatever bwd gave is unused
+        if type(x) in (bool, int, float, complex) and aval.shape == ():
+            return _wrap(np.asarray(x, aval.dtype))  # a Python scalar is weakly typed: it takes the input's dtype
+        c = as_tensor_leaf(x, f"custom_vjp bwd of {self.name!r}")
+        same_shape = tuple(c.shape) == tuple(aval.shape)
+        if same_shape and c.dtype == aval.dtype:
+            return c
+        msg = (
+            f"custom_vjp bwd of {self.name!r}: the cotangent for {where} is "
+            f"{ShapedArray(tuple(c.shape), c.dtype).str_short()}, but that input is {aval.str_short()}; bwd must "
+            "return, for each input, a cotangent of the input's shape and dtype (None for zero)"
+        )
+        if same_shape:
+            raise DTypeError(f"{msg}; cast it with .astype(fl.{aval.dtype.name})")
+        raise ShapeError(msg)
+
+
+class _Slot:
+    __slots__ = ("index", "path")
+
+    def __init__(self, index, path):
+        self.index = index
+        self.path = path
+
+
+def _describe(x) -> str:
+    try:
+        return aval_of(x).str_short()
+    except TypeError:
+        return type(x).__name__
 
 
 class custom_vjp:
@@ -325,9 +448,11 @@ class custom_vjp:
     >>> clip_grad.defvjp(lambda x: (x, None), lambda _, g: (fl.clip(g, -1.0, 1.0),))
     """
 
+    _argnums_label = "nondiff_argnums"
+
     def __init__(self, fun: Callable, nondiff_argnums: Sequence[int] = ()):
-        self.fun = fun
-        self.nondiff_argnums = tuple(nondiff_argnums)
+        self.fun = check_callable(fun, "custom_vjp")
+        self.nondiff_argnums = _nondiff_tuple(nondiff_argnums, "custom_vjp", "nondiff_argnums")
         self.fwd: Callable | None = None
         self.bwd: Callable | None = None
         self.__name__ = getattr(fun, "__name__", "custom_vjp")
@@ -335,10 +460,12 @@ class custom_vjp:
         self.__wrapped__ = fun
 
     def defvjp(self, fwd: Callable, bwd: Callable) -> None:
-        self.fwd = fwd
-        self.bwd = bwd
+        """Set ``fwd(*args) -> (out, residuals)`` and ``bwd(residuals, cotangent) -> input cotangents``."""
+        self.fwd = check_callable(fwd, f"custom_vjp({self.__name__}).defvjp", "fwd")
+        self.bwd = check_callable(bwd, f"custom_vjp({self.__name__}).defvjp", "bwd")
 
     def __call__(self, *args):
+        _check_nondiff(self.nondiff_argnums, len(args), f"custom_vjp {self.__name__!r}", self._argnums_label)
         if self.fwd is None:
             raise TypeError(f"custom_vjp function {self.__name__!r} has no rule yet; call f.defvjp(fwd, bwd)")
         if _state.trace is None:
@@ -365,27 +492,12 @@ class custom_vjp:
             store["res_tree"] = rt
             return [as_tensor_leaf(v, self.__name__) for v in o], [as_tensor_leaf(v, self.__name__) for v in rl]
 
+        spec = _BwdSpec(self.__name__, self.fun, nd, dyn, leaves)
+
         def bwd_flat(res, cts):
             r = tree_util.unflatten(store["res_tree"], list(res))
             ct = tree_util.unflatten(store["out_tree"], list(cts))
-            out = self.bwd(*nd_vals, r, ct)
-            if not isinstance(out, (tuple, list)) or len(out) != len(dyn):
-                raise TypeError(
-                    f"custom_vjp bwd of {self.__name__!r} must return a tuple with one cotangent per "
-                    f"differentiable argument ({len(dyn)}), got {type(out).__name__}"
-                    + (f" of length {len(out)}" if isinstance(out, (tuple, list)) else "")
-                )
-            flat = []
-            for d, c in zip(dyn, out):
-                dl = tree_util.leaves(d)
-                if c is None:
-                    flat.extend([None] * len(dl))
-                else:
-                    cl = tree_util.leaves(c)
-                    if len(cl) != len(dl):
-                        raise TypeError(f"custom_vjp bwd of {self.__name__!r}: cotangent structure does not match")
-                    flat.extend(as_tensor_leaf(v, self.__name__) for v in cl)
-            return flat
+            return spec.check(self.bwd(*nd_vals, r, ct))
 
         outs = custom_vjp_call_p.bind(*leaves, fun=fun_flat, fwd=fwd_flat, bwd=bwd_flat, store=store)
         return tree_util.unflatten(store["out_tree"], list(outs))
@@ -398,7 +510,10 @@ def checkpoint(fun: Callable, *, static_argnums: Sequence[int] = ()) -> Callable
     """
     from .autodiff import vjp
 
+    check_callable(fun, "checkpoint")
+    static_argnums = _nondiff_tuple(static_argnums, "checkpoint", "static_argnums")
     cv = custom_vjp(fun, nondiff_argnums=static_argnums)
+    cv._argnums_label = "static_argnums"
 
     def fwd(*args):
         return fun(*args), [a for i, a in enumerate(args) if i not in static_argnums]

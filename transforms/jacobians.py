@@ -12,16 +12,13 @@ import numpy as np
 
 from funclib import dtypes
 from funclib import tree as tree_util
+from funclib.checks import check_callable
 from funclib.core import _wrap
 from funclib.primitives.shape import reshape
 
-from ._api_util import as_tensor_leaf, check_float_input
-from .autodiff import _split_aux, grad, jvp, vjp
+from ._api_util import as_tensor_leaf, check_argnums, check_float_input
+from .autodiff import _split_aux, check_pairs, grad, jvp, vjp
 from .batching import vmap
-
-
-def _argnums_tuple(argnums):
-    return (argnums,) if isinstance(argnums, int) else tuple(argnums)
 
 
 def _std_basis(leaves):
@@ -64,6 +61,7 @@ def jacfwd(
     Tensor([[1.       , 0.       ],
            [0.       , 0.5403023]], dtype=float32)
     """
+    check_callable(fun, "jacfwd")
 
     def jac(*args):
         leaves, in_tree, f_flat = _differentiated(fun, argnums, args, "jacfwd")
@@ -88,7 +86,7 @@ def jacfwd(
 
 def _differentiated(fun, argnums, args, name):
     """The differentiated arguments' leaves, their tree, and ``fun`` as a function of those leaves."""
-    nums = _argnums_tuple(argnums)
+    nums = check_argnums(argnums, len(args), name)
     leaves, in_tree = tree_util.flatten(tuple(args[i] for i in nums))
     leaves = [as_tensor_leaf(x, name) for x in leaves]
     for i, x in enumerate(leaves):
@@ -120,6 +118,7 @@ def jacrev(
     Tensor([[2., 0.],
            [0., 4.]], dtype=float32)
     """
+    check_callable(fun, "jacrev")
 
     def jac(*args):
         leaves, in_tree, f_flat = _differentiated(fun, argnums, args, "jacrev")
@@ -162,7 +161,14 @@ def hessian(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fal
     Tensor([[ 6.,  0.],
            [ 0., 12.]], dtype=float32)
     """
-    return jacfwd(jacrev(fun, argnums, has_aux=has_aux), argnums, has_aux=has_aux)
+    check_callable(fun, "hessian")
+
+    def hess(*args):
+        check_argnums(argnums, len(args), "hessian")
+        return jacfwd(jacrev(fun, argnums, has_aux=has_aux), argnums, has_aux=has_aux)(*args)
+
+    hess.__name__ = f"hessian({getattr(fun, '__name__', 'fun')})"
+    return hess
 
 
 def hvp(fun: Callable, primals: Sequence, tangents: Sequence):
@@ -172,6 +178,8 @@ def hvp(fun: Callable, primals: Sequence, tangents: Sequence):
 
     >>> g, hv = fl.hvp(lambda x: (x ** 3).sum(), (fl.tensor([1.0, 2.0]),), (fl.tensor([1.0, 0.0]),))
     """
+    check_callable(fun, "hvp")
+    check_pairs(primals, tangents, "hvp")
     nums = tuple(range(len(primals)))
     g = grad(fun, argnums=nums)
     out, tout = jvp(g, tuple(primals), tuple(tangents))

@@ -18,6 +18,7 @@ import numpy as np
 
 from funclib import config, dtypes
 from funclib import tree as tree_util
+from funclib.checks import check_callable
 from funclib.core import (
     Primitive,
     ShapedArray,
@@ -43,10 +44,16 @@ from funclib.jaxpr import (
 from funclib.passes import optimize
 from funclib.primitives._util import instantiate, zeros
 
-from ._api_util import as_tensor_leaf
+from ._api_util import as_tensor_leaf, check_argnames
 from .lowering import Program, compile_program
 
 log = logging.getLogger("funclib.jit")
+
+
+def _ordinal(n: int) -> str:
+    """``1st``, ``2nd``, ``3rd``, ``4th``, ``11th``, ``21st``, ..."""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
 
 
 class RetraceError(FunclibError, RuntimeError):
@@ -58,6 +65,7 @@ class RetraceError(FunclibError, RuntimeError):
 
 jit_p = Primitive("jit", multiple_results=True, linear=True)  # linear when its body is (transpose checks)
 jit_p.family = "call"
+jit_p.batch_named = True  # its vmap rule takes the named axis (transforms/batching.py)
 
 
 def _closed_to_open(closed: ClosedJaxpr) -> tuple[Jaxpr, list]:
@@ -166,18 +174,19 @@ def _jit_jvp(primals, tangents, *, jaxpr, name):
 
 
 @jit_p.def_vmap
-def _jit_vmap(args, dims, *, jaxpr, name):
+def _jit_vmap(args, dims, *, jaxpr, name, axis=None, lanes=None):
     from .batching import vmap
 
-    size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
+    size = next((a.shape[d] for a, d in zip(args, dims) if d is not None), lanes)
     dims = tuple(dims)
 
     def build():
-        return _trace_new(
-            vmap(_eval_fn(jaxpr), in_axes=dims, axis_size=size), [aval_of(a) for a in args], f"vmap({name})"
-        )
+        # inside a named axis, collectives in the body reduce over it
+        f = vmap(_eval_fn(jaxpr), in_axes=dims, axis_size=size, axis_name=axis)
+        return _trace_new(f, [aval_of(a) for a in args], f"vmap({name})")
 
-    bj = _derive(jaxpr, ("vmap", dims, size, tuple(aval_of(a) for a in args)), build)
+    named = None if axis is None else (axis.name, axis.size, axis.chunks is not None)
+    bj = _derive(jaxpr, ("vmap", dims, size, tuple(aval_of(a) for a in args), named), build)
     outs = _call(bj, list(args), f"vmap({name})")
     return outs, [0] * len(outs)
 
@@ -406,7 +415,7 @@ class Jitted:
                     why = self._explain(desc)
                     if self.max_traces is not None and self.num_traces >= self.max_traces:
                         raise RetraceError(
-                            f"jit({self.__name__}) would trace a {self.num_traces + 1}th time, over "
+                            f"jit({self.__name__}) would trace a {_ordinal(self.num_traces + 1)} time, over "
                             f"max_traces={self.max_traces}: {why}. Keep shapes/dtypes/static values stable, or "
                             "raise max_traces."
                         )
@@ -555,6 +564,8 @@ def jit(
             max_traces=max_traces,
             donate_argnums=donate_argnums,
         )
+    check_callable(fun, "jit")
     sn = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
     sa = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)
+    check_argnames(fun, sa, "jit")
     return Jitted(fun, sn, sa, max_traces, donate_argnums)

@@ -306,7 +306,7 @@ def _fuse_dot_col2im(jaxpr: Jaxpr) -> Jaxpr:
             "cols_shape": tuple(r.aval.shape),
             "col2im_params": dict(e.params),
         }
-        replace[id(e)] = Eqn(_DOT_COL2IM, list(de.inputs), params, list(e.outputs))
+        replace[id(e)] = Eqn(_DOT_COL2IM, list(de.inputs), params, list(e.outputs), e.source)
         drop.update((id(re), id(de)))
     if not replace:
         return jaxpr

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from funclib import tree as tree_util
+from funclib.checks import check_callable
 from funclib.core import ShapedArray, aval_of
 from funclib.jaxpr import ClosedJaxpr, trace_to_jaxpr
 
@@ -28,6 +29,7 @@ def make_jaxpr(fun: Callable, static_argnums: tuple[int, ...] = ()) -> Callable[
         c:f32[3] = mul b 2.0:f32[]
       in (c,) }
     """
+    check_callable(fun, "make_jaxpr")
     static = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
 
     def traced(*args, **kwargs):
@@ -55,6 +57,7 @@ def eval_shape(fun: Callable, *args, **kwargs):
     >>> fl.eval_shape(lambda x: x.sum(0), fl.ones((3, 4)))
     ShapedArray(f32[4])
     """
+    check_callable(fun, "eval_shape")
     leaves, in_tree = tree_util.flatten((args, kwargs))
     avals = [_leaf_aval(x) for x in leaves]
     store = {}

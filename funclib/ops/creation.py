@@ -8,8 +8,9 @@ import builtins
 import numpy as np
 
 from .. import dtypes
+from ..checks import check_int, check_number, check_shape, describe
 from ..core import Tensor, Tracer, _state, _wrap
-from ..errors import DTypeError, ShapeError
+from ..errors import DTypeError, OutOfRangeError, ShapeError
 from ..kernels import lowp
 from ..primitives import shape as S
 from ..primitives.elementwise import convert
@@ -68,10 +69,12 @@ def asarray(obj, /, *, dtype=None, device=None, copy: bool | None = None) -> Ten
             raise ValueError(
                 f"asarray: converting {obj.dtype.name} to {want.name} needs a copy, but copy=False"
             )
+        _check_no_imaginary(obj.dtype in dtypes.COMPLEX, want, "asarray")
         return convert(obj, want)
     if type(obj) in _PY_SCALARS:
         d = want or dtypes.python_scalar_dtype(obj)
         _check_scalar_fits(obj, d)
+        _check_no_imaginary(type(obj) is builtins.complex, d, "asarray")
         return _wrap(_np_as(obj, d))
     if isinstance(obj, (np.ndarray, np.generic)):
         arr = np.asarray(obj)
@@ -82,6 +85,7 @@ def asarray(obj, /, *, dtype=None, device=None, copy: bool | None = None) -> Ten
         if want is not None and arr.dtype != want:
             if copy is False:
                 raise ValueError("asarray: the dtype conversion needs a copy, but copy=False")
+            _check_no_imaginary(arr.dtype in dtypes.COMPLEX, want, "asarray")
             return _wrap(_np_as(arr, want))
         if isinstance(obj, np.generic) or not arr.flags.writeable:
             if copy:
@@ -154,13 +158,40 @@ def _np_as(obj, d):
 
 
 _LOWP = frozenset(dtypes.LOW_PRECISION)
+def _check_no_imaginary(is_complex: bool, d: np.dtype, op: str) -> None:
+    if is_complex and d not in dtypes.COMPLEX:
+        raise DTypeError(
+            f"{op}: converting complex values to {d.name} would drop the imaginary part; use fl.real(x) or fl.abs(x)"
+        )
+
+
+def _check_fill(v, op: str):
+    """A fill value: a Python/NumPy number or a 0-d tensor."""
+    if isinstance(v, Tensor):
+        if v.ndim != 0:
+            raise ShapeError(f"{op}: fill_value must be a scalar, got a tensor of shape {tuple(v.shape)}")
+        return v
+    if type(v) in _PY_SCALARS or isinstance(v, (np.bool_, np.number)):
+        return v
+    raise TypeError(f"{op}: fill_value must be a number (bool, int, float or complex), got {describe(v)}")
+
+
+def _like_source(x, op: str):
+    if isinstance(x, Tensor):
+        return x
+    try:
+        return asarray(x)
+    except (TypeError, ValueError):
+        raise TypeError(f"{op}: x must be a tensor (or convertible with fl.asarray), got {describe(x)}") from None
 
 
 def _check_scalar_fits(v, d):
     if (d in dtypes.INTEGER or d in dtypes.INT4) and isinstance(v, builtins.int) and not isinstance(v, builtins.bool):
         info = dtypes.iinfo(d)
         if not info.min <= v <= info.max:
-            raise OverflowError(f"asarray: Python int {v} does not fit in {d.name} [{info.min}, {info.max}]")
+            raise OutOfRangeError(
+                f"asarray: Python int {v} does not fit in {d.name} [{info.min}, {info.max}]; pass a wider dtype"
+            )
 
 
 def astype(x, dtype, /, *, copy: bool = True, device=None) -> Tensor:
@@ -194,21 +225,7 @@ def tensor(data, dtype=None) -> Tensor:
 
 
 def _shape_arg(shape, op) -> tuple[int, ...]:
-    if isinstance(shape, (int, np.integer)):
-        shape = (int(shape),)
-    try:
-        out = tuple(int(_operator_index(d)) for d in shape)
-    except TypeError:
-        raise TypeError(f"{op}: shape must be an int or a tuple of ints, got {shape!r}") from None
-    if any(d < 0 for d in out):
-        raise ShapeError(f"{op}: negative dimensions are not allowed: {out}")
-    return out
-
-
-def _operator_index(d):
-    import operator
-
-    return operator.index(d)
+    return check_shape(shape, op)
 
 
 def _varargs_shape(shape, op):
@@ -235,7 +252,8 @@ def ones(shape, *, dtype=None, device=None) -> Tensor:
 
 def empty(shape, *, dtype=None, device=None) -> Tensor:
     """A tensor of ``shape`` filled with zeros (an immutable tensor is never observed uninitialized)."""
-    return zeros(shape, dtype=dtype, device=device)
+    _check_device(device, "empty")
+    return S.full(_shape_arg(shape, "empty"), 0, dtypes.canonicalize(dtype or dtypes.default_float))
 
 
 def full(shape, fill_value, *, dtype=None, device=None) -> Tensor:
@@ -246,6 +264,7 @@ def full(shape, fill_value, *, dtype=None, device=None) -> Tensor:
     """
     _check_device(device, "full")
     shape = _shape_arg(shape, "full")
+    _check_fill(fill_value, "full")
     if isinstance(fill_value, Tensor):
         d = dtypes.canonicalize(dtype) if dtype is not None else fill_value.dtype
         return S.full(shape, fill_value, d)
@@ -259,21 +278,31 @@ def _like(x, dtype):
 
 
 def zeros_like(x, /, *, dtype=None, device=None) -> Tensor:
+    """Zeros with ``x``'s shape (and dtype unless given)."""
     _check_device(device, "zeros_like")
+    x = _like_source(x, "zeros_like")
     return S.full(tuple(x.shape), 0, _like(x, dtype))
 
 
 def ones_like(x, /, *, dtype=None, device=None) -> Tensor:
+    """Ones with ``x``'s shape (and dtype unless given)."""
     _check_device(device, "ones_like")
+    x = _like_source(x, "ones_like")
     return S.full(tuple(x.shape), 1, _like(x, dtype))
 
 
 def empty_like(x, /, *, dtype=None, device=None) -> Tensor:
-    return zeros_like(x, dtype=dtype, device=device)
+    """``zeros_like`` (an immutable tensor is never observed uninitialized)."""
+    _check_device(device, "empty_like")
+    x = _like_source(x, "empty_like")
+    return S.full(tuple(x.shape), 0, _like(x, dtype))
 
 
 def full_like(x, /, fill_value, *, dtype=None, device=None) -> Tensor:
+    """``fill_value`` with ``x``'s shape (and dtype unless given)."""
     _check_device(device, "full_like")
+    x = _like_source(x, "full_like")
+    _check_fill(fill_value, "full_like")
     return S.full(tuple(x.shape), fill_value, _like(x, dtype))
 
 
@@ -291,9 +320,11 @@ def arange(start, /, stop=None, step=1, *, dtype=None, device=None) -> Tensor:
             )
     if stop is None:
         start, stop = 0, start
+    start, stop, step = (
+        check_number(v, "arange", n) for v, n in ((start, "start"), (stop, "stop"), (step, "step"))
+    )
     if step == 0:
         raise ValueError("arange: step must not be zero")
-    start, stop, step = (v.item() if isinstance(v, Tensor) else v for v in (start, stop, step))
     if dtype is None:
         is_float = any(isinstance(v, float) for v in (start, stop, step))
         d = dtypes.default_float if is_float else dtypes.default_int
@@ -331,8 +362,7 @@ def linspace(start, stop, /, num: int, *, dtype=None, device=None, endpoint: boo
         d = dtypes.canonicalize(dtype) if dtype is not None else dtypes.default_float
     if d not in dtypes.INEXACT:
         raise DTypeError(f"linspace: dtype must be floating-point, got {d.name}")
-    if num < 0:
-        raise ValueError(f"linspace: num must be non-negative, got {num}")
+    num = check_int(num, "linspace", "num", min=0)
     if isinstance(start, Tensor) or isinstance(stop, Tensor):
         from .elementwise import add, multiply, subtract
 
@@ -352,6 +382,9 @@ def eye(n_rows: int, n_cols: int | None = None, /, *, k: int = 0, dtype=None, de
            [0., 1.]], dtype=float32)
     """
     _check_device(device, "eye")
+    n_rows = check_int(n_rows, "eye", "n_rows", min=0)
+    n_cols = n_rows if n_cols is None else check_int(n_cols, "eye", "n_cols", min=0)
+    k = check_int(k, "eye", "k")
     d = dtypes.canonicalize(dtype or dtypes.default_float)
     return _wrap(np.eye(n_rows, n_cols, k=k, dtype=d))
 
@@ -371,6 +404,11 @@ def from_dlpack(x, /, *, device=None, copy: bool | None = None) -> Tensor:
     _check_device(device, "from_dlpack")
     if isinstance(x, Tensor):
         return _wrap(np.array(x._value)) if copy else x
+    if not (hasattr(x, "__dlpack__") and hasattr(x, "__dlpack_device__")):
+        raise TypeError(
+            f"from_dlpack: x must support the DLPack protocol (__dlpack__ and __dlpack_device__), got {describe(x)}; "
+            "use fl.asarray for lists, scalars and buffers"
+        )
     try:
         arr = np.from_dlpack(x, copy=copy)
     except (BufferError, TypeError, ValueError, RuntimeError) as e:

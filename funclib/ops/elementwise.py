@@ -7,6 +7,7 @@ import builtins
 import numpy as np
 
 from .. import dtypes
+from ..checks import describe
 from ..core import Tensor, _state, _wrap
 from ..errors import DTypeError
 from ..primitives import elementwise as E
@@ -90,8 +91,12 @@ def divide(x1, x2, /):
     if _state.trace is None and type(x1) is Tensor and type(x2) is Tensor:
         a, b = x1._value, x2._value
         if a.dtype is b.dtype and a.dtype in E.FAST_FLOAT:
-            return _wrap(np.divide(a, b))
-    x1, x2 = promote_pair("divide", x1, x2)
+            try:
+                return _wrap(np.divide(a, b))
+            except ValueError:
+                E.broadcast_shapes(a.shape, b.shape, op="divide")
+                raise
+    x1, x2 = E.broadcast_pair("divide", x1, x2)
     if x1.dtype not in dtypes.INEXACT:
         x1, x2 = convert(x1, dtypes.default_float), convert(x2, dtypes.default_float)
     return E.div_p.bind(x1, x2)
@@ -196,7 +201,7 @@ def log10(x, /):
 
 def logaddexp(x1, x2, /):
     """``log(exp(x1) + exp(x2))`` without overflow."""
-    x1, x2 = promote_pair("logaddexp", x1, x2)
+    x1, x2 = E.broadcast_pair("logaddexp", x1, x2)
     x1, x2 = _float(x1, "logaddexp"), _float(x2, "logaddexp")
     if x1.dtype in dtypes.REAL_FLOATING and x1.dtype != dtypes.float64:
         # exp and log1p each round; in float32 their errors stack to 4 ulp, one float64 evaluation rounds once
@@ -211,7 +216,7 @@ def logaddexp(x1, x2, /):
 
 def hypot(x1, x2, /):
     """``sqrt(x1**2 + x2**2)`` without undue overflow."""
-    x1, x2 = promote_pair("hypot", x1, x2)
+    x1, x2 = E.broadcast_pair("hypot", x1, x2)
     x1, x2 = abs(_float(x1, "hypot")), abs(_float(x2, "hypot"))
     big = maximum(x1, x2)
     small = minimum(x1, x2)
@@ -265,6 +270,8 @@ def round(x, /):
 def _logical(p, name):
     def f(x1, x2, /):
         x1, x2 = _to_tensor(x1, name), _to_tensor(x2, name)
+        if x1.shape != x2.shape:
+            E.broadcast_shapes(x1.shape, x2.shape, op=name)
         if x1.dtype != dtypes.bool_:
             x1 = not_equal(x1, 0)
         if x2.dtype != dtypes.bool_:
@@ -306,6 +313,8 @@ def clip(x, /, min=None, max=None):
 def _bound(b, x, which):
     if isinstance(b, Tensor):
         return convert(b, x.dtype) if b.dtype != x.dtype else b
+    if isinstance(b, builtins.bool) or not isinstance(b, (builtins.int, builtins.float, np.integer, np.floating)):
+        raise TypeError(f"clip: {which} must be a real number, a tensor or None, got {describe(b)}")
     if x.dtype in dtypes.INTEGER:
         info = np.iinfo(x.dtype)
         b = builtins.min(builtins.max(b, info.min), info.max) if isinstance(b, builtins.int) else b
@@ -318,7 +327,8 @@ def reciprocal(x, /):
 
 
 def rsqrt(x, /):
-    return reciprocal(sqrt(x))
+    """``1 / sqrt(x)``."""
+    return reciprocal(sqrt(_float(x, "rsqrt")))
 
 __all__ = [
     "abs",

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .. import dtypes
+from ..checks import check_choice, check_int, check_number
 from ..core import Tensor, _wrap
 from ..errors import DTypeError
 from ..primitives import shape as S
@@ -47,8 +48,6 @@ def _as_input(x, kind: str, op: str):
 
 
 def _scale(norm: str, inverse: bool, n: int) -> float | None:
-    if norm not in _NORMS:
-        raise ValueError(f"fft: norm must be one of {_NORMS}, got {norm!r}")
     if norm == "backward" or n == 0:
         return None
     if norm == "ortho":
@@ -71,6 +70,7 @@ def _resize(x, axis: int, n: int):
 
 
 def _transform(x, kind: str, s, axes, norm: str, op: str):
+    check_choice(norm, op, "norm", _NORMS)
     x = _as_input(x, kind, op)
     if axes is None:
         axes = tuple(range(x.ndim)) if s is None else tuple(range(x.ndim - len(s), x.ndim))
@@ -181,12 +181,14 @@ def irfftn(
 def hfft(x, /, *, n: int | None = None, axis: int = -1, norm: str = "backward") -> Tensor:
     """The DFT of a Hermitian-symmetric signal given by its first half: a real spectrum of length ``n``."""
     x = _as_input(x, "fft", "hfft")
-    return _transform(conj(x), "irfft", *_one(n, axis), _SWAP.get(norm, norm), "hfft")
+    check_choice(norm, "hfft", "norm", _NORMS)
+    return _transform(conj(x), "irfft", *_one(n, axis), _SWAP[norm], "hfft")
 
 
 def ihfft(x, /, *, n: int | None = None, axis: int = -1, norm: str = "backward") -> Tensor:
     """The inverse of ``hfft``: the half spectrum of a real input."""
-    return conj(_transform(x, "rfft", *_one(n, axis), _SWAP.get(norm, norm), "ihfft"))
+    check_choice(norm, "ihfft", "norm", _NORMS)
+    return conj(_transform(x, "rfft", *_one(n, axis), _SWAP[norm], "ihfft"))
 
 
 def _freq_dtype(dtype):
@@ -204,14 +206,18 @@ def fftfreq(n: int, /, *, d: float = 1.0, dtype=None, device=None) -> Tensor:
     """
     if device not in (None, "cpu"):
         raise ValueError(f"fftfreq: unknown device {device!r}; funclib tensors live on 'cpu'")
-    return _wrap(np.fft.fftfreq(int(n), d=d).astype(_freq_dtype(dtype)))
+    n = check_int(n, "fftfreq", "n", min=1)
+    d = check_number(d, "fftfreq", "d")
+    return _wrap(np.fft.fftfreq(n, d=d).astype(_freq_dtype(dtype)))
 
 
 def rfftfreq(n: int, /, *, d: float = 1.0, dtype=None, device=None) -> Tensor:
     """Sample frequencies of an ``n``-point real DFT: ``[0, 1, ..., n // 2] / (d * n)``."""
     if device not in (None, "cpu"):
         raise ValueError(f"rfftfreq: unknown device {device!r}; funclib tensors live on 'cpu'")
-    return _wrap(np.fft.rfftfreq(int(n), d=d).astype(_freq_dtype(dtype)))
+    n = check_int(n, "rfftfreq", "n", min=1)
+    d = check_number(d, "rfftfreq", "d")
+    return _wrap(np.fft.rfftfreq(n, d=d).astype(_freq_dtype(dtype)))
 
 
 def _shift(x, axes, sign, op):

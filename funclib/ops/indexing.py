@@ -2,8 +2,10 @@
 
 Basic indices (ints, slices, ``...``, ``None``) lower to static ``slice``/``rev``/``reshape``. Anything
 with integer arrays, traced integers or boolean masks lowers to one ``gather`` over index tuples built
-here; ``.at`` always lowers to one ``scatter``/``scatter_add``. Boolean masks need a concrete mask
-(eager, or a mask that is not traced, e.g. under ``grad``): their output shape depends on the data.
+here; ``.at`` lowers to one ``scatter``, ``scatter_add``, ``scatter_mul``, ``scatter_max`` or ``scatter_min``
+(``.divide``/``.power``: ``x / scatter_mul(ones, ...)`` and ``x ** scatter_mul(ones, ...)``, as JAX). Boolean
+masks need a concrete mask (eager, or a mask that is not traced, e.g. under ``grad``): their output shape depends
+on the data.
 """
 
 from __future__ import annotations
@@ -14,10 +16,10 @@ import numpy as np
 
 from .. import dtypes
 from ..core import Tensor, Tracer, _wrap, concrete_or_none
-from ..errors import DataDependentShapeError, ShapeError
+from ..errors import DataDependentShapeError, ImmutableError, ShapeError
 from ..primitives import shape as S
 from ..primitives.elementwise import _to_tensor, convert, select
-from ..primitives.indexing import gather, scatter, scatter_add
+from ..primitives.indexing import gather, scatter, scatter_add, scatter_max, scatter_min, scatter_mul
 
 
 def _is_int_scalar(k):
@@ -58,11 +60,22 @@ def _expand_key(x, key):
     else:
         out += [slice(None)] * (x.ndim - consumed)
     res = []
+    pos = 0  # the tensor axis the next key addresses
     for k in out:
         if _is_bool_index(k):
+            nd = _ndim(k)
+            want = tuple(x.shape[pos : pos + nd])
+            if tuple(np.shape(k)) != want:
+                raise IndexError(
+                    f"boolean index (mask) of shape {tuple(np.shape(k))} does not match the shape {want} of the "
+                    f"axes it indexes (axes {pos}..{pos + nd - 1} of a tensor of shape {tuple(x.shape)})"
+                )
             res.extend(_mask_to_indices(k))
+            pos += nd
         else:
             res.append(k)
+            if k is not None and type(k) is not _NewAxis:
+                pos += 1
     return res
 
 
@@ -202,7 +215,10 @@ def _index_plan(x, keys):
         k = keys[i]
         n = x.shape[i]
         if not isinstance(k, slice):
-            raise IndexError(f"unsupported index {k!r}")
+            raise IndexError(
+                f"unsupported index {k!r} of type {type(k).__name__}; use ints, slices, ..., None, or integer or "
+                "boolean arrays"
+            )
         basic_ranges[i] = np.arange(*k.indices(n), dtype=np.int64)
     # result layout
     if adv_pos and contiguous:
@@ -297,37 +313,40 @@ class _IndexUpdateRef:
         idx, rshape, none_pos = self._plan()
         return scatter_add(self.x, idx, self._updates(values, rshape, none_pos), tuple(range(self.x.ndim)))
 
-    def _combine(self, fn, values):
-        # read-modify-write; with repeated indices only one of the updates applies (as with set)
+    def _scatter(self, prim, values):
         idx, rshape, none_pos = self._plan()
-        cur = gather(self.x, idx, tuple(range(self.x.ndim)))
-        new = fn(cur, self._updates(values, rshape, none_pos))
-        return scatter(self.x, idx, new, tuple(range(self.x.ndim)))
+        return prim(self.x, idx, self._updates(values, rshape, none_pos), tuple(range(self.x.ndim)))
 
     def multiply(self, values):
-        from .elementwise import multiply
-
-        return self._combine(multiply, values)
+        """A new tensor with ``x[idx]`` multiplied by ``values`` (repeated indices multiply in turn)."""
+        return self._scatter(scatter_mul, values)
 
     def divide(self, values):
+        """A new tensor with ``x[idx]`` divided by ``values`` (repeated indices divide in turn).
+
+        As in JAX, ``x / (1 with values multiplied in at idx)``: an integer tensor gives a floating-point result.
+        """
         from .elementwise import divide
 
-        return self._combine(divide, values)
+        return divide(self.x, _IndexUpdateRef(_ones_like(self.x), self.key).multiply(values))
 
     def power(self, values):
+        """A new tensor with ``x[idx] ** values`` (repeated indices raise in turn: ``(x ** a) ** b``)."""
         from .elementwise import pow
 
-        return self._combine(pow, values)
+        return pow(self.x, _IndexUpdateRef(_ones_like(self.x), self.key).multiply(values))
 
     def min(self, values):
-        from .elementwise import minimum
-
-        return self._combine(minimum, values)
+        """A new tensor with ``x[idx] = minimum(x[idx], values)`` (every repeated index takes part)."""
+        return self._scatter(scatter_min, values)
 
     def max(self, values):
-        from .elementwise import maximum
+        """A new tensor with ``x[idx] = maximum(x[idx], values)`` (every repeated index takes part)."""
+        return self._scatter(scatter_max, values)
 
-        return self._combine(maximum, values)
+
+def _ones_like(x):
+    return S.full(tuple(x.shape), 1, x.dtype)
 
 
 class _AtHelper:
@@ -338,6 +357,12 @@ class _AtHelper:
 
     def __getitem__(self, key):
         return _IndexUpdateRef(self.x, key)
+
+    def __setitem__(self, key, value):
+        raise ImmutableError(
+            f"x.at[{key!r}] = {value!r:.40} is not supported: tensors are immutable. Use "
+            f"x = x.at[{key!r}].set({value!r:.40}), which returns a new tensor (also .add, .multiply, .min, .max)."
+        )
 
 
 def take(x, indices, /, *, axis: int | None = None) -> Tensor:
@@ -351,7 +376,10 @@ def take(x, indices, /, *, axis: int | None = None) -> Tensor:
     ax = normalize_axis(axis, x.ndim, "take")
     key = [slice(None)] * x.ndim
     key[ax] = indices if isinstance(indices, (Tensor, np.ndarray)) else np.asarray(indices)
-    return getitem(x, tuple(key))
+    try:
+        return getitem(x, tuple(key))
+    except IndexError as e:
+        raise IndexError(f"take: {e}") from None
 
 
 def take_along_axis(x, indices, /, *, axis: int = -1) -> Tensor:

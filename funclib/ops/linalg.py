@@ -20,6 +20,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .. import dtypes
+from ..checks import check_number
 from ..core import Tensor, _state, _wrap
 from ..errors import DTypeError, ShapeError
 from ..primitives import linalg as P
@@ -127,7 +128,7 @@ def eigh(x, /) -> EighResult:
 
 def eigvalsh(x, /) -> Tensor:
     """The eigenvalues (ascending) of Hermitian matrices; see ``eigh``."""
-    return eigh(x).eigenvalues
+    return eigh(_mat(x, "eigvalsh")).eigenvalues
 
 
 def qr(x, /, *, mode: str = "reduced") -> QRResult:
@@ -196,9 +197,15 @@ def solve_triangular(
     Tensor([1., 2.], dtype=float32)
     """
     a, b = promote_pair("solve_triangular", _mat(a, "solve_triangular"), _float(b, "solve_triangular"))
+    b_shape = tuple(b.shape)
     vec = b.ndim == 1
     if vec:
         b = S.reshape(b, (-1, 1) if left_side else (1, -1))
+    if b.ndim < 2 or b.shape[-2 if left_side else -1] != a.shape[-1]:
+        raise ShapeError(
+            f"solve_triangular: a has shape {tuple(a.shape)} but b has shape {b_shape}; b needs {a.shape[-1]} "
+            f"{'rows' if left_side else 'columns'} (left_side={left_side})"
+        )
     a, b = _broadcast_batch(a, b, "solve_triangular")
     x = P.triangular_solve(
         a,
@@ -417,7 +424,7 @@ def vector_norm(x, /, *, axis=None, keepdims: bool = False, ord: float = 2) -> T
     """
     x = _float(x, "vector_norm")
     axes = _norm_axes(x, axis, "vector_norm")
-    ord = float(ord)
+    ord = float(check_number(ord, "vector_norm", "ord"))
     if x.dtype in dtypes.COMPLEX:
         a = E.abs(x)
         sq = E.add(E.square(E.real(x)), E.square(E.imag(x)))

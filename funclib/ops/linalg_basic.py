@@ -83,6 +83,16 @@ def tensordot(x1, x2, /, *, axes=2, preferred_element_type=None):
         ca, cb = axes
         ca = tuple(normalize_axis(i, a.ndim, "tensordot") for i in ((ca,) if isinstance(ca, int) else ca))
         cb = tuple(normalize_axis(i, b.ndim, "tensordot") for i in ((cb,) if isinstance(cb, int) else cb))
+    return _contract(a, b, ca, cb, "tensordot", preferred_element_type)
+
+
+def _contract(a, b, ca, cb, op, preferred_element_type=None):
+    sa, sb = tuple(a.shape[i] for i in ca), tuple(b.shape[i] for i in cb)
+    if sa != sb:
+        raise ShapeError(
+            f"{op}: the contracted axes have sizes {sa} (axes {ca} of shape {tuple(a.shape)}) and {sb} (axes {cb} "
+            f"of shape {tuple(b.shape)}); they must match"
+        )
     return dot_general(a, b, ((ca, cb), ((), ())), preferred_element_type)
 
 
@@ -109,7 +119,11 @@ def outer(x1, x2, /):
 
 
 def inner(x1, x2, /):
-    return tensordot(x1, x2, axes=((-1,), (-1,)))
+    """Contract the last axes of ``x1`` and ``x2``."""
+    a, b = _promote(x1, x2, "inner")
+    if a.ndim == 0 or b.ndim == 0:
+        raise ShapeError(f"inner: operands must be at least 1-D, got shapes {tuple(a.shape)} and {tuple(b.shape)}")
+    return _contract(a, b, (a.ndim - 1,), (b.ndim - 1,), "inner")
 
 
 def einsum(subscripts: str, *operands, preferred_element_type=None):

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .. import dtypes
+from ..checks import check_choice, check_int, check_shape, describe
 from ..core import Tensor
 from ..errors import ShapeError
 from ..primitives import shape as S
@@ -26,7 +27,7 @@ def reshape(x, /, shape: Sequence[int], *, copy: bool | None = None) -> Tensor:
     """
     if copy is False:
         pass  # tensors are immutable, so a view and a copy are indistinguishable
-    return S.reshape(_t(x, "reshape"), tuple(shape))
+    return S.reshape(_t(x, "reshape"), check_shape(shape, "reshape", allow_unknown=True))
 
 
 def broadcast_to(x, /, shape: Sequence[int]) -> Tensor:
@@ -113,6 +114,8 @@ def squeeze(x, /, axis=None) -> Tensor:
 
 
 def _common(arrays, op):
+    if isinstance(arrays, Tensor) or not isinstance(arrays, (list, tuple)):
+        raise TypeError(f"{op}: arrays must be a list or tuple of tensors, got {describe(arrays)}")
     arrays = [_t(a, op) for a in arrays]
     if not arrays:
         raise ValueError(f"{op}: needs at least one array")
@@ -207,7 +210,7 @@ def roll(x, /, shift, *, axis=None) -> Tensor:
 def tile(x, repetitions, /) -> Tensor:
     """Repeat the whole tensor along each axis."""
     x = _t(x, "tile")
-    reps = (repetitions,) if isinstance(repetitions, int) else tuple(repetitions)
+    reps = check_shape(repetitions, "tile", "repetitions")
     nd = max(x.ndim, len(reps))
     reps = (1,) * (nd - len(reps)) + reps
     x = S.reshape(x, (1,) * (nd - x.ndim) + tuple(x.shape))
@@ -237,15 +240,27 @@ def repeat(x, repeats, /, *, axis: int | None = None) -> Tensor:
             repeats = int(repeats)
         else:
             reps = np.asarray(repeats.numpy())
+            if reps.ndim != 1 or len(reps) not in (1, x.shape[ax]) or (reps < 0).any():
+                raise ValueError(
+                    f"repeat: repeats must be non-negative counts, one or one per element of axis {ax} "
+                    f"({x.shape[ax]}), got {reps.tolist()}"
+                )
             idx = np.repeat(np.arange(x.shape[ax]), reps)
             from .indexing import take
 
             return take(x, Tensor(idx), axis=ax)
     if isinstance(repeats, (list, tuple)):
-        idx = np.repeat(np.arange(x.shape[ax]), repeats)
+        reps = check_shape(repeats, "repeat", "repeats")
+        if len(reps) not in (1, x.shape[ax]):
+            raise ValueError(
+                f"repeat: repeats has {len(reps)} entries, but axis {ax} has {x.shape[ax]} elements (give one "
+                "count, or one per element)"
+            )
+        idx = np.repeat(np.arange(x.shape[ax]), reps)
         from .indexing import take
 
         return take(x, Tensor(idx), axis=ax)
+    repeats = check_int(repeats, "repeat", "repeats", min=0)
     n = x.shape[ax]
     shape = list(x.shape)
     new = shape[: ax + 1] + [repeats] + shape[ax + 1 :]
@@ -285,8 +300,12 @@ def flatten(x, /, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     if x.ndim == 0:
         return S.reshape(x, (1,))
     a, b = normalize_axis(start_dim, x.ndim, "flatten"), normalize_axis(end_dim, x.ndim, "flatten")
+    if a > b:
+        raise ValueError(
+            f"flatten: start_dim {start_dim} comes after end_dim {end_dim} for a tensor of rank {x.ndim}"
+        )
     shape = tuple(x.shape)
-    return S.reshape(x, shape[:a] + (-1,) + shape[b + 1 :]) if a <= b else x
+    return S.reshape(x, shape[:a] + (-1,) + shape[b + 1 :])
 
 
 def atleast_1d(x):
@@ -299,12 +318,24 @@ def atleast_2d(x):
     return S.reshape(x, (1,) + tuple(x.shape)) if x.ndim == 1 else x
 
 
+_NUMPY_PAD_MODES = ("edge", "linear_ramp", "maximum", "mean", "median", "minimum", "reflect", "symmetric", "wrap")
+
+
 def pad(x, pad_width, mode: str = "constant", constant_values=0) -> Tensor:
     """NumPy-style ``pad`` (constant mode): ``pad_width`` is an int, a pair, or a pair per axis."""
     x = _t(x, "pad")
-    if mode != "constant":
-        raise NotImplementedError(f"pad: mode {mode!r} is not supported; only 'constant' is")
-    pw = np.broadcast_to(np.asarray(pad_width, dtype=np.int64), (x.ndim, 2))
+    if mode in _NUMPY_PAD_MODES:
+        raise NotImplementedError(f"pad: mode {mode!r} is not implemented yet; only 'constant' is")
+    check_choice(mode, "pad", "mode", ("constant",))
+    try:
+        pw = np.broadcast_to(np.asarray(pad_width, dtype=np.int64), (x.ndim, 2))
+    except (ValueError, TypeError):
+        raise ValueError(
+            f"pad: pad_width must be an int, a (before, after) pair or one pair per axis ({x.ndim} axes), got "
+            f"{pad_width!r:.80}"
+        ) from None
+    if (pw < 0).any():
+        raise ValueError(f"pad: pad_width must be non-negative, got {pad_width!r:.80}")
     from ..core import _wrap
 
     if isinstance(constant_values, Tensor):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from .. import dtypes
 from ..core import Tensor
-from ..primitives.elementwise import convert
+from ..primitives.elementwise import convert, stop_gradient
 from . import elementwise as E
 from . import indexing as I
 from . import linalg_basic as L
@@ -167,6 +167,26 @@ def _cumsum(self, axis=0):
     return R.cumulative_sum(self, axis=axis)
 
 
+def _detach(self):
+    """The same values with no derivative (``fl.stop_gradient``), as PyTorch's ``detach``.
+
+    >>> fl.grad(lambda x: x * x.detach())(fl.tensor(3.0))
+    Tensor(3., dtype=float32)
+    """
+    return stop_gradient(self)
+
+
+def _backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+    raise TypeError(
+        "Tensor.backward(): funclib tensors are immutable values that record no graph, so gradients are returned "
+        "by a function instead of being stored on tensors. The equivalent of `loss.backward(); optimizer.step()` "
+        "is:\n"
+        "    loss, grads = nn.value_and_grad(model, loss_fn)(model, x, y)\n"
+        "    optimizer.update(model, grads)\n"
+        "(with `import funclib.nn as nn`); for a function of tensors use fl.grad(f)(x) or fl.value_and_grad(f)(x)."
+    )
+
+
 _METHODS = {
     "__add__": E.add,
     "__radd__": _r(E.add),
@@ -248,6 +268,8 @@ _METHODS = {
     "flip": M.flip,
     "repeat": M.repeat,
     "size_of": _size_method,
+    "detach": _detach,
+    "backward": _backward,
 }
 
 _PROPERTIES = {

@@ -1,5 +1,72 @@
-"""Small utilities of the namespace."""
+"""Small utilities of the namespace: ``stop_gradient``, ``no_grad``."""
 
 from __future__ import annotations
 
-from ..primitives.elementwise import stop_gradient  # noqa: F401
+import functools
+from collections.abc import Callable
+
+from ..checks import check_callable
+from ..core import Trace, Tracer, _state
+from ..primitives.elementwise import stop_gradient, stop_gradient_p
+
+__all__ = ["stop_gradient", "no_grad"]
+
+
+class _NoGradTrace(Trace):
+    """Sits on top of the active transforms inside ``no_grad``: every operation sees its traced operands through
+    ``stop_gradient``, so its result carries no derivative for any transform (staged ones included, so a
+    ``grad`` taken later of a ``jit``-ted function still respects the block)."""
+
+    def __init__(self, parent: Trace):
+        self.parent = parent
+        self.name = parent.name  # errors raised by the transforms below name the transform the user wrote
+        self.eager_below = parent.eager_below
+
+    def process(self, prim, args, params):
+        prev = _state.trace
+        _state.trace = self.parent
+        try:
+            args = [stop_gradient_p.bind(a) if isinstance(a, Tracer) else a for a in args]
+            return prim.bind(*args, **params)
+        finally:
+            _state.trace = prev
+
+
+class no_grad:
+    """A block (or, as a decorator, a function) whose results carry no derivatives, like ``torch.no_grad``.
+
+    Inside it every operation treats its inputs as if passed through ``fl.stop_gradient``: under ``fl.grad``,
+    ``fl.jvp`` or any other transform the results are constants for differentiation, while values, shapes and
+    ``vmap``/``jit`` behave as usual. A transform started inside the block (``fl.grad`` called in it)
+    differentiates normally; only derivatives with respect to values from outside the block are cut. Eagerly there
+    is nothing to cut and the block costs nothing.
+
+    >>> def f(x):
+    ...     with fl.no_grad():
+    ...         scale = fl.max(fl.abs(x))  # a statistic used as a constant
+    ...     return (x / scale).sum()
+    >>> fl.grad(f)(fl.tensor([1.0, -2.0]))
+    Tensor([0.5, 0.5], dtype=float32)
+    """
+
+    def __init__(self):
+        self._saved: list = []
+
+    def __enter__(self) -> None:
+        t = _state.trace
+        self._saved.append(t)
+        if t is not None and type(t) is not _NoGradTrace:
+            _state.trace = _NoGradTrace(t)
+
+    def __exit__(self, *exc) -> None:
+        _state.trace = self._saved.pop()
+
+    def __call__(self, fn: Callable) -> Callable:
+        check_callable(fn, "no_grad", "the decorated function")
+
+        @functools.wraps(fn)
+        def wrapped(*args, **kwargs):
+            with no_grad():
+                return fn(*args, **kwargs)
+
+        return wrapped

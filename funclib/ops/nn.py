@@ -10,12 +10,13 @@ import math
 import numpy as np
 
 from .. import dtypes
-from ..core import _wrap
+from ..checks import check_int
+from ..core import _wrap, concrete_or_none
 from ..errors import DTypeError
 from ..primitives import shape as S
 from ..primitives.elementwise import _to_tensor, convert, select
 from . import elementwise as E
-from .reductions import _axes, logsumexp, stable_shift
+from .reductions import _axes, stable_shift
 
 
 def _f(x, op):
@@ -38,9 +39,21 @@ def softmax(x, /, axis=-1):
 
 
 def log_softmax(x, /, axis=-1):
-    """``x - logsumexp(x)`` along ``axis``."""
+    """``x - logsumexp(x)`` along ``axis``, computed as ``s - log(sum(exp(s)))`` from the shifted logits
+    ``s = x - max(x)``: subtracting the rounded ``logsumexp`` itself would lose the low bits of the result when
+    the logits are large (``[1000, 1000]`` in float32).
+
+    >>> fl.log_softmax(fl.tensor([1000.0, 1000.0]))
+    Tensor([-0.6931472, -0.6931472], dtype=float32)
+    """
     x = _f(x, "log_softmax")
-    return E.subtract(x, logsumexp(x, axis=axis, keepdims=True))
+    axes = _axes(x, axis, "log_softmax")
+    from ..primitives.reduce import reduce_sum
+
+    _, mk = stable_shift(x, axes)
+    shifted = E.subtract(x, mk)
+    lse = E.log(reduce_sum(E.exp(shifted), axes))
+    return E.subtract(shifted, S.reshape(lse, mk.shape))
 
 
 def relu(x, /):
@@ -50,7 +63,8 @@ def relu(x, /):
 
 
 def relu6(x, /):
-    return E.clip(relu(x), None, 6.0)
+    """``min(max(x, 0), 6)``."""
+    return E.clip(relu(_to_tensor(x, "relu6")), None, 6.0)
 
 
 def leaky_relu(x, /, negative_slope: float = 0.01):
@@ -103,6 +117,9 @@ def gelu(x, /, approximate: bool | str = False):
 def one_hot(x, num_classes: int, *, dtype=None, axis: int = -1):
     """One-hot encode integer labels: ``out[..., c] = (x == c)``.
 
+    A label outside ``[0, num_classes)`` is an error when its value is known (eagerly, and under ``fl.grad``);
+    under ``fl.jit`` and ``fl.vmap`` it gives an all-zero row, as in JAX.
+
     >>> fl.one_hot(fl.tensor([0, 2]), 3)
     Tensor([[1., 0., 0.],
            [0., 0., 1.]], dtype=float32)
@@ -110,6 +127,8 @@ def one_hot(x, num_classes: int, *, dtype=None, axis: int = -1):
     x = _to_tensor(x, "one_hot")
     if x.dtype not in dtypes.INTEGER:
         raise DTypeError(f"one_hot: labels must be integers, got {x.dtype.name}")
+    num_classes = check_int(num_classes, "one_hot", "num_classes", min=0)
+    check_labels(x, num_classes, "one_hot")
     d = dtypes.canonicalize(dtype or dtypes.default_float)
     nd = x.ndim + 1
     ax = axis % nd
@@ -118,6 +137,21 @@ def one_hot(x, num_classes: int, *, dtype=None, axis: int = -1):
     classes = S.iota(x.dtype, tuple(shape), ax)
     xb = S.broadcast_in_dim(x, tuple(shape), tuple(i for i in range(nd) if i != ax))
     return convert(E.equal(xb, classes), d)
+
+
+def check_labels(x, num_classes: int, op: str) -> None:
+    """An IndexError naming ``op`` when a known class label lies outside ``[0, num_classes)``."""
+    c = concrete_or_none(x)
+    if c is None or not c.size:
+        return
+    v = c._value
+    lo, hi = int(v.min()), int(v.max())
+    if lo < 0 or hi >= num_classes:
+        bad = hi if hi >= num_classes else lo
+        raise IndexError(
+            f"{op}: class label {bad} is out of range for num_classes={num_classes} (labels must lie in "
+            f"[0, {num_classes}))"
+        )
 
 
 def normalize(x, /, axis=-1, eps: float = 1e-12):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes
+from ..checks import check_number
 from ..core import Tensor, _wrap, concrete_or_none
 from ..errors import DTypeError, ShapeError
 from ..primitives import reduce as R
@@ -17,7 +18,10 @@ from . import elementwise as E
 def _axes(x, axis, op) -> tuple[int, ...]:
     if axis is None:
         return tuple(range(x.ndim))
-    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    if isinstance(axis, (tuple, list)):
+        axes = tuple(axis)
+    else:
+        axes = (axis,)
     out = tuple(sorted(normalize_axis(a, x.ndim, op) for a in axes))
     if len(set(out)) != len(out):
         raise ValueError(f"{op}: repeated axis in {axis}")
@@ -115,12 +119,17 @@ def mean(x, /, *, axis=None, keepdims: bool = False) -> Tensor:
 
 def var(x, /, *, axis=None, correction=0.0, keepdims: bool = False) -> Tensor:
     """Variance with ``correction`` degrees of freedom removed (0: population, 1: sample)."""
-    x = _to_tensor(x, "var")
+    return _var(x, axis, correction, keepdims, "var")
+
+
+def _var(x, axis, correction, keepdims, op):
+    x = _to_tensor(x, op)
     if x.dtype not in dtypes.INEXACT:
-        raise DTypeError(f"var: expected a floating-point dtype, got {x.dtype.name}")
+        raise DTypeError(f"{op}: expected a floating-point dtype, got {x.dtype.name}")
+    correction = check_number(correction, op, "correction")
     if x.dtype in dtypes.FLOAT8:
-        return convert(var(convert(x, dtypes.float32), axis=axis, correction=correction, keepdims=keepdims), x.dtype)
-    axes = _axes(x, axis, "var")
+        return convert(_var(convert(x, dtypes.float32), axis, correction, keepdims, op), x.dtype)
+    axes = _axes(x, axis, op)
     m = mean(x, axis=axes, keepdims=True)
     dev = E.subtract(x, m)
     sq = E.real(E.multiply(dev, E.conj(dev))) if x.dtype in dtypes.COMPLEX else E.multiply(dev, dev)
@@ -133,7 +142,7 @@ def var(x, /, *, axis=None, correction=0.0, keepdims: bool = False) -> Tensor:
 
 def std(x, /, *, axis=None, correction=0.0, keepdims: bool = False) -> Tensor:
     """Standard deviation (see ``var``)."""
-    return E.sqrt(var(x, axis=axis, correction=correction, keepdims=keepdims))
+    return E.sqrt(_var(x, axis, correction, keepdims, "std"))
 
 
 def all(x, /, *, axis=None, keepdims: bool = False) -> Tensor:

@@ -15,7 +15,7 @@ from ..errors import DataDependentShapeError, DTypeError, ShapeError
 from ..primitives import elementwise as E
 from ..primitives import shape as S
 from ..primitives.elementwise import _to_tensor, convert, promote_pair
-from .reductions import argmax, argmin, sum
+from .reductions import _axes, argmax, argmin, sum
 
 __all__ = ["argmax", "argmin", "count_nonzero", "nonzero", "searchsorted", "where"]
 
@@ -71,6 +71,7 @@ def count_nonzero(x, /, *, axis=None, keepdims: bool = False) -> Tensor:
     Tensor([1, 2], dtype=int64)
     """
     x = _to_tensor(x, "count_nonzero")
+    _axes(x, axis, "count_nonzero")
     return sum(E.not_equal(x, 0), axis=axis, keepdims=keepdims)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..checks import check_int
 from ..core import ShapedArray, Zero, _wrap, aval_of
 from ..errors import ShapeError
 
@@ -97,6 +98,8 @@ def bdim_to_front(x, d):
 
 
 def normalize_axis(axis: int, ndim: int, op: str) -> int:
+    if type(axis) is not int:
+        axis = check_int(axis, op, "axis")
     if not -ndim <= axis < max(ndim, 1):
         raise ShapeError(f"{op}: axis {axis} is out of bounds for an array of rank {ndim}")
     return axis % ndim if ndim else 0

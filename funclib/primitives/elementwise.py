@@ -14,8 +14,9 @@ import builtins
 import numpy as np
 
 from .. import dtypes
+from ..checks import check_int, describe
 from ..core import Primitive, ShapedArray, Tensor, Zero, _state, _wrap, aval_of, is_undefined
-from ..errors import DTypeError
+from ..errors import DTypeError, NotLinearError, OutOfRangeError, ShapeError
 from ..kernels import lowp, special, ufuncs
 from ._util import broadcast_shapes, instantiate, unbroadcast
 
@@ -38,8 +39,8 @@ _SCALARS = (builtins.int, builtins.float, builtins.complex)
 
 def _check(name, dtype, ok):
     if dtype not in ok:
-        kinds = "floating-point" if ok <= FLOAT else "numeric" if ok <= NUMERIC else "integer or boolean"
-        raise DTypeError(f"{name}: unsupported dtype {dtype.name}; expected a {kinds} dtype (got {dtype.name})")
+        kinds = "a floating-point" if ok <= FLOAT else "a numeric" if ok <= NUMERIC else "an integer or boolean"
+        raise DTypeError(f"{name}: unsupported dtype {dtype.name}; expected {kinds} dtype (got {dtype.name})")
 
 
 def _to_tensor(x, op):
@@ -50,7 +51,9 @@ def _to_tensor(x, op):
     try:
         return asarray(x)
     except (TypeError, ValueError) as e:
-        raise TypeError(f"{op}: expected a Tensor or a Python scalar, got {type(x).__name__}: {e}") from None
+        raise TypeError(
+            f"{op}: expected a tensor (or a Python scalar, NumPy array or nested list), got {describe(x)} ({e})"
+        ) from None
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -75,11 +78,14 @@ def unary(
     linear=False,
     kernel: str | None = None,
     doc: str = "",
+    public: str | None = None,
 ):
-    """Define an elementwise unary primitive and its public wrapper. ``jvp(x, y, t)`` gives the output tangent.
+    """Define an elementwise unary primitive and its public wrapper. ``jvp(x, y, t)`` gives the output tangent;
+    ``public`` is the wrapper's name where it differs from the primitive's (errors name what the user called).
 
     Returns ``(primitive, wrapper)``.
     """
+    public = public or name
     p = Primitive(name, linear=linear)
     p.family = "unary"
     p.kernel = kernel or name
@@ -134,21 +140,21 @@ def unary(
                 return _wrap(np_fn(v))  # concrete input: eager even under a transform (see binary)
         elif isinstance(x, Tensor) and x.dtype in ok:
             return p.bind(x)
-        return _unary_slow(p, x, ok, promote_int)
+        return _unary_slow(p, x, ok, promote_int, public)
 
-    wrapper.__name__ = wrapper.__qualname__ = name
-    wrapper.__doc__ = doc or f"Elementwise ``{name}``.\n\n>>> fl.{name}(fl.tensor([0.5]))"
+    wrapper.__name__ = wrapper.__qualname__ = public
+    wrapper.__doc__ = doc or f"Elementwise ``{public}``.\n\n>>> fl.{public}(fl.tensor([0.5]))"
     return p, wrapper
 
 
-def _unary_slow(p, x, ok, promote_int):
-    x = _to_tensor(x, p.name)
+def _unary_slow(p, x, ok, promote_int, public):
+    x = _to_tensor(x, public)
     d = x.dtype
     if d not in ok:
         if promote_int and ok <= FLOAT and (d in INTEGER or d == dtypes.bool_):
             x = convert(x, dtypes.default_float)
         else:
-            _check(p.name, d, ok)
+            _check(public, d, ok)
     return p.bind(x)
 
 
@@ -194,12 +200,15 @@ def binary(
     linear_in=None,
     kernel: str | None = None,
     doc: str = "",
+    public: str | None = None,
 ):
     """Define an elementwise binary primitive with implicit broadcasting and its public wrapper.
 
     ``jvp`` is a pair ``(dx, dy)`` of functions ``(x, y, out, t) -> tangent contribution`` (``None`` for an
-    argument with zero derivative). Returns ``(primitive, wrapper)``.
+    argument with zero derivative); ``public`` names the wrapper where it differs from the primitive. Returns
+    ``(primitive, wrapper)``.
     """
+    public = public or name
     p = Primitive(name, linear=linear_in is not None)
     p.family = "binary"
     p.kernel = kernel or name
@@ -274,7 +283,7 @@ def binary(
                     try:
                         return _wrap(np_fn(a, b))
                     except ValueError:
-                        broadcast_shapes(a.shape, b.shape, op=name)
+                        broadcast_shapes(a.shape, b.shape, op=public)
                         raise
             # NumPy promotes bfloat16 with a Python float to float32, so that case takes the slow path
             elif (ty is builtins.float and a.dtype in FAST_FLOAT and a.dtype != dtypes.bfloat16) or (
@@ -287,19 +296,24 @@ def binary(
             if d in ok:
                 if isinstance(y, Tensor):
                     if y.dtype == d:
-                        return p.bind(x, y)
+                        try:
+                            return p.bind(x, y)
+                        except ShapeError:
+                            # the abstract rule names the primitive; the user called the public function
+                            broadcast_shapes(x.shape, y.shape, op=public)
+                            raise
                 elif ty is builtins.float and d in FLOAT:
-                    return p.bind(x, _scalar_as(y, d, name))
+                    return p.bind(x, _scalar_as(y, d, public))
         elif tx is builtins.float and isinstance(y, Tensor):
             d = y.dtype
             if d in ok and d in FLOAT:
                 if ty is Tensor and d in fast and d != dtypes.bfloat16:
                     return _wrap(np_fn(x, y._value))
-                return p.bind(_scalar_as(x, d, name), y)
-        return _binary_slow(p, x, y)
+                return p.bind(_scalar_as(x, d, public), y)
+        return _binary_slow(p, x, y, public)
 
-    wrapper.__name__ = wrapper.__qualname__ = name
-    wrapper.__doc__ = doc or f"Elementwise ``{name}`` with broadcasting and Array API type promotion."
+    wrapper.__name__ = wrapper.__qualname__ = public
+    wrapper.__doc__ = doc or f"Elementwise ``{public}`` with broadcasting and Array API type promotion."
     return p, wrapper
 
 
@@ -344,7 +358,7 @@ def promote_pair(op: str, x, y):
 def _scalar_as(v, d: np.dtype, op: str):
     if d in INTEGER and not isinstance(v, builtins.bool) and isinstance(v, builtins.int) and not _fits_any(v, d):
         info = dtypes.iinfo(d)
-        raise OverflowError(
+        raise OutOfRangeError(
             f"{op}: Python integer {v} is out of range for {d.name} [{info.min}, {info.max}]; "
             f"cast the tensor to a wider dtype first"
         )
@@ -360,10 +374,18 @@ def _fits_any(v: int, d: np.dtype) -> bool:
     return info.min <= v <= info.max
 
 
-def _binary_slow(p, x, y):
-    x, y = promote_pair(p.name, x, y)
-    _check(p.name, x.dtype, p.ok_dtypes)
+def _binary_slow(p, x, y, public):
+    x, y = broadcast_pair(public, x, y)
+    _check(public, x.dtype, p.ok_dtypes)
     return p.bind(x, y)
+
+
+def broadcast_pair(op: str, x, y):
+    """``promote_pair``, then a ShapeError naming ``op`` unless the shapes broadcast together."""
+    x, y = promote_pair(op, x, y)
+    if x.shape != y.shape:
+        broadcast_shapes(x.shape, y.shape, op=op)
+    return x, y
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -511,32 +533,35 @@ def _real_like(d):
     return dtypes.real_dtype(d)
 
 
-neg_p, negative = unary("neg", np.negative, ok=NUMERIC, jvp=lambda x, y, t: negative(t), linear=True)
+neg_p, negative = unary("neg", np.negative, public="negative", ok=NUMERIC, jvp=lambda x, y, t: negative(t), linear=True)
 neg_p.def_transpose(lambda ct, x: [negative(ct)])
 sign_p, sign = unary("sign", np.sign, ok=NUMERIC)
 floor_p, floor = unary("floor", np.floor, ok=REAL_FLOAT)
 ceil_p, ceil = unary("ceil", np.ceil, ok=REAL_FLOAT)
 round_p, round = unary("round", np.round, ok=REAL_FLOAT)
 trunc_p, trunc = unary("trunc", np.trunc, ok=REAL_FLOAT)
-is_finite_p, isfinite = unary("is_finite", np.isfinite, ok=FLOAT, out_dtype=lambda d: dtypes.bool_)
+is_finite_p, isfinite = unary("is_finite", np.isfinite, public="isfinite", ok=FLOAT, out_dtype=lambda d: dtypes.bool_)
 isnan_p, isnan = unary("isnan", np.isnan, ok=FLOAT, out_dtype=lambda d: dtypes.bool_)
 isinf_p, isinf = unary("isinf", np.isinf, ok=FLOAT, out_dtype=lambda d: dtypes.bool_)
-not_p, bitwise_invert = unary("not", np.invert, ok=INT_BOOL, promote_int=False)
+not_p, bitwise_invert = unary("not", np.invert, public="bitwise_invert", ok=INT_BOOL, promote_int=False)
 
-exp_p, exp = unary("exp", np.exp, jvp=lambda x, y, t: t * y)
+# A tangent times a coefficient that can be infinite or NaN (exp overflowing, cos(inf), a pole of lgamma, ...) is
+# a safe_mul: a zero tangent or cotangent (the unselected side of a where) stays exactly zero instead of 0 * inf.
+# Divisions by a coefficient that can vanish are safe_div for the same reason.
+exp_p, exp = unary("exp", np.exp, jvp=lambda x, y, t: safe_mul(t, y))
 log_p, log = unary("log", np.log, jvp=lambda x, y, t: safe_div(t, x))
 log1p_p, log1p = unary("log1p", np.log1p, jvp=lambda x, y, t: safe_div(t, x + 1.0))
-expm1_p, expm1 = unary("expm1", np.expm1, jvp=lambda x, y, t: t * (y + 1.0))
-sin_p, sin = unary("sin", np.sin, jvp=lambda x, y, t: t * cos(x))
-cos_p, cos = unary("cos", np.cos, jvp=lambda x, y, t: negative(t * sin(x)))
-tan_p, tan = unary("tan", np.tan, jvp=lambda x, y, t: t * (y * y + 1.0))
+expm1_p, expm1 = unary("expm1", np.expm1, jvp=lambda x, y, t: safe_mul(t, y + 1.0))
+sin_p, sin = unary("sin", np.sin, jvp=lambda x, y, t: safe_mul(t, cos(x)))
+cos_p, cos = unary("cos", np.cos, jvp=lambda x, y, t: safe_mul(t, negative(sin(x))))
+tan_p, tan = unary("tan", np.tan, jvp=lambda x, y, t: safe_mul(t, y * y + 1.0))
 asin_p, asin = unary("asin", np.arcsin, jvp=lambda x, y, t: safe_div(t, sqrt(1.0 - x * x)))
 acos_p, acos = unary("acos", np.arccos, jvp=lambda x, y, t: negative(safe_div(t, sqrt(1.0 - x * x))))
-atan_p, atan = unary("atan", np.arctan, jvp=lambda x, y, t: t / (x * x + 1.0))
-sinh_p, sinh = unary("sinh", np.sinh, jvp=lambda x, y, t: t * cosh(x))
-cosh_p, cosh = unary("cosh", np.cosh, jvp=lambda x, y, t: t * sinh(x))
-tanh_p, tanh = unary("tanh", np.tanh, jvp=lambda x, y, t: t * (1.0 - y * y))
-asinh_p, asinh = unary("asinh", np.arcsinh, jvp=lambda x, y, t: t / sqrt(x * x + 1.0))
+atan_p, atan = unary("atan", np.arctan, jvp=lambda x, y, t: safe_div(t, x * x + 1.0))
+sinh_p, sinh = unary("sinh", np.sinh, jvp=lambda x, y, t: safe_mul(t, cosh(x)))
+cosh_p, cosh = unary("cosh", np.cosh, jvp=lambda x, y, t: safe_mul(t, sinh(x)))
+tanh_p, tanh = unary("tanh", np.tanh, jvp=lambda x, y, t: safe_mul(t, 1.0 - y * y))
+asinh_p, asinh = unary("asinh", np.arcsinh, jvp=lambda x, y, t: safe_div(t, sqrt(x * x + 1.0)))
 acosh_p, acosh = unary("acosh", np.arccosh, jvp=lambda x, y, t: safe_div(t, sqrt(x - 1.0) * sqrt(x + 1.0)))
 atanh_p, atanh = unary("atanh", np.arctanh, jvp=lambda x, y, t: safe_div(t, 1.0 - x * x))
 # d sqrt(x) = t / (2 sqrt(x)) is infinite at 0; safe_div keeps a zero tangent or cotangent exactly zero there
@@ -548,9 +573,9 @@ def _abs_jvp(x, y, t):
     if x.dtype in COMPLEX:
         # d|z| = Re(conj(z) t) / |z|, with 0 at z = 0
         safe = select(y == 0, _wrap(np.ones((), y.dtype)), y)
-        return real(conj(x) * t) / safe
+        return safe_div(real(safe_mul(t, conj(x))), safe)
     # subgradient convention: sign(0) = 0, so d|x| at 0 is 0
-    return t * sign(x)
+    return safe_mul(t, sign(x))
 
 
 abs_p, abs = unary("abs", np.abs, ok=NUMERIC, jvp=_abs_jvp, out_dtype=_real_like, promote_int=False)
@@ -569,14 +594,20 @@ def _erf_np(x):
     return special.erf(x) if x.dtype == np.float64 else ufuncs.erf(x)
 
 
-logistic_p, sigmoid = unary("logistic", _logistic_np, ok=REAL_FLOAT, jvp=lambda x, y, t: t * (y * (1.0 - y)))
+logistic_p, sigmoid = unary(
+    "logistic", _logistic_np, public="sigmoid", ok=REAL_FLOAT, jvp=lambda x, y, t: safe_mul(t, y * (1.0 - y))
+)
 erf_p, erf = unary(
-    "erf", _erf_np, ok=REAL_FLOAT, jvp=lambda x, y, t: t * (1.1283791670955126 * exp(negative(x * x)))
+    "erf", _erf_np, ok=REAL_FLOAT, jvp=lambda x, y, t: safe_mul(t, 1.1283791670955126 * exp(negative(x * x)))
 )
 erf_inv_p, erfinv = unary(
-    "erf_inv", special.erfinv, ok=REAL_FLOAT, jvp=lambda x, y, t: t * (0.886226925452758 * exp(y * y))
+    "erf_inv",
+    special.erfinv,
+    public="erfinv",
+    ok=REAL_FLOAT,
+    jvp=lambda x, y, t: safe_mul(t, 0.886226925452758 * exp(y * y)),
 )
-lgamma_p, lgamma = unary("lgamma", special.lgamma, ok=REAL_FLOAT, jvp=lambda x, y, t: t * digamma(x))
+lgamma_p, lgamma = unary("lgamma", special.lgamma, ok=REAL_FLOAT, jvp=lambda x, y, t: safe_mul(t, digamma(x)))
 
 # polygamma(n, x) = d^n/dx^n digamma(x); n is static, so every order of derivative of lgamma is a primitive call
 polygamma_p = Primitive("polygamma")
@@ -602,7 +633,7 @@ def _polygamma_jvp(primals, tangents, *, n):
     y = polygamma_p.bind(x, n=n)
     if type(t) is Zero:
         return y, Zero(aval_of(y))
-    return y, t * polygamma_p.bind(x, n=n + 1)
+    return y, safe_mul(t, polygamma_p.bind(x, n=n + 1))
 
 
 @polygamma_p.def_vmap
@@ -615,9 +646,12 @@ def polygamma(n: int, x):
 
     >>> fl.polygamma(1, fl.tensor([1.0]))  # pi**2 / 6
     """
-    if not isinstance(n, int) or n < 0:
-        raise ValueError(f"polygamma: n must be a non-negative Python int, got {n!r}")
-    x = _to_tensor(x, "polygamma")
+    n = check_int(n, "polygamma", "n", min=0)
+    return _polygamma(n, x, "polygamma")
+
+
+def _polygamma(n: int, x, op: str):
+    x = _to_tensor(x, op)
     if x.dtype not in REAL_FLOAT:
         x = convert(x, dtypes.default_float)
     return polygamma_p.bind(x, n=n)
@@ -625,7 +659,7 @@ def polygamma(n: int, x):
 
 def digamma(x):
     """The digamma function, d/dx lgamma(x)."""
-    return polygamma(0, x)
+    return _polygamma(0, x, "digamma")
 
 
 real_p, real = unary("real", np.real, ok=COMPLEX, jvp=lambda x, y, t: real(t), out_dtype=_real_like, linear=True)
@@ -640,14 +674,14 @@ conj_p.def_transpose(lambda ct, x: [conj(ct)])
 # The binary primitives. (dx, dy): contributions of the x and y tangents.
 
 
+@np.errstate(invalid="ignore", over="ignore")  # as a decorator it costs half of a with-block per call
 def _safe_mul_np(x, y):
-    with np.errstate(invalid="ignore", over="ignore"):
-        out = np.multiply(x, y)
-    if out.dtype in FLOAT:  # not dtype.kind: bfloat16's kind is "V"
-        bad = ~np.isfinite(out)
-        if bad.any():
-            # an exactly-zero factor annihilates inf/nan in the other: zero cotangents stay zero (DESIGN §5)
-            out = np.where(bad & ((np.asarray(x) == 0) | (np.asarray(y) == 0)), np.zeros((), out.dtype), out)
+    out = np.multiply(x, y)
+    # not dtype.kind: bfloat16's kind is "V"; one pass decides the common, all-finite case
+    if out.dtype in FLOAT and not np.isfinite(out).all():
+        # an exactly-zero factor annihilates inf/nan in the other: zero cotangents stay zero (DESIGN §5)
+        bad = ~np.isfinite(out) & ((np.asarray(x) == 0) | (np.asarray(y) == 0))
+        out = np.where(bad, np.zeros((), out.dtype), out)
     return out
 
 
@@ -668,10 +702,14 @@ add_p, add = binary(
     "add", np.add, jvp=(lambda x, y, o, t: t, lambda x, y, o, t: t), linear_in="both"
 )
 sub_p, subtract = binary(
-    "sub", np.subtract, jvp=(lambda x, y, o, t: t, lambda x, y, o, t: negative(t)), linear_in="both"
+    "sub", np.subtract, public="subtract", jvp=(lambda x, y, o, t: t, lambda x, y, o, t: negative(t)), linear_in="both"
 )
 mul_p, multiply = binary(
-    "mul", np.multiply, jvp=(lambda x, y, o, t: t * y, lambda x, y, o, t: x * t), linear_in="either"
+    "mul",
+    np.multiply,
+    public="multiply",
+    jvp=(lambda x, y, o, t: safe_mul(t, y), lambda x, y, o, t: safe_mul(t, x)),
+    linear_in="either",
 )
 div_p, divide = binary(
     "div",
@@ -708,7 +746,7 @@ def _pow_dx(x, y, o, t):
 def _pow_dy(x, y, o, t):
     # log(x) * x**y, defined as 0 where x == 0 (the limit from the right for y > 0)
     safe_x = select(x == 0, _wrap(np.ones((), x.dtype)), x)
-    return t * select(x == 0, _wrap(np.zeros((), o.dtype)), o * log(safe_x))
+    return safe_mul(t, select(x == 0, _wrap(np.zeros((), o.dtype)), o * log(safe_x)))
 
 
 def _pow_np(x, y):
@@ -751,19 +789,22 @@ def _zero(o):
     return _wrap(np.zeros((), o.dtype))
 
 
-max_p, maximum = binary("max", np.maximum, ok=REAL_NUMERIC, jvp=(_max_dx, _max_dy))
-min_p, minimum = binary("min", np.minimum, ok=REAL_NUMERIC, jvp=(_min_dx, _min_dy))
+max_p, maximum = binary("max", np.maximum, public="maximum", ok=REAL_NUMERIC, jvp=(_max_dx, _max_dy))
+min_p, minimum = binary("min", np.minimum, public="minimum", ok=REAL_NUMERIC, jvp=(_min_dx, _min_dy))
 atan2_p, atan2 = binary(
     "atan2",
     np.arctan2,
     ok=REAL_FLOAT,
-    jvp=(lambda x, y, o, t: t * y / (x * x + y * y), lambda x, y, o, t: negative(t * x / (x * x + y * y))),
+    jvp=(
+        lambda x, y, o, t: safe_div(safe_mul(t, y), x * x + y * y),
+        lambda x, y, o, t: negative(safe_div(safe_mul(t, x), x * x + y * y)),
+    ),
 )
 rem_p, remainder = binary(
     "rem",
-    np.remainder,
+    np.remainder, public="remainder",
     ok=REAL_NUMERIC,
-    jvp=(lambda x, y, o, t: t, lambda x, y, o, t: negative(t * floor_divide(x, y))),
+    jvp=(lambda x, y, o, t: t, lambda x, y, o, t: negative(safe_mul(t, floor_divide(x, y)))),
 )
 
 
@@ -784,7 +825,7 @@ copysign_p, copysign = binary(
     "copysign",
     np.copysign,
     ok=REAL_FLOAT,
-    jvp=(lambda x, y, o, t: t * sign(x) * select(_signbit(y), _neg_one(o), _one(o)), None),
+    jvp=(lambda x, y, o, t: safe_mul(t, sign(x) * select(_signbit(y), _neg_one(o), _one(o))), None),
 )
 
 
@@ -798,15 +839,15 @@ def _signbit(y):
 
 signbit_p, signbit = unary("signbit", np.signbit, ok=REAL_FLOAT, out_dtype=lambda d: dtypes.bool_)
 
-eq_p, equal = binary("eq", np.equal, ok=ALL, out_bool=True)
-ne_p, not_equal = binary("ne", np.not_equal, ok=ALL, out_bool=True)
-lt_p, less = binary("lt", np.less, ok=REAL_NUMERIC, out_bool=True)
-le_p, less_equal = binary("le", np.less_equal, ok=REAL_NUMERIC, out_bool=True)
-gt_p, greater = binary("gt", np.greater, ok=REAL_NUMERIC, out_bool=True)
-ge_p, greater_equal = binary("ge", np.greater_equal, ok=REAL_NUMERIC, out_bool=True)
-and_p, bitwise_and = binary("and", np.bitwise_and, ok=INT_BOOL)
-or_p, bitwise_or = binary("or", np.bitwise_or, ok=INT_BOOL)
-xor_p, bitwise_xor = binary("xor", np.bitwise_xor, ok=INT_BOOL)
+eq_p, equal = binary("eq", np.equal, public="equal", ok=ALL, out_bool=True)
+ne_p, not_equal = binary("ne", np.not_equal, public="not_equal", ok=ALL, out_bool=True)
+lt_p, less = binary("lt", np.less, public="less", ok=REAL_NUMERIC, out_bool=True)
+le_p, less_equal = binary("le", np.less_equal, public="less_equal", ok=REAL_NUMERIC, out_bool=True)
+gt_p, greater = binary("gt", np.greater, public="greater", ok=REAL_NUMERIC, out_bool=True)
+ge_p, greater_equal = binary("ge", np.greater_equal, public="greater_equal", ok=REAL_NUMERIC, out_bool=True)
+and_p, bitwise_and = binary("and", np.bitwise_and, public="bitwise_and", ok=INT_BOOL)
+or_p, bitwise_or = binary("or", np.bitwise_or, public="bitwise_or", ok=INT_BOOL)
+xor_p, bitwise_xor = binary("xor", np.bitwise_xor, public="bitwise_xor", ok=INT_BOOL)
 
 
 def _shift_left_np(x, y):
@@ -823,8 +864,8 @@ def _shift_right_np(x, y):
     return out
 
 
-shift_left_p, bitwise_left_shift = binary("shift_left", _shift_left_np, ok=INTEGER)
-shift_right_p, bitwise_right_shift = binary("shift_right", _shift_right_np, ok=INTEGER)
+shift_left_p, bitwise_left_shift = binary("shift_left", _shift_left_np, ok=INTEGER, public="bitwise_left_shift")
+shift_right_p, bitwise_right_shift = binary("shift_right", _shift_right_np, ok=INTEGER, public="bitwise_right_shift")
 
 
 def _complex_np(x, y):
@@ -904,7 +945,10 @@ def _mul_transpose_for(mulfn):
     # product is exact here; safe_mul keeps its own semantics under transposition
     def rule(ct, x, y):
         if is_undefined(x) and is_undefined(y):
-            raise TypeError(f"{mulfn.__name__}: both operands are linear; the product is not linear")
+            raise NotLinearError(
+                f"{mulfn.__name__}: both operands depend on the linear input, and a product of two such values is "
+                "not linear in it"
+            )
         if is_undefined(x):
             return [unbroadcast(mulfn(ct, y), x.aval), None]
         return [None, unbroadcast(mulfn(x, ct), y.aval)]
@@ -919,7 +963,8 @@ safe_mul_p.def_transpose(_mul_transpose_for(safe_mul))
 def _div_transpose_for(name):
     def rule(ct, x, y):
         if is_undefined(y):
-            raise TypeError(f"{name} is linear in its numerator only")
+            raise NotLinearError(f"{name}: the denominator depends on the linear input; {name} is linear in its "
+                                 "numerator only")
         return [unbroadcast(safe_div(ct, y), x.aval), None]
 
     return rule
@@ -964,8 +1009,9 @@ def _ipow_jvp(primals, tangents, *, y):
         return out, Zero(aval_of(out))
     if y == 0:
         return out, Zero(aval_of(out))
-    d = _wrap(np.asarray(y, x.dtype)) if y == 1 else float(y) * integer_pow(x, y - 1)
-    return out, t * d
+    if y == 1:
+        return out, t
+    return out, safe_mul(t, float(y) * integer_pow(x, y - 1))
 
 
 @integer_pow_p.def_vmap

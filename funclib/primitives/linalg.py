@@ -1,9 +1,9 @@
-"""Factorizations, triangular solves: ``cholesky``, ``triangular_solve``, ``lu``, ``qr``, ``eigh``, ``svd``.
+"""Factorizations, triangular solves: ``cholesky``, ``triangular_solve``, ``lu``, ``qr``, ``eigh``, ``eig``, ``svd``.
 
 Each acts on the trailing two axes and is batched over the leading ones, as numpy.linalg is. Everything else
 in ``fl.linalg`` (solve, inv, det, slogdet, pinv, norms, ...) is a composition of these in
 ``funclib.ops.linalg``, so it needs no rules of its own. float16/bfloat16 inputs are computed in float32 and
-rounded back.
+rounded back (``eig``, whose outputs are complex, returns complex64 for them).
 
 Derivatives follow the standard matrix-calculus formulas (Murray 2016 for Cholesky, Townsend's notes for QR
 and SVD); each jvp is written with funclib primitives, so every order composes.
@@ -25,6 +25,7 @@ from .elementwise import (
     convert,
     equal,
     greater_equal,
+    imag,
     less_equal,
     multiply,
     negative,
@@ -34,7 +35,7 @@ from .elementwise import (
     subtract,
 )
 from .indexing import gather
-from .reduce import reduce_sum
+from .reduce import argmax, reduce_sum
 from .shape import broadcast_in_dim, concatenate, iota, pad, reshape, slice_, transpose
 
 _FLOAT = frozenset(dtypes.FLOATING)
@@ -624,6 +625,90 @@ def eigh(x):
     """``[w, v]``: ascending eigenvalues and orthonormal eigenvectors of the Hermitian matrix whose lower
     triangle is ``x``'s (as numpy.linalg.eigh)."""
     return _bind(eigh_p, x)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# eig: a primitive for its own kernel (LAPACK geev). Outputs are always complex (a real matrix may have complex
+# eigenvalues, and a static dtype cannot depend on which). Eigenvectors come as LAPACK normalizes them: unit
+# 2-norm with the largest-modulus component real; the jvp keeps both, so it differentiates the values returned.
+
+eig_p = _new("eig", multiple_results=True)
+
+
+@eig_p.def_impl
+def _eig_impl(x):
+    a, dt = _up(x)
+    w, v = np.linalg.eig(a)
+    c = dtypes.complex_dtype(np.dtype(a.dtype))
+    return [w.astype(c, copy=False), v.astype(c, copy=False)]
+
+
+@eig_p.def_abstract_eval
+def _eig_abstract(x):
+    _check_matrix("eig", x)
+    c = dtypes.complex_dtype(dtypes.float32 if x.dtype in _LOW else x.dtype)
+    return [ShapedArray(x.shape[:-1], c), ShapedArray(x.shape, c)]
+
+
+def _solve_square(a, b):
+    """``a^-1 b`` through LU with partial pivoting (batched)."""
+    lu_, _, perm = lu_p.bind(a)
+    y = triangular_solve(lu_, _permute_rows(b, perm), left_side=True, lower=True, unit_diagonal=True)
+    return triangular_solve(lu_, y, left_side=True, lower=False)
+
+
+def _inv_gaps_complex(w):
+    """``F[i, j] = 1 / (w[j] - w[i])``; 0 on the diagonal and wherever two eigenvalues coincide exactly."""
+    n = w.shape[-1]
+    lead = tuple(range(w.ndim - 1))
+    wj = broadcast_in_dim(w, w.shape[:-1] + (n, n), lead + (w.ndim,))
+    wi = broadcast_in_dim(w, w.shape[:-1] + (n, n), lead + (w.ndim - 1,))
+    gap = subtract(wj, wi)
+    tied = equal(gap, _const(0, w.dtype))
+    return select(tied, _const(0, w.dtype), reciprocal(select(tied, _const(1, w.dtype), gap)))
+
+
+@eig_p.def_jvp
+def _eig_jvp(primals, tangents):
+    (x,), (t,) = primals, tangents
+    w, v = eig_p.bind(x)
+    if type(t) is Zero:
+        return [w, v], [Zero(aval_of(w)), Zero(aval_of(v))]
+    c = w.dtype
+    t = convert(t, c) if t.dtype != c else t
+    # A V = V diag(w): V^-1 dA V = diag(dw) + (terms that rotate V); dV = V (F * V^-1 dA V) + gauge terms
+    m = _solve_square(v, _mm(t, v))
+    dw = _diag(m)
+    dv = _mm(v, multiply(_inv_gaps_complex(w), m))
+    # keep each column at unit norm: remove Re(v^H dv) v
+    rdot = real(reduce_sum(multiply(conj(v), dv), (v.ndim - 2,)))
+    dv = dv - multiply(v, broadcast_in_dim(convert(rdot, c), v.shape, tuple(range(v.ndim - 2)) + (v.ndim - 1,)))
+    # and its largest component real: rotate by -i theta, theta = Im(dv_k) / v_k at that (real) component
+    k = argmax(real(multiply(v, conj(v))), v.ndim - 2)  # the first maximum, as LAPACK's idamax
+    vk = real(_pick_rows(v, k))
+    zero = equal(vk, _const(0, vk.dtype))
+    theta = select(zero, _const(0, vk.dtype), imag(_pick_rows(dv, k)) / select(zero, _const(1, vk.dtype), vk))
+    rot = complex_from(_const(0, theta.dtype), theta)
+    dv = dv - multiply(v, broadcast_in_dim(rot, v.shape, tuple(range(v.ndim - 2)) + (v.ndim - 1,)))
+    return [w, v], [dw, dv]
+
+
+def _pick_rows(x, k):
+    """``x[..., k[..., j], j]`` for every column j."""
+    nd = x.ndim
+    shape = k.shape
+    cols = [iota(np.int64, shape, d) for d in range(nd - 2)] + [convert(k, np.int64), iota(np.int64, shape, nd - 2)]
+    idx = concatenate([reshape(cidx, shape + (1,)) for cidx in cols], nd - 1)
+    return gather(x, idx, tuple(range(nd)))
+
+
+eig_p.def_vmap(_unary_vmap(eig_p))
+
+
+def eig(x):
+    """``[w, v]``: eigenvalues and right eigenvectors (columns) of square matrices, complex, in LAPACK's order
+    and normalization (unit norm, largest component real), so that ``x @ v = v * w``."""
+    return _bind(eig_p, x)
 
 
 # ------------------------------------------------------------------------------------------------------------

@@ -241,7 +241,9 @@ def _gamma_jvp(primals, tangents):
     t = tangents[1]
     if type(t) is Zero:
         return z, Zero(aval_of(z))
-    return z, t * random_gamma_grad_p.bind(alpha, z)
+    from .elementwise import safe_mul
+
+    return z, safe_mul(t, random_gamma_grad_p.bind(alpha, z))
 
 
 random_gamma_p.def_vmap(_param_vmap(random_gamma_p))

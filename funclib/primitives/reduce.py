@@ -156,7 +156,7 @@ reduce_min_p.def_jvp(_minmax_jvp(reduce_min_p))
 @reduce_prod_p.def_jvp
 def _prod_jvp(primals, tangents, *, axes):
     from ..ops.reductions import cumprod
-    from .elementwise import multiply
+    from .elementwise import multiply, safe_mul
     from .shape import concatenate, full, reshape, rev, slice_, transpose
 
     (x,), (t,) = primals, tangents
@@ -179,7 +179,7 @@ def _prod_jvp(primals, tangents, *, axes):
 
     xf = flat(x)
     others = multiply(exclusive(xf), rev(exclusive(rev(xf, (last,))), (last,)))
-    return out, reduce_sum_p.bind(multiply(flat(t), others), axes=(last,))
+    return out, reduce_sum_p.bind(safe_mul(flat(t), others), axes=(last,))  # others may overflow to inf
 
 
 def _bool_jvp(p):

@@ -8,6 +8,7 @@ import math
 import numpy as np
 
 from .. import dtypes
+from ..checks import check_shape
 from ..core import Primitive, ShapedArray, Tensor, Zero, _state, _wrap, aval_of, is_undefined
 from ..errors import ShapeError
 from ._util import bdim_to_front, instantiate, moveaxis
@@ -480,12 +481,15 @@ dynamic_slice_p.def_impl(_ds_impl)
 @dynamic_slice_p.def_abstract_eval
 def _ds_abstract(x, *starts, slice_sizes):
     if len(starts) != x.ndim or len(slice_sizes) != x.ndim:
-        raise ShapeError(f"dynamic_slice: need {x.ndim} start indices and slice sizes")
+        raise ShapeError(
+            f"dynamic_slice: got {len(starts)} starts and {len(slice_sizes)} slice_sizes for an operand of shape "
+            f"{x.shape}; need {x.ndim} of each"
+        )
     for s in starts:
         if s.shape != () or s.dtype not in dtypes.INTEGER:
-            raise ShapeError("dynamic_slice: start indices must be integer scalars")
+            raise ShapeError("dynamic_slice: starts must be integer scalars")
     if any(not 0 <= z <= n for z, n in zip(slice_sizes, x.shape)):
-        raise ShapeError(f"dynamic_slice: slice sizes {slice_sizes} exceed operand shape {x.shape}")
+        raise ShapeError(f"dynamic_slice: slice_sizes {slice_sizes} exceed the operand shape {x.shape}")
     return ShapedArray(tuple(slice_sizes), x.dtype)
 
 
@@ -553,7 +557,10 @@ def dynamic_slice(x, starts, slice_sizes):
     from ..ops.creation import asarray
 
     starts = [asarray(s) if not isinstance(s, Tensor) else s for s in starts]
-    return dynamic_slice_p.bind(x, *starts, slice_sizes=tuple(int(z) for z in slice_sizes))
+    sizes = check_shape(slice_sizes, "dynamic_slice", "slice_sizes")
+    # the eager impl would clamp silently; the abstract rule names what is wrong
+    _ds_abstract(aval_of(x), *[aval_of(s) for s in starts], slice_sizes=sizes)
+    return dynamic_slice_p.bind(x, *starts, slice_sizes=sizes)
 
 
 dynamic_update_slice_p = Primitive("dynamic_update_slice", linear=True)
@@ -629,6 +636,7 @@ def dynamic_update_slice(x, update, starts):
     from ..ops.creation import asarray
 
     starts = [asarray(s) if not isinstance(s, Tensor) else s for s in starts]
+    _dus_abstract(aval_of(x), aval_of(update), *[aval_of(s) for s in starts])
     return dynamic_update_slice_p.bind(x, update, *starts)
 
 

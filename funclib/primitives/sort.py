@@ -16,8 +16,18 @@ sort_p.family = "sort"
 sort_p.no_rule["transpose"] = "not linear"
 
 
+_UNSTABLE_OK = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.int8, np.int16, np.int32, np.int64,
+                                               np.uint8, np.uint16, np.uint32, np.uint64, np.bool_))
+
+
 def _sort_impl(*operands, dimension, num_keys):
     ops = [np.asarray(o) for o in operands]
+    if len(ops) == 1 and ops[0].dtype in _UNSTABLE_OK:
+        x = ops[0]
+        # sorting values alone, only equal elements can trade places, and those are identical but for -0 and
+        # +0: without a -0 NumPy's default sort (many times faster than the stable one) gives the same result
+        if x.dtype.kind != "f" or not (np.signbit(x) & (x == 0)).any():
+            return [np.sort(x, axis=dimension)]
     keys = ops[:num_keys]
     if num_keys == 1:
         perm = np.argsort(keys[0], axis=dimension, kind="stable")

@@ -19,10 +19,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 import optree
 
 from .. import dtypes
+from ..checks import check_callable, describe
 from ..core import Tensor
 from ..errors import FunclibError
 
@@ -38,6 +40,15 @@ __all__ = [
 ]
 
 _NS = "funclib"
+
+
+def __getattr__(name: str):
+    # the Hypothesis strategies load on first use, so the rest of funclib.testing works without Hypothesis
+    if name == "strategies":
+        import importlib
+
+        return importlib.import_module(f"{__name__}.strategies")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 # (rtol, atol) used by assert_allclose when none is given
 _DEFAULT_TOL: dict[np.dtype, tuple[float, float]] = {
@@ -75,6 +86,24 @@ def _as_numpy(x) -> np.ndarray:
     if isinstance(x, Tensor):
         return np.asarray(x)
     return np.asarray(x)
+
+
+def _numeric(x, what: str, op: str = "assert_allclose") -> np.ndarray:
+    """``x`` as a NumPy array of numbers or booleans; anything else is a TypeError, not a mismatch."""
+    a = _as_numpy(x)
+    if a.dtype.kind not in "biufc" and a.dtype not in (np.dtype(ml_dtypes.bfloat16),):
+        raise TypeError(f"{op}: {what} must be a tensor, an array or a number, got {describe(x)}")
+    return a
+
+
+def _check_inputs(op: str, args, **functions) -> None:
+    """The checks' arguments: callables and a tuple (or list) of positional arguments."""
+    for name, fn in functions.items():
+        check_callable(fn, op, name)
+    if not isinstance(args, (tuple, list)):
+        raise TypeError(
+            f"{op}: args must be a tuple of the function's positional arguments (e.g. (x,)), got {describe(args)}"
+        )
 
 
 def _wide(a: np.ndarray) -> np.ndarray:
@@ -168,7 +197,7 @@ def assert_allclose(
 
     >>> assert_allclose(fl.tensor([1.0, 2.0]), [1.0, 2.0000001])
     """
-    a, d = _as_numpy(actual), _as_numpy(desired)
+    a, d = _numeric(actual, "actual"), _numeric(desired, "desired")
     prefix = f"{err_msg}: " if err_msg else ""
     if a.shape != d.shape:
         raise AssertionError(f"{prefix}shapes differ: actual {a.shape}, desired {d.shape}")
@@ -413,6 +442,7 @@ def check_jvp(
 
     >>> check_jvp(fl.sin, lambda p, t: (fl.sin(p[0]), fl.cos(p[0]) * t[0]), (fl.tensor([0.3]),))
     """
+    _check_inputs("check_jvp", args, f=f, f_jvp=f_jvp)
     atol, rtol, eps = _resolve(atol, rtol, eps)
     args = _to_x64(tuple(args))
     tangents = _random_like(args, np.random.default_rng(seed))
@@ -445,6 +475,7 @@ def check_vjp(
 
     >>> check_vjp(fl.sin, lambda x: (fl.sin(x), lambda u: (fl.cos(x) * u,)), (fl.tensor([0.3]),))
     """
+    _check_inputs("check_vjp", args, f=f, f_vjp=f_vjp)
     atol, rtol, eps = _resolve(atol, rtol, eps)
     args = _to_x64(tuple(args))
     rng = np.random.default_rng(seed)
@@ -516,6 +547,7 @@ def check_adjoint(
     """
     from ..transforms import jvp, linear_transpose, vjp
 
+    _check_inputs("check_adjoint", args, f=f)
     atol = _GRAD_ATOL if atol is None else atol
     rtol = _GRAD_RTOL if rtol is None else rtol
     args = _to_x64(tuple(args))
@@ -571,6 +603,7 @@ def check_grads(
     """
     from ..transforms import jvp, vjp
 
+    _check_inputs("check_grads", args, f=f)
     if not isinstance(order, int) or order < 1:
         raise ValueError(f"check_grads: order must be a positive int, got {order!r}")
     bad = [m for m in modes if m not in ("fwd", "rev")]
@@ -656,6 +689,12 @@ def check_custom_rule(
     """
     from ..transforms import jvp, vjp
 
+    _check_inputs("check_custom_rule", args, f=f)
+    bad = [m for m in modes if m not in ("fwd", "rev")]
+    if bad or not modes:
+        raise ValueError(
+            f"check_custom_rule: modes must be a non-empty subset of ('fwd', 'rev'), got {tuple(modes)!r}"
+        )
     primal = getattr(f, "fun", None)
     if primal is None or not callable(primal):
         raise TypeError(

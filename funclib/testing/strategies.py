@@ -14,8 +14,14 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from hypothesis import strategies as st
-from hypothesis.extra import numpy as hnp
+
+try:
+    from hypothesis import strategies as st
+    from hypothesis.extra import numpy as hnp
+except ImportError as e:
+    raise ImportError(
+        "funclib.testing.strategies needs Hypothesis, which is not installed: pip install funclib[testing]"
+    ) from e
 
 from .. import dtypes as _dt
 
@@ -73,7 +79,10 @@ def shapes(
     True
     """
     if not 0 <= min_dims <= max_dims or not 0 <= min_side <= max_side:
-        raise ValueError(f"shapes: need 0 <= min <= max, got dims {min_dims}..{max_dims}, sides {min_side}..{max_side}")
+        raise ValueError(
+            f"shapes: need 0 <= min_dims <= max_dims and 0 <= min_side <= max_side, got min_dims={min_dims}, "
+            f"max_dims={max_dims}, min_side={min_side}, max_side={max_side}"
+        )
     return st.lists(st.integers(min_side, max_side), min_size=min_dims, max_size=max_dims).map(tuple)
 
 
@@ -200,7 +209,12 @@ def tensors(
     """
     from ..ops.creation import asarray
 
-    dtype_st = dtype if isinstance(dtype, st.SearchStrategy) else st.just(_dt.canonicalize(dtype))
+    if not isinstance(dtype, st.SearchStrategy):
+        try:
+            dtype = _dt.canonicalize(dtype)
+        except (TypeError, ValueError) as e:
+            raise type(e)(f"tensors: dtype must be a funclib dtype or a strategy of them: {e}") from None
+    dtype_st = dtype if isinstance(dtype, st.SearchStrategy) else st.just(dtype)
     shape_st = shapes() if shape is None else shape if isinstance(shape, st.SearchStrategy) else st.just(tuple(shape))
 
     @st.composite

@@ -124,15 +124,16 @@ def jvp_jaxpr(cj: ClosedJaxpr, nonzeros: Sequence[bool], instantiate: Sequence[b
 # batching
 
 
-def batch_jaxpr(cj: ClosedJaxpr, size: int, batched: Sequence[bool], instantiate: Sequence[bool]):
-    """``(jaxpr, out_batched)``: batched inputs and outputs carry the batch as their leading axis."""
+def batch_jaxpr(cj: ClosedJaxpr, size: int, batched: Sequence[bool], instantiate: Sequence[bool], axis=None):
+    """``(jaxpr, out_batched)``: batched inputs and outputs carry the batch as their leading axis. Inside a named
+    ``axis`` (a ``batching.NamedAxis``), collectives in the body reduce over it."""
     from ..batching import BatchTrace, BatchTracer
 
     avals = [ShapedArray((size,) + a.shape, a.dtype) if b else a for a, b in zip(cj.in_avals, batched)]
     out_b: list[bool] = []
 
     def f(*args):
-        bt = BatchTrace(_state.trace, size)
+        bt = BatchTrace(_state.trace, size, axis)
         ins = [bt.new(x, 0) if b else x for x, b in zip(args, batched)]
         with set_trace(bt):
             outs = call(cj, *ins)
@@ -163,8 +164,9 @@ def to_front(x, d, size: int | None = None):
     return moveaxis(x, d, 0)
 
 
-def batch_size(args, dims) -> int:
-    return next(aval_of(a).shape[d] for a, d in zip(args, dims) if d is not None)
+def batch_size(args, dims, lanes=None) -> int:
+    """The batch size of the batched operands (``lanes`` when none is batched)."""
+    return next((aval_of(a).shape[d] for a, d in zip(args, dims) if d is not None), lanes)
 
 
 # ------------------------------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from funclib import tree as tree_util
+from funclib.checks import check_callable
 from funclib.core import aval_of
 from funclib.errors import ShapeError
 from funclib.primitives._util import moveaxis, normalize_axis
@@ -43,7 +44,9 @@ def associative_scan(fn: Callable[[Any, Any], Any], elems: Any, reverse: bool = 
       fn: an associative function of two pytrees shaped like ``elems`` (with any leading length along
         ``axis``), applied elementwise along that axis, e.g. ``fl.add`` or a composition of affine maps.
       elems: a pytree of tensors sharing the size of ``axis``.
-      reverse: scan from the end: ``out[i] = elems[i] . elems[i+1] . ... . elems[n-1]``.
+      reverse: scan from the end, as ``jax.lax.associative_scan`` does: the same as flipping ``elems`` along
+        ``axis``, scanning and flipping the result, so ``out[i] = elems[n-1] . elems[n-2] . ... . elems[i]``
+        (``fn`` still receives the earlier result as its first argument).
       axis: the axis to scan along.
 
     Returns:
@@ -52,6 +55,7 @@ def associative_scan(fn: Callable[[Any, Any], Any], elems: Any, reverse: bool = 
     >>> fl.associative_scan(fl.add, fl.arange(1.0, 5.0))
     Tensor([ 1.,  3.,  6., 10.], dtype=float32)
     """
+    check_callable(fn, "associative_scan", "fn")
     leaves, tree, _ = as_leaves(elems, "associative_scan (elems)")
     if not leaves:
         return elems
@@ -67,8 +71,6 @@ def associative_scan(fn: Callable[[Any, Any], Any], elems: Any, reverse: bool = 
         xs = [rev(x, (0,)) for x in xs]
 
     def combine(a, b):
-        if reverse:
-            a, b = b, a
         out = fn(tree_util.unflatten(tree, a), tree_util.unflatten(tree, b))
         o, t, _ = as_leaves(out, "associative_scan (fn output)")
         if t != tree or [tuple(x.shape) for x in o] != [tuple(x.shape) for x in a]:

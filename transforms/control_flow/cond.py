@@ -13,6 +13,7 @@ import numpy as np
 
 from funclib import dtypes
 from funclib import tree as tree_util
+from funclib.checks import check_callable, describe
 from funclib.core import Primitive, Zero, _wrap, aval_of, is_undefined, set_trace
 from funclib.errors import DTypeError, ShapeError
 from funclib.jaxpr import ClosedJaxpr, Jaxpr, Var
@@ -40,6 +41,7 @@ from ._common import (
 
 cond_p = Primitive("cond", multiple_results=True, linear=True)  # linear where its branches are
 cond_p.family = "control"
+cond_p.batch_named = True
 
 
 def _clamp(i: int, n: int) -> int:
@@ -86,8 +88,8 @@ def _cond_jvp(primals, tangents, *, branches):
 
 
 @cond_p.def_vmap
-def _cond_vmap(args, dims, *, branches):
-    size = batch_size(args, dims)
+def _cond_vmap(args, dims, *, branches, axis=None, lanes=None):
+    size = batch_size(args, dims, lanes)
     n_out = len(branches[0].out_avals)
     ops = [to_front(a, d) for a, d in zip(args[1:], dims[1:])]
     ops_b = [d is not None for d in dims[1:]]
@@ -95,7 +97,7 @@ def _cond_vmap(args, dims, *, branches):
         # a per-lane choice: every branch runs on every lane and the results are selected
         idx = to_front(args[0], dims[0])
         idx = minimum(maximum(idx, 0), len(branches) - 1)
-        results = [call(batch_jaxpr(b, size, ops_b, [True] * n_out)[0], *ops) for b in branches]
+        results = [call(batch_jaxpr(b, size, ops_b, [True] * n_out, axis)[0], *ops) for b in branches]
         out = results[0]
         for k in range(1, len(branches)):
             pick = equal(idx, k)
@@ -105,8 +107,8 @@ def _cond_vmap(args, dims, *, branches):
         return out, [0] * n_out
     out_b = [False] * n_out
     for b in branches:
-        out_b = [x or y for x, y in zip(out_b, batch_jaxpr(b, size, ops_b, [False] * n_out)[1])]
-    bjs = tuple(batch_jaxpr(b, size, ops_b, out_b)[0] for b in branches)
+        out_b = [x or y for x, y in zip(out_b, batch_jaxpr(b, size, ops_b, [False] * n_out, axis)[1])]
+    bjs = tuple(batch_jaxpr(b, size, ops_b, out_b, axis)[0] for b in branches)
     outs = cond_p.bind(args[0], *ops, branches=bjs)
     return outs, [0 if m else None for m in out_b]
 
@@ -203,11 +205,13 @@ def switch(index: Any, branches: Sequence[Callable], *operands: Any) -> Any:
     >>> fl.switch(1, [lambda x: x + 1.0, lambda x: x * 10.0], fl.tensor(2.0))
     Tensor(20., dtype=float32)
     """
+    if callable(branches) or not isinstance(branches, (list, tuple)):
+        raise TypeError(f"switch: branches must be a list or tuple of functions, got {describe(branches)}")
     branches = list(branches)
     if not branches:
         raise ValueError("switch: need at least one branch")
-    if not all(callable(b) for b in branches):
-        raise TypeError("switch: branches must be a sequence of functions")
+    for i, b in enumerate(branches):
+        check_callable(b, "switch", f"branches[{i}] (one of the functions)")
     idx = as_tensor_leaf(index, "switch (index)")
     if idx.shape != ():
         raise ShapeError(f"switch: the index must be a scalar, got shape {tuple(idx.shape)}")
@@ -234,6 +238,8 @@ def cond(pred: Any, true_fun: Callable, false_fun: Callable, *operands: Any) -> 
     >>> fl.cond(fl.tensor(3.0) > 0, lambda x: x * 2.0, lambda x: -x, fl.tensor(3.0))
     Tensor(6., dtype=float32)
     """
+    check_callable(true_fun, "cond", "true_fun")
+    check_callable(false_fun, "cond", "false_fun")
     p = as_tensor_leaf(pred, "cond (pred)")
     if p.shape != ():
         raise ShapeError(

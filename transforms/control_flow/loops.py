@@ -20,6 +20,7 @@ import numpy as np
 
 from funclib import dtypes
 from funclib import tree as tree_util
+from funclib.checks import check_callable, describe
 from funclib.core import (
     Primitive,
     ShapedArray,
@@ -62,6 +63,7 @@ from .scan import _promote_weak, _scan_transpose, scan, scan_p
 
 while_p = Primitive("while", multiple_results=True, linear=True)  # transposable with max_steps
 while_p.family = "control"
+while_p.batch_named = True
 
 
 class WhileGradientError(FunclibError, TypeError):
@@ -151,14 +153,14 @@ def _while_jvp(primals, tangents, *, cond_jaxpr, body_jaxpr, cond_nconsts, body_
 
 
 @while_p.def_vmap
-def _while_vmap(args, dims, *, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts, max_steps):
+def _while_vmap(args, dims, *, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts, max_steps, axis=None, lanes=None):
     cnc, bnc = cond_nconsts, body_nconsts
-    size = batch_size(args, dims)
+    size = batch_size(args, dims, lanes)
     b = [d is not None for d in dims]
     cc_b, bc_b, carry_b = b[:cnc], b[cnc : cnc + bnc], b[cnc + bnc :]
     while True:
-        carry_b = _batched_carry(body_jaxpr, size, bc_b, carry_b)
-        pred_b = batch_jaxpr(cond_jaxpr, size, cc_b + carry_b, [False])[1][0]
+        carry_b = _batched_carry(body_jaxpr, size, bc_b, carry_b, axis)
+        pred_b = batch_jaxpr(cond_jaxpr, size, cc_b + carry_b, [False], axis)[1][0]
         if pred_b and not all(carry_b):
             carry_b = [True] * len(carry_b)  # lanes finish at different times, so every carry is per lane
             continue
@@ -168,8 +170,8 @@ def _while_vmap(args, dims, *, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconst
     init = [
         to_front(a, d, size) if m else a for a, d, m in zip(args[cnc + bnc :], dims[cnc + bnc :], carry_b)
     ]
-    bcond = batch_jaxpr(cond_jaxpr, size, cc_b + carry_b, [pred_b])[0]
-    bbody = batch_jaxpr(body_jaxpr, size, bc_b + carry_b, carry_b)[0]
+    bcond = batch_jaxpr(cond_jaxpr, size, cc_b + carry_b, [pred_b], axis)[0]
+    bbody = batch_jaxpr(body_jaxpr, size, bc_b + carry_b, carry_b, axis)[0]
     out_dims = [0 if m else None for m in carry_b]
     if not pred_b:
         outs = while_p.bind(
@@ -210,9 +212,9 @@ def _while_vmap(args, dims, *, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconst
     return outs, out_dims
 
 
-def _batched_carry(body, size, bc_b, carry_b):
+def _batched_carry(body, size, bc_b, carry_b, axis=None):
     while True:
-        out_b = batch_jaxpr(body, size, bc_b + carry_b, carry_b)[1]
+        out_b = batch_jaxpr(body, size, bc_b + carry_b, carry_b, axis)[1]
         new = [x or y for x, y in zip(carry_b, out_b)]
         if new == carry_b:
             return carry_b
@@ -467,6 +469,8 @@ def while_loop(
     >>> fl.while_loop(lambda x: x < 10.0, lambda x: x * 2.0, fl.tensor(1.0))
     Tensor(16., dtype=float32)
     """
+    check_callable(cond_fun, "while_loop", "cond_fun")
+    check_callable(body_fun, "while_loop", "body_fun")
     if max_steps is not None and (
         isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1
     ):
@@ -560,6 +564,12 @@ def fori_loop(
     >>> fl.fori_loop(0, 4, lambda i, x: x + i, fl.tensor(0))
     Tensor(6, dtype=int64)
     """
+    check_callable(body_fun, "fori_loop", "body_fun")
+    for name, v in (("lower", lower), ("upper", upper)):
+        d = getattr(v, "dtype", None)
+        if isinstance(v, (bool, float, complex)) or (d is not None and np.dtype(d) not in dtypes.INTEGER):
+            raise TypeError(f"fori_loop: {name} must be an integer (a Python int or an integer scalar tensor), "
+                            f"got {describe(v)}")
     lo, hi = _static_int(lower), _static_int(upper)
     idt = _index_dtype(lower, upper)
     if lo is not None and hi is not None:

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from funclib import tree as tree_util
+from funclib.checks import check_callable
 from funclib.core import Primitive, ShapedArray, Zero, _wrap, aval_of, is_undefined, set_trace
 from funclib.errors import ShapeError
 from funclib.jaxpr import ClosedJaxpr, Jaxpr, Var, eval_jaxpr
@@ -41,6 +42,7 @@ from ._common import (
 
 scan_p = Primitive("scan", multiple_results=True, linear=True)  # linear in operands its body is linear in
 scan_p.family = "control"
+scan_p.batch_named = True
 
 
 def _stacked(a: ShapedArray, length: int) -> ShapedArray:
@@ -136,14 +138,14 @@ def _scan_jvp(primals, tangents, *, jaxpr, num_consts, num_carry, length, revers
 
 
 @scan_p.def_vmap
-def _scan_vmap(args, dims, *, jaxpr, num_consts, num_carry, length, reverse, unroll):
+def _scan_vmap(args, dims, *, jaxpr, num_consts, num_carry, length, reverse, unroll, axis=None, lanes=None):
     nc, ncar = num_consts, num_carry
     n_ys = len(jaxpr.out_avals) - ncar
-    size = batch_size(args, dims)
+    size = batch_size(args, dims, lanes)
     b = [d is not None for d in dims]
     const_b, carry_b, xs_b = b[:nc], b[nc : nc + ncar], b[nc + ncar :]
     while True:  # a carry is batched if its initial value or any iteration makes it so
-        bj, out_b = batch_jaxpr(jaxpr, size, const_b + carry_b + xs_b, carry_b + [False] * n_ys)
+        bj, out_b = batch_jaxpr(jaxpr, size, const_b + carry_b + xs_b, carry_b + [False] * n_ys, axis)
         new = [x or y for x, y in zip(carry_b, out_b[:ncar])]
         if new == carry_b:
             break
@@ -423,6 +425,7 @@ def scan(
     >>> fl.scan(lambda c, x: (c + x, c * x), 0.0, fl.arange(4.0))
     (Tensor(6., dtype=float32), Tensor([0., 0., 2., 9.], dtype=float32))
     """
+    check_callable(f, "scan", "f")
     init_leaves, init_tree, weak = as_leaves(init, "scan (init)")
     xs_leaves, xs_tree, _ = as_leaves(xs, "scan (xs)")
     sizes = {int(x.shape[0]) if x.ndim else None for x in xs_leaves}
@@ -522,6 +525,7 @@ def map(f: Callable[[Any], Any], xs: Any, batch_size: int | None = None) -> Any:
     >>> fl.map(lambda x: x * x, fl.arange(3.0))
     Tensor([0., 1., 4.], dtype=float32)
     """
+    check_callable(f, "map", "f")
     if batch_size is None:
         return scan(lambda c, x: (c, f(x)), (), xs)[1]
     from ..batching import vmap
