@@ -220,7 +220,7 @@ class COO(_Sparse):
         return _new(COO, values, shape, row=row, col=col)
 
     def _with_values(self, values):
-        return _new(COO, values, self.shape, row=self.row, col=self.col)
+        return _same_pattern(self, _new(COO, values, self.shape, row=self.row, col=self.col))
 
     def _coo(self):
         return self.row, self.col, self._mask(self.row, self.col)
@@ -286,7 +286,7 @@ class CSR(_Sparse):
         return _csr_from_sorted(values, row, col, shape)
 
     def _with_values(self, values):
-        return _new(CSR, values, self.shape, indices=self.indices, indptr=self.indptr)
+        return _same_pattern(self, _new(CSR, values, self.shape, indices=self.indices, indptr=self.indptr))
 
     def _rows(self):
         return csr_rows(self.indptr, self.indices.shape[0])
@@ -315,6 +315,13 @@ def _new(cls, values, shape, **indices):
     obj.values, obj.shape = values, shape
     for k, v in indices.items():
         setattr(obj, k, v)
+    return obj
+
+
+def _same_pattern(src, obj):
+    pattern = src.__dict__.get("_pattern")
+    if pattern is not None:
+        obj._pattern = pattern
     return obj
 
 
@@ -513,17 +520,24 @@ def _concrete(*ts):
 
 def _flatten_for(cls, names):
     def flatten(s):
-        idx = [getattr(s, n) for n in names]
-        c = _concrete(*idx)
-        if c is not None:
-            return (s.values,), (cls, s.shape, _Pattern(c)), ("values",)
-        return (s.values, *idx), (cls, s.shape, None), ("values", *names)
+        pattern = s.__dict__.get("_pattern")
+        if pattern is None:
+            idx = [getattr(s, n) for n in names]
+            c = _concrete(*idx)
+            if c is None:
+                return (s.values, *idx), (cls, s.shape, None), ("values", *names)
+            # hashed once per matrix: the pattern object travels with its values (see _with_values)
+            pattern = s._pattern = _Pattern(c)
+        return (s.values,), (cls, s.shape, pattern), ("values",)
 
     def unflatten(aux, children):
         _, shape, pattern = aux
         children = list(children)
         idx = [_wrap(a) for a in pattern.arrays] if pattern is not None else children[1:]
-        return _new(cls, children[0], shape, **dict(zip(names, idx)))
+        obj = _new(cls, children[0], shape, **dict(zip(names, idx)))
+        if pattern is not None:
+            obj._pattern = pattern
+        return obj
 
     return flatten, unflatten
 
