@@ -103,7 +103,7 @@ def astype(a: np.ndarray, dtype) -> np.ndarray:
             # exact in float64 for integers (they are clipped anyway beyond 2**53), in float32 for narrower floats
             a = a.astype(_F64 if src.kind in "iu" else _F32)
         out = np.empty(a.shape, np.uint8)
-        _ENCODE[dtype](np.ascontiguousarray(a).reshape(-1), out.reshape(-1))
+        _encode(np.ascontiguousarray(a).reshape(-1), out.reshape(-1), *_params(fmt))
         return out.view(dtype)
     if dtype in INT4:
         if src.kind == "f" or src == np.dtype(ml_dtypes.bfloat16):
@@ -125,38 +125,53 @@ def compute(fn, *arrays):
 
 
 # --- numba converters ------------------------------------------------------------------------------------------
+# The per-format converters close over plain numbers and arrays only (never over another compiled function), so
+# their cache keys are the same in every process.
+
+
+@diskcache.njit(error_model="numpy", inline="always")
+def _code(x, m, emin, top, maxv, nan, fnuz):  # pragma: no cover - compiled
+    """The float8 code of ``x`` (any float or integer) for the format with these parameters (see ``_converters``).
+
+    In float64, which holds float32 and every integer the clip keeps exactly: one correctly rounded step. The code
+    of a finite value is ``(e + bias - 1) << m`` plus its significand scaled to ``m`` fraction bits and rounded;
+    with the exponent clamped to the smallest normal's, the same formula gives the subnormals."""
+    v = np.float64(x)
+    b = _bits64(v)
+    sign = (b >> 56) & 0x80
+    a = _float64(b & 0x7FFFFFFFFFFFFFFF)
+    a = maxv if a > maxv else a
+    e = ((_bits64(a) >> 52) & 0x7FF) - 1023
+    e = e if e > emin else emin
+    q = np.int64(np.rint(a * _float64((1023 + m - e) << 52)))
+    code = ((e + top) << m) + q
+    if fnuz:
+        code = nan if v != v else (code | sign if code != 0 else code)
+    else:
+        code = (nan if v != v else code) | sign
+    return np.uint8(code)
+
+
+@diskcache.njit(nogil=True, error_model="numpy")
+def _encode(x, out, m, emin, top, maxv, nan, fnuz):  # pragma: no cover - compiled
+    for i in range(x.shape[0]):
+        out[i] = _code(x[i], m, emin, top, maxv, nan, fnuz)
+
+
+def _params(fmt: Float8Format) -> tuple:
+    return (np.int64(fmt.mantissa), np.int64(1 - fmt.bias), np.int64(fmt.bias - 1), np.float64(fmt.max),
+            np.int64(fmt.nan), fmt.fnuz)
 
 
 def _converters(fmt: Float8Format, dtype: np.dtype):
     table = np.arange(256, dtype=np.uint8).view(dtype).astype(np.float32)
-    m = np.int64(fmt.mantissa)
-    emin = np.int64(1 - fmt.bias)
-    top = np.int64(fmt.bias - 1)
-    maxv = np.float64(fmt.max)
-    nan = np.int64(fmt.nan)
-    fnuz = fmt.fnuz
+    m, emin, top, maxv, nan, fnuz = _params(fmt)
 
     def to(u):
         return table[u]
 
     def from_(x):
-        # in float64, which holds float32 and every integer the clip keeps exactly: one correctly rounded step.
-        # The code of a finite value is (e + bias - 1) << m plus its significand scaled to m fraction bits and
-        # rounded; with the exponent clamped to the smallest normal's, the same formula gives the subnormals.
-        v = np.float64(x)
-        b = _bits64(v)
-        sign = (b >> 56) & 0x80
-        a = _float64(b & 0x7FFFFFFFFFFFFFFF)
-        a = maxv if a > maxv else a
-        e = ((_bits64(a) >> 52) & 0x7FF) - 1023
-        e = e if e > emin else emin
-        q = np.int64(np.rint(a * _float64((1023 + m - e) << 52)))
-        code = ((e + top) << m) + q
-        if fnuz:
-            code = nan if v != v else (code | sign if code != 0 else code)
-        else:
-            code = (nan if v != v else code) | sign
-        return np.uint8(code)
+        return _code(x, m, emin, top, maxv, nan, fnuz)
 
     to.__name__ = to.__qualname__ = f"{fmt.name}_to"
     from_.__name__ = from_.__qualname__ = f"{fmt.name}_from"
@@ -164,20 +179,9 @@ def _converters(fmt: Float8Format, dtype: np.dtype):
     return jit(to), jit(from_)
 
 
-def _encoder(from_):
-    def encode(x, out):
-        for i in range(x.shape[0]):
-            out[i] = from_(x[i])
-
-    encode.__name__ = encode.__qualname__ = f"encode_{from_.__name__}"
-    return diskcache.njit(nogil=True, error_model="numpy")(encode)
-
-
-_ENCODE = {}
 for _d, _fmt in FORMATS.items():
     globals()[f"{_fmt.name}_to"], globals()[f"{_fmt.name}_from"] = _converters(_fmt, _d)
     __all__ += [f"{_fmt.name}_to", f"{_fmt.name}_from"]
-    _ENCODE[_d] = _encoder(globals()[f"{_fmt.name}_from"])
 
 # byte -> value tables for the exact casts out of the storage types
 _DECODE = {d: np.arange(256, dtype=np.uint8).view(d).astype(np.float32) for d in FLOAT8}
