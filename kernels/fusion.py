@@ -145,11 +145,17 @@ def _round(d: np.dtype, v: str) -> str:
 _EXACT = frozenset({"copy", "select", "max", "min"})
 
 
+# integer ops whose result can leave the operands' range; numba computes narrow integers in int64
+_WRAPS = frozenset({"add", "sub", "mul", "neg", "abs", "integer_pow"})
+
+
 def _expr(op: OpSpec, a: list[str], in_dtypes: list[str]) -> str:
     e = _expr_f(op, a)
     d = np.dtype(op.dtype)
     if d in FLOAT8 and op.name not in _EXACT and op.name != "convert":
         return _round(d, e)  # every float8 op rounds its float32 result, as eager does
+    if d.kind in "iu" and d.itemsize < 8 and op.name in _WRAPS:
+        return f"np.{d.name}({e})"  # wrap at the op's width, as NumPy does, before later ops compare or divide
     return e
 
 
