@@ -67,7 +67,7 @@ from .ops.searching import *  # noqa: F401, F403
 from .ops.segment import segment_max, segment_mean, segment_min, segment_sum  # noqa: F401
 from .ops.sets import *  # noqa: F401, F403
 from .ops.sorting import *  # noqa: F401, F403
-from .primitives.collectives import all_gather, axis_index, pmax, pmean, pmin, psum  # noqa: F401
+from .primitives.collectives import all_gather, axis_index, pmax, pmean, pmin, ppermute, psum, psum_scatter  # noqa: F401
 from .primitives.elementwise import stop_gradient  # noqa: F401, F811
 from .primitives.shape import dynamic_slice, dynamic_update_slice  # noqa: F401
 from .pt_reader import UnsafePickleError  # noqa: F401
@@ -84,4 +84,5 @@ nan = float("nan")
 pi = _math.pi
 newaxis = None
 
+from . import distributed  # noqa: E402, F401  (MPI itself loads only when used)
 from .transforms import *  # noqa: E402, F401, F403

@@ -17,7 +17,7 @@ design (state under transforms, randomness, frozen parameters).
 (3, 5)
 """
 
-from . import functional, init
+from . import functional, init, parallel
 from .activation import *  # noqa: F401, F403
 from .container import ModuleDict, ModuleList, Sequential
 from .layers import *  # noqa: F401, F403
@@ -40,6 +40,7 @@ from .transformer import MultiheadAttention, TransformerEncoder, TransformerEnco
 __all__ = [
     "functional",
     "init",
+    "parallel",
     "Module",
     "Parameter",
     "Buffer",

@@ -6,10 +6,14 @@ import tokenize
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-# funclib/numpy is a library over the core (it may use the transforms), so it is a layer of its own
-LAYERS = {"kernels": 0, "funclib": 1, "transforms": 2, "funclib/numpy": 3, "nn": 3, "optim": 3}
+# funclib/numpy is a library over the core (it may use the transforms), so it is a layer of its own; so is
+# funclib/distributed (MPI and the process axis), which the facade's data-parallel training builds on
+LAYERS = {
+    "kernels": 0, "funclib": 1, "transforms": 2, "funclib/numpy": 3, "funclib/distributed": 3, "nn": 3, "optim": 3
+}
 PACKAGE_OF = {
     "funclib.numpy": "funclib/numpy",
+    "funclib.distributed": "funclib/distributed",
     "funclib.kernels": "kernels",
     "funclib.transforms": "transforms",
     "funclib.nn": "nn",
@@ -30,7 +34,8 @@ def _layer_of_module(name: str) -> str | None:
 
 def _imports(path: Path, folder: str):
     tree = ast.parse(path.read_text())
-    pkg_parts = [{"funclib": "funclib", "funclib/numpy": "funclib.numpy"}.get(folder, f"funclib.{folder}")] + list(
+    package = {"funclib": "funclib"}.get(folder) or ("funclib." + folder.removeprefix("funclib/"))
+    pkg_parts = [package] + list(
         path.relative_to(ROOT / folder).parts[:-1]
     )
     for node in ast.walk(tree):

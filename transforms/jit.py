@@ -80,7 +80,7 @@ def _program(jaxpr: Jaxpr) -> Program:
         with _compile_lock:
             prog = jaxpr.cache.get("program")
             if prog is None:
-                prog = compile_program(jaxpr)
+                prog = compile_program(jaxpr, name=jaxpr.cache.get("fun_name", "program"))
                 jaxpr.cache["program"] = prog
     return prog
 
@@ -337,7 +337,11 @@ class Jitted:
         closed, out_tree = self._trace_avals(avals, in_tree, args, kwargs)
         closed = optimize(closed)
         open_j, consts = _closed_to_open(closed)
-        return _Entry(open_j, consts, out_tree, closed, self._desc(key, self._leaf_names(in_tree, args, kwargs)))
+        names = self._leaf_names(in_tree, args, kwargs)
+        # for messages about the compiled program (ranks that traced it differently)
+        open_j.cache["arg_names"] = [f"<constant {i}>" for i in range(len(consts))] + names
+        open_j.cache["fun_name"] = self.__name__
+        return _Entry(open_j, consts, out_tree, closed, self._desc(key, names))
 
     def _trace_avals(self, in_avals, in_tree, args, kwargs) -> tuple[ClosedJaxpr, Any]:
         """The unoptimized jaxpr for flattened dynamic arguments of these types (``in_tree`` as from flattening

@@ -15,7 +15,8 @@ import numpy as np
 from funclib.kernels import diskcache, fusion
 
 from funclib import config
-from funclib.jaxpr import Eqn, Jaxpr, Literal, Var, use_counts
+from funclib.jaxpr import ClosedJaxpr, Eqn, Jaxpr, Literal, Var, use_counts
+from funclib.primitives.collectives import ExternalAxis
 from funclib.primitives.conv import _col2im_impl
 from funclib.primitives.dot import _dot_impl
 
@@ -74,6 +75,11 @@ class Program:
 
 def _impl_step(eqn):
     prim = eqn.prim
+    if getattr(prim, "collective", False):
+        axes = eqn.params["axes"]
+        if len(axes) == 1 and isinstance(axes[0], ExternalAxis):
+            # across processes: the axis runs it (MPI), in program order; the program's guard checked the ranks
+            return axes[0].program_step(prim.name, {k: v for k, v in eqn.params.items() if k != "axes"})
     lower = _LOOP_LOWERINGS.get(prim.name)
     if lower is not None:
         step = lower(eqn)
@@ -96,7 +102,7 @@ def _closed_program(cj) -> Program | None:
             consts.append(np.asarray(v))
         body = Jaxpr(j.constvars, j.invars, j.eqns, j.outvars)
         body.cache["consts"] = consts
-        prog = compile_program(body)
+        prog = compile_program(body, guard=False)  # the enclosing program's guard covers its bodies
         j.cache["closed_program"] = prog
     return prog
 
@@ -169,8 +175,26 @@ def _lower_cond(eqn):
 _LOOP_LOWERINGS = {"scan": _lower_scan, "while": _lower_while, "cond": _lower_cond}
 
 
-def compile_program(jaxpr: Jaxpr) -> Program:
-    """Lower ``jaxpr`` (no constvars, or constvars with values in ``jaxpr.cache['consts']``) to a Program."""
+def _external_axes(jaxpr: Jaxpr, found: dict) -> dict:
+    """The process axes that collectives in ``jaxpr`` act over, at any depth, in order of appearance."""
+    for e in jaxpr.eqns:
+        if getattr(e.prim, "collective", False):
+            for a in e.params["axes"]:
+                if isinstance(a, ExternalAxis):
+                    found.setdefault(a, None)
+        for v in e.params.values():
+            for sub in v if isinstance(v, (tuple, list)) else (v,):
+                if isinstance(sub, (Jaxpr, ClosedJaxpr)):
+                    _external_axes(sub.jaxpr if isinstance(sub, ClosedJaxpr) else sub, found)
+    return found
+
+
+def compile_program(jaxpr: Jaxpr, guard: bool = True, name: str = "program") -> Program:
+    """Lower ``jaxpr`` (no constvars, or constvars with values in ``jaxpr.cache['consts']``) to a Program.
+
+    A program with collectives over process axes starts with each axis' guard step (unless ``guard`` is off, for
+    loop bodies): the ranks agree that they run the same program before any of them enters a collective.
+    """
     prog = Program()
     slot: dict = {}
     n = 0
@@ -200,6 +224,11 @@ def compile_program(jaxpr: Jaxpr) -> Program:
         jaxpr = _fuse_dot_col2im(jaxpr)
     groups = plan(jaxpr) if config.fuse_kernels else [("eqn", e) for e in jaxpr.eqns]
     raw_steps = []
+    if guard:
+        for ax in _external_axes(jaxpr, {}):
+            check = ax.program_guard(jaxpr, name)
+            if check is not None:
+                raw_steps.append((check, [], [], True, f"guard[{ax.name!r}]"))
     for kind, item in groups:
         if kind == "eqn":
             eqn = item

@@ -1237,7 +1237,7 @@ _RANDOM = (
 )
 _COLLECTIVE = (
     "a collective only exists under fl.vmap with a named axis, which turns it into ordinary operations before "
-    "export sees it"
+    "export sees it, or across processes (fl.distributed), which one ONNX graph cannot express"
 )
 _LINALG = "ONNX has no matrix factorization or triangular solve operators"
 _SPARSE = (
@@ -1267,6 +1267,8 @@ NOT_EXPORTABLE.update(
         "pmax": _COLLECTIVE,
         "pmin": _COLLECTIVE,
         "all_gather": _COLLECTIVE,
+        "psum_scatter": _COLLECTIVE,
+        "ppermute": _COLLECTIVE,
         "axis_index": _COLLECTIVE,
         "threefry2x32": _RANDOM,
         "random_bits": _RANDOM,
