@@ -12,7 +12,10 @@ from . import (  # noqa: F401
     dtypes,
     errors,
     primitives,
+    quantization,
+    ragged,
     random,  # noqa: F401, E402
+    sparse,
     tree,
 )
 from .core import ShapedArray, Tensor, Tracer  # noqa: F401
@@ -22,16 +25,23 @@ from .dtypes import (  # noqa: F401
     complex64,
     complex128,
     finfo,
+    float8_e4m3b11fnuz,
+    float8_e4m3fn,
+    float8_e4m3fnuz,
+    float8_e5m2,
+    float8_e5m2fnuz,
     float16,
     float32,
     float64,
     iinfo,
+    int4,
     int8,
     int16,
     int32,
     int64,
     isdtype,
     result_type,
+    uint4,
     uint8,
     uint16,
     uint32,
@@ -54,6 +64,7 @@ from .ops.nn import *  # noqa: F401, F403
 from .ops.reductions import *  # noqa: F401, F403
 from .ops.reductions import all, any, max, min, sum  # noqa: F401, A004
 from .ops.searching import *  # noqa: F401, F403
+from .ops.segment import segment_max, segment_mean, segment_min, segment_sum  # noqa: F401
 from .ops.sets import *  # noqa: F401, F403
 from .ops.sorting import *  # noqa: F401, F403
 from .primitives.collectives import all_gather, axis_index, pmax, pmean, pmin, ppermute, psum, psum_scatter  # noqa: F401

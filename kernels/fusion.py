@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from . import diskcache
+from . import diskcache, lowp
 
 F32 = np.dtype(np.float32)
 F64 = np.dtype(np.float64)
@@ -72,6 +72,11 @@ NATIVE = frozenset(set(_UNARY_FLOAT) | set(_GENERIC) | {"max", "min", "not", "co
 F16 = np.dtype(np.float16)
 BF16 = np.dtype("bfloat16") if "bfloat16" in np.sctypeDict else None
 HALF = frozenset(d for d in (F16, BF16) if d is not None)
+FLOAT8 = frozenset(lowp.FLOAT8)
+# dtypes numba cannot hold: kernels take their bits as these unsigned views and compute in float32
+CARRIER = {**{d: np.dtype(np.uint16) for d in HALF}, **{d: np.dtype(np.uint8) for d in FLOAT8}}
+_TO_F32 = {F16: "h2f", BF16: "bf2f", **{d: f"{lowp.FORMATS[d].name}_to" for d in FLOAT8}}
+_FROM_F32 = {F16: "f2h", BF16: "f2bf", **{d: f"{lowp.FORMATS[d].name}_from" for d in FLOAT8}}
 
 FUSIBLE_DTYPES = (
     frozenset(
@@ -79,7 +84,10 @@ FUSIBLE_DTYPES = (
         for t in (np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64, F32, F64)
     )
     | HALF
+    | FLOAT8
 )
+# float8 reductions run unfused: they accumulate in float32 and round back with funclib's saturating cast
+REDUCIBLE_DTYPES = FUSIBLE_DTYPES - FLOAT8
 
 
 @dataclass(frozen=True)
@@ -124,8 +132,40 @@ def _distinct_outputs(outputs: tuple[int, ...]) -> None:
 
 
 def _compute(d: np.dtype) -> np.dtype:
-    """The register dtype: float16/bfloat16 are carried as uint16 in memory and computed in float32."""
-    return F32 if d in HALF else d
+    """The register dtype: float16/bfloat16 (carried as uint16 in memory) and float8 (as uint8) compute in float32."""
+    return F32 if d in CARRIER else d
+
+
+def _load(d: np.dtype, e: str) -> str:
+    return f"{_TO_F32[d]}({e})" if d in CARRIER else e
+
+
+def _store(d: np.dtype, v: str) -> str:
+    return f"{_FROM_F32[d]}({v})" if d in CARRIER else v
+
+
+def _round(d: np.dtype, v: str) -> str:
+    """``v`` (float32) rounded to the carried dtype ``d`` and back: the value an unfused op would produce."""
+    return f"{_TO_F32[d]}({_FROM_F32[d]}({v}))"
+
+
+# ops whose float8 result needs no rounding: they return one of their operands, already float8 values (negation,
+# ceil, ... can make a -0 that the fnuz formats do not have, so they round)
+_EXACT = frozenset({"copy", "select", "max", "min"})
+
+
+# integer ops whose result can leave the operands' range; numba computes narrow integers in int64
+_WRAPS = frozenset({"add", "sub", "mul", "neg", "abs", "integer_pow"})
+
+
+def _expr(op: OpSpec, a: list[str], in_dtypes: list[str]) -> str:
+    e = _expr_f(op, a)
+    d = np.dtype(op.dtype)
+    if d in FLOAT8 and op.name not in _EXACT and op.name != "convert":
+        return _round(d, e)  # every float8 op rounds its float32 result, as eager does
+    if d.kind in "iu" and d.itemsize < 8 and op.name in _WRAPS:
+        return f"np.{d.name}({e})"  # wrap at the op's width, as NumPy does, before later ops compare or divide
+    return e
 
 
 def supports(name: str, dtypes_in: list[np.dtype], dtype_out: np.dtype) -> bool:
@@ -145,7 +185,7 @@ def supports(name: str, dtypes_in: list[np.dtype], dtype_out: np.dtype) -> bool:
     return True
 
 
-def _expr(op: OpSpec, a: list[str], in_dtypes: list[str]) -> str:
+def _expr_f(op: OpSpec, a: list[str]) -> str:
     d = _compute(np.dtype(op.dtype))
     name = op.name
     if name in _UNARY_FLOAT:
@@ -165,10 +205,10 @@ def _expr(op: OpSpec, a: list[str], in_dtypes: list[str]) -> str:
         target = np.dtype(op.param)
         if target == np.dtype(np.bool_):
             return f"({a[0]} != 0)"
-        if target == F16:
-            return f"h2f(f2h(np.float32({a[0]})))"  # round to half precision, keep computing in float32
+        if target in FLOAT8:
+            return _round(target, a[0])  # the converter takes any float or integer exactly (through float64)
         if target in HALF:
-            return f"bf2f(f2bf(np.float32({a[0]})))"
+            return _round(target, f"np.float32({a[0]})")  # round to half precision, keep computing in float32
         return f"np.{d.name}({a[0]})"
     if name == "integer_pow":
         y = int(op.param)
@@ -214,9 +254,15 @@ KERNEL_IMPORTS = (
 )
 
 
-def _module_header(consts: dict) -> list[str]:
-    """The imports and typed constants every generated kernel module starts with."""
-    lines = [*KERNEL_IMPORTS, ""]
+def _module_header(consts: dict, dts=()) -> list[str]:
+    """The imports and typed constants every generated kernel module starts with (``dts``: the dtypes it handles,
+    for the float8 converters it needs)."""
+    lines = [*KERNEL_IMPORTS]
+    f8 = sorted({lowp.FORMATS[np.dtype(d)].name for d in dts if np.dtype(d) in FLOAT8})
+    if f8:
+        names = ", ".join(f"{n}_{w}" for n in f8 for w in ("to", "from"))
+        lines.append(f"from funclib.kernels.lowp import {names}  # lowp {lowp.VERSION}")
+    lines.append("")
     for dn in ("float32", "float64"):
         lines.append(f"_ZERO_{dn} = np.{dn}(0)")
     for (val, dt), name in consts.items():
@@ -244,11 +290,11 @@ def fused_row_split(spec: KernelSpec, row_calls: bool):
         for a in op.args:
             if a[0] == "op" and sub[a[1]] < sub[j]:
                 reads[a[1]] = max(reads.get(a[1], 0), sub[j])
-    own = {j: k for k, j in enumerate(spec.outputs) if np.dtype(spec.ops[j].dtype) not in HALF}
+    own = {j: k for k, j in enumerate(spec.outputs) if np.dtype(spec.ops[j].dtype) not in CARRIER}
     slots = [  # [kind, index, dtype, loop from which it is free]
         ["out", k, _compute(np.dtype(spec.ops[j].dtype)), 0]
         for k, j in enumerate(spec.outputs)
-        if sub[j] == last and np.dtype(spec.ops[j].dtype) not in HALF
+        if sub[j] == last and np.dtype(spec.ops[j].dtype) not in CARRIER
     ]
     order = sorted((j for j in reads if j not in own), key=lambda j: (sub[j], j))
     in_buf, dtypes, in_out = _assign_rows(spec, order, sub, reads, slots, lambda slot, j: True)
@@ -332,9 +378,7 @@ def generate_source(spec: KernelSpec, row_calls: bool = False) -> str:
         idx = ", ".join("0" if (spec.rank and inp.bcast[k]) else f"i{k}" for k in range(r))
         load = f"in{i}[{idx}]"
         dt = np.dtype(inp.dtype)
-        if dt in HALF:
-            load = f"{'h2f' if dt == F16 else 'bf2f'}({load})"
-        body.append(f"x{i} = {load}")
+        body.append(f"x{i} = {_load(dt, load)}")
     for j, op in enumerate(spec.ops):
         ae = []
         for ref in op.args:
@@ -350,9 +394,8 @@ def generate_source(spec: KernelSpec, row_calls: bool = False) -> str:
         body.append(f"t{j} = {_expr(op, ae, [])}")
     for k, j in enumerate(spec.outputs):
         dt = np.dtype(spec.ops[j].dtype)
-        val = f"t{j}" if dt not in HALF else f"{'f2h' if dt == F16 else 'f2bf'}(t{j})"
-        body.append(f"out{k}[{idx_all}] = {val}")
-    lines = _module_header(consts)
+        body.append(f"out{k}[{idx_all}] = {_store(dt, f't{j}')}")
+    lines = _module_header(consts, [i.dtype for i in spec.inputs] + [op.dtype for op in spec.ops])
     # reductions may reassociate (that is what vectorizes them); pure elementwise kernels keep IEEE semantics
     fm = ", fastmath={'reassoc', 'contract'}" if red is not None and red.kind == "sum" else ""
     jit = f"@numba.njit(error_model='numpy', nogil=True{fm})"
@@ -534,7 +577,7 @@ def _staged_buffers(spec: StagedSpec) -> tuple[dict[int, int], list[np.dtype], d
     slots = [
         ["out", k, _compute(np.dtype(spec.ops[j].dtype)), 0]
         for k, j in enumerate(spec.outputs)
-        if not spec.ops[j].row and spec.ops[j].stage == last and np.dtype(spec.ops[j].dtype) not in HALF
+        if not spec.ops[j].row and spec.ops[j].stage == last and np.dtype(spec.ops[j].dtype) not in CARRIER
     ]
     order = sorted(need, key=lambda j: (spec.ops[j].stage, j))
     stage = {j: spec.ops[j].stage for j in need}
@@ -659,7 +702,7 @@ def generate_staged_source(spec: StagedSpec, row_calls: bool = False) -> str:
     def load(i: int, idx: str) -> str:
         dt = np.dtype(spec.inputs[i][0])
         e = f"in{i}[{idx}]"
-        return f"{'h2f' if dt == F16 else 'bf2f'}({e})" if dt in HALF else e
+        return _load(dt, e)
 
     def ref(r) -> str:
         if r[0] == "in":
@@ -673,8 +716,7 @@ def generate_staged_source(spec: StagedSpec, row_calls: bool = False) -> str:
 
     def store(k: int, j: int, idx: str) -> str:
         dt = np.dtype(spec.ops[j].dtype)
-        v = f"t{j}" if dt not in HALF else f"{'f2h' if dt == F16 else 'f2bf'}(t{j})"
-        return f"out{k}[{idx}] = {v}"
+        return f"out{k}[{idx}] = {_store(dt, f't{j}')}"
 
     def value(j: int) -> str:
         op = spec.ops[j]
@@ -741,7 +783,7 @@ def generate_staged_source(spec: StagedSpec, row_calls: bool = False) -> str:
             d = _compute(np.dtype(spec.ops[j].dtype))
             src = ref(spec.ops[j].args[0])
             body.append(f"{inner}acc{j} = {_combine(spec.ops[j].param, f'acc{j}', src, d)}")
-    lines = _module_header(consts)
+    lines = _module_header(consts, [d for d, _ in spec.inputs] + [op.dtype for op in spec.ops])
     has_sum = any(op.name == "reduce" and op.param == "sum" for op in spec.ops)
     fm = ", fastmath={'reassoc', 'contract'}" if has_sum else ""
     jit = f"@numba.njit(error_model='numpy', nogil=True{fm})"

@@ -33,6 +33,7 @@ from .module import (
     stack_module_state,
     value_and_grad,
 )
+from .quantized import QATLinear, QuantizedLinear, prepare_qat_, quantize_
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell
 from .transformer import MultiheadAttention, TransformerEncoder, TransformerEncoderLayer
 
@@ -58,6 +59,10 @@ __all__ = [
     "RNNCell",
     "LSTMCell",
     "GRUCell",
+    "QuantizedLinear",
+    "QATLinear",
+    "quantize_",
+    "prepare_qat_",
     "MultiheadAttention",
     "TransformerEncoderLayer",
     "TransformerEncoder",

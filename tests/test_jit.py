@@ -710,3 +710,19 @@ def test_retrace_error_counts_in_english():
     jf(fl.ones(2))
     with pytest.raises(RetraceError, match="would trace a 3rd time"):
         jf(fl.ones(3))
+
+
+def test_fused_narrow_integer_ops_wrap_like_numpy():
+    # numba computes int8 + int8 in int64: without a cast per op the overflowed sum reached the comparison and the
+    # maximum unwrapped, so jit disagreed with eager
+    a = fl.asarray(np.array([100, 120, -100, 7], np.int8))
+    b = fl.asarray(np.array([100, 100, -100, 9], np.int8))
+    for f in (
+        lambda a, b: (a + b) > b,
+        lambda a, b: fl.maximum(a + b, b),
+        lambda a, b: fl.minimum(a * b, a - b),
+        lambda a, b: -(a * a) < b,
+    ):
+        np.testing.assert_array_equal(fl.jit(f)(a, b).numpy(), f(a, b).numpy())
+    u = fl.asarray(np.array([200, 100], np.uint8))
+    np.testing.assert_array_equal(fl.jit(lambda u: (u + u) // 2)(u).numpy(), ((u + u) // 2).numpy())

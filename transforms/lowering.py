@@ -325,7 +325,7 @@ def _fuse_dot_col2im(jaxpr: Jaxpr) -> Jaxpr:
             continue
         d = re.inputs[0]
         de = producer.get(d) if type(d) is Var else None
-        if de is None or de.prim.name != "dot_general" or uses.get(d) != 1:
+        if de is None or de.prim.name != "dot_general" or uses.get(d) != 1 or "preferred_element_type" in de.params:
             continue
         (_, _), (lb, rb) = de.params["dimension_numbers"]
         if not lb or lb[0] != 0 or rb[0] != 0 or d.aval.shape[0] != r.aval.shape[0]:
@@ -401,7 +401,7 @@ def _fusible_reduction(eqn, g) -> bool:
     if type(x) is not Var or x not in g.vars or tuple(x.aval.shape) != tuple(g.shape):
         return False
     d = x.aval.dtype
-    if d not in fusion.FUSIBLE_DTYPES or (kind == "sum" and d == np.dtype(np.bool_)):
+    if d not in fusion.REDUCIBLE_DTYPES or (kind == "sum" and d == np.dtype(np.bool_)):
         return False
     axes = tuple(eqn.params["axes"])
     r = len(g.shape)
@@ -433,7 +433,7 @@ def _trailing_reduction(eqn, g) -> bool:
     if kind is None or type(x) is not Var or tuple(x.aval.shape) != tuple(g.shape):
         return False
     d = x.aval.dtype
-    if d not in fusion.FUSIBLE_DTYPES or (kind == "sum" and d == np.dtype(np.bool_)):
+    if d not in fusion.REDUCIBLE_DTYPES or (kind == "sum" and d == np.dtype(np.bool_)):
         return False
     r = len(g.shape)
     axes = tuple(sorted(eqn.params["axes"]))
@@ -799,13 +799,13 @@ class FusedStep:
         k = self.kernels.get(key)
         if k is None:
             k = self.kernels[key] = diskcache.load_kernel(fusion.generate_source(spec, row_calls))
-        ins = tuple((pad, sl, tuple(c), a.dtype in fusion.HALF) for (pad, sl), c, a in zip(steps, cins, views))
+        ins = tuple((pad, sl, tuple(c), fusion.CARRIER.get(a.dtype)) for (pad, sl), c, a in zip(steps, cins, views))
         red_shape = None
         if self.red is not None:
             leading = self.red[2]
             red_shape = (cshape[csplit:] if leading else cshape[:csplit]) or (1,)
         n = math.prod(self.shape)
-        outs = tuple((d, d in fusion.HALF, n * d.itemsize >= _ALIAS_MIN_BYTES) for d in self.out_dtypes)
+        outs = tuple((d, fusion.CARRIER.get(d), n * d.itemsize >= _ALIAS_MIN_BYTES) for d in self.out_dtypes)
         bufs = tuple(fusion.fused_buffer_dtypes(spec, row_calls))
         return k, ins, tuple(cshape), np.asarray(cshape, dtype=np.int64), outs, red_shape, bufs
 
@@ -827,7 +827,7 @@ class FusedStep:
                 a = a[sl]
             if a.shape != c:
                 a = a.reshape(c)
-            args.append(a.view(np.uint16) if half else a)
+            args.append(a if half is None else a.view(half))
         shape = self.shape
         ref = _big_input(arrays)
         outs = []
@@ -836,7 +836,7 @@ class FusedStep:
             outs.append(o)
             if shape != cshape:
                 o = o.reshape(cshape)
-            args.append(o.view(np.uint16) if half else o)
+            args.append(o if half is None else o.view(half))
         for b, d in enumerate(bufs):
             args.append(_row_buffer(cshape[-1], d, ref, b))
         if red_shape is None:
@@ -864,7 +864,7 @@ class StagedStep:
         self.cols = cols
         level = group.level
         entry: dict = {}  # (input position, row mode) -> staged input index
-        self.in_prep: list = []  # per staged input: (group input position, collapsed 2-D shape, half)
+        self.in_prep: list = []  # per staged input: (group input position, collapsed 2-D shape, bits view dtype)
         in_specs: list = []
         index = {(v if type(v) is Var else id(v)): i for i, v in enumerate(group.inputs)}
 
@@ -882,7 +882,7 @@ class StagedStep:
                 entry[key] = len(in_specs)
                 in_specs.append((a.aval.dtype.name, kind))
                 self.in_prep.append(
-                    (i, (rows if has_rows else 1, cols if has_cols else 1), a.aval.dtype in fusion.HALF)
+                    (i, (rows if has_rows else 1, cols if has_cols else 1), fusion.CARRIER.get(a.aval.dtype))
                 )
             return ("in", entry[key])
 
@@ -924,7 +924,7 @@ class StagedStep:
             kernel_outs.append(j)
             d = v.aval.dtype
             big = math.prod(shape) * d.itemsize >= _ALIAS_MIN_BYTES
-            self.out_plan.append((shape, d, (rows,) if ops[j].row else (rows, cols), d in fusion.HALF, big))
+            self.out_plan.append((shape, d, (rows,) if ops[j].row else (rows, cols), fusion.CARRIER.get(d), big))
         if len(kernel_outs) == len(group.outputs):
             self.out_views = None
         n_stages = 1 + max((op.stage - (1 if op.row else 0) for op in ops), default=0)
@@ -948,7 +948,7 @@ class StagedStep:
                 a = np.asarray(a)
             if a.shape != cshape:
                 a = a.reshape(cshape)
-            args.append(a.view(np.uint16) if half else a)
+            args.append(a if half is None else a.view(half))
         ref = _big_input(arrays)
         outs = []
         for shape, d, ks, half, big in self.out_plan:
@@ -956,7 +956,7 @@ class StagedStep:
             outs.append(o)
             if o.shape != ks:
                 o = o.reshape(ks)
-            args.append(o.view(np.uint16) if half else o)
+            args.append(o if half is None else o.view(half))
         for b, d in enumerate(self.buf_dtypes):
             args.append(_row_buffer(self.cols, d, ref, b))
         k(*args, self.dims)

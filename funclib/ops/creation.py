@@ -11,6 +11,7 @@ from .. import dtypes
 from ..checks import check_int, check_number, check_shape, describe
 from ..core import Tensor, Tracer, _state, _wrap, strengthen
 from ..errors import DTypeError, OutOfRangeError, ShapeError
+from ..kernels import lowp
 from ..primitives import shape as S
 from ..primitives.elementwise import convert
 
@@ -76,7 +77,7 @@ def asarray(obj, /, *, dtype=None, device=None, copy: bool | None = None) -> Ten
         d = want or dtypes.python_scalar_dtype(obj)
         _check_scalar_fits(obj, d)
         _check_no_imaginary(type(obj) is builtins.complex, d, "asarray")
-        return _wrap(np.asarray(obj, dtype=d))
+        return _wrap(_np_as(obj, d))
     if isinstance(obj, (np.ndarray, np.generic)):
         arr = np.asarray(obj)
         if arr.dtype not in dtypes._KNOWN and arr.dtype.byteorder not in ("=", "|"):
@@ -87,7 +88,7 @@ def asarray(obj, /, *, dtype=None, device=None, copy: bool | None = None) -> Ten
             if copy is False:
                 raise ValueError("asarray: the dtype conversion needs a copy, but copy=False")
             _check_no_imaginary(arr.dtype in dtypes.COMPLEX, want, "asarray")
-            return _wrap(arr.astype(want))
+            return _wrap(_np_as(arr, want))
         if isinstance(obj, np.generic) or not arr.flags.writeable:
             if copy:
                 return _wrap(arr.copy())
@@ -110,7 +111,7 @@ def asarray(obj, /, *, dtype=None, device=None, copy: bool | None = None) -> Ten
             obj = _tensors_to_numpy(obj)
         d = want or _infer_python_dtype(obj)
         try:
-            arr = np.asarray(obj, dtype=d)
+            arr = _np_as(obj, d)
         except (ValueError, OverflowError) as e:
             raise ValueError(f"asarray: cannot convert the sequence to a tensor: {e}") from None
         if d is None:
@@ -151,6 +152,14 @@ def _tensors_to_numpy(obj):
     return obj
 
 
+def _np_as(obj, d):
+    """``np.asarray(obj, dtype=d)``, saturating into float8 and wrapping into int4 as ``astype`` does."""
+    if d in _LOWP:
+        return lowp.astype(np.asarray(obj), d)
+    return np.asarray(obj, dtype=d)
+
+
+_LOWP = frozenset(dtypes.LOW_PRECISION)
 def _check_no_imaginary(is_complex: bool, d: np.dtype, op: str) -> None:
     if is_complex and d not in dtypes.COMPLEX:
         raise DTypeError(
@@ -179,8 +188,8 @@ def _like_source(x, op: str):
 
 
 def _check_scalar_fits(v, d):
-    if d in dtypes.INTEGER and isinstance(v, builtins.int) and not isinstance(v, builtins.bool):
-        info = np.iinfo(d)
+    if (d in dtypes.INTEGER or d in dtypes.INT4) and isinstance(v, builtins.int) and not isinstance(v, builtins.bool):
+        info = dtypes.iinfo(d)
         if not info.min <= v <= info.max:
             raise OutOfRangeError(
                 f"asarray: Python int {v} does not fit in {d.name} [{info.min}, {info.max}]; pass a wider dtype"
@@ -262,8 +271,7 @@ def full(shape, fill_value, *, dtype=None, device=None) -> Tensor:
         d = dtypes.canonicalize(dtype) if dtype is not None else fill_value.dtype
         return S.full(shape, fill_value, d)
     d = dtypes.canonicalize(dtype) if dtype is not None else dtypes.python_scalar_dtype(fill_value)
-    if d in dtypes.INTEGER:
-        _check_scalar_fits(fill_value, d)
+    _check_scalar_fits(fill_value, d)
     return S.full(shape, fill_value, d)
 
 
@@ -336,7 +344,7 @@ def arange(start, /, stop=None, step=1, *, dtype=None, device=None) -> Tensor:
                 return _wrap(np.asarray(start, d) + np.asarray(step, d) * i)
             return _wrap(np.asarray(start, d) - np.asarray(-step, d) * i)
         wide = np.float64 if d in dtypes.INEXACT else np.int64
-        return _wrap((start + step * np.arange(n, dtype=wide)).astype(d))
+        return _wrap(_np_as(start + step * np.arange(n, dtype=wide), d))
     from .elementwise import add, multiply
 
     base = convert(S.iota(dtypes.int64, (n,), 0), d)
@@ -365,7 +373,7 @@ def linspace(start, stop, /, num: int, *, dtype=None, device=None, endpoint: boo
         frac = multiply(steps, 1.0 / builtins.max(div, 1))
         return add(start, multiply(frac, subtract(stop, start)))
     wide = np.complex128 if d in dtypes.COMPLEX else np.float64
-    return _wrap(np.linspace(start, stop, num, endpoint=endpoint, dtype=wide).astype(d))
+    return _wrap(_np_as(np.linspace(start, stop, num, endpoint=endpoint, dtype=wide), d))
 
 
 def eye(n_rows: int, n_cols: int | None = None, /, *, k: int = 0, dtype=None, device=None) -> Tensor:

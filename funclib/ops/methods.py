@@ -63,6 +63,22 @@ def _matmul(a, b, /):
     return L.matmul(a, b)
 
 
+_PLAIN = frozenset({Tensor, int, float, bool, complex})
+
+
+def _deferring(fn):
+    """``fn`` as a binary operator that leaves a ``funclib.sparse`` right operand to its reflected method
+    (``dense @ sparse`` is the sparse matrix's ``__rmatmul__``)."""
+
+    def method(self, other, /):
+        if type(other) not in _PLAIN and getattr(type(other), "_fl_sparse", False):
+            return NotImplemented
+        return fn(self, other)
+
+    method.__name__ = fn.__name__
+    return method
+
+
 def _T(self):
     if self.ndim != 2:
         raise ValueError(f"Tensor.T needs a 2-D tensor, got shape {tuple(self.shape)}; use .mT or permute_dims")
@@ -186,7 +202,7 @@ _METHODS = {
     "__rmod__": _r(E.remainder),
     "__pow__": _pow,
     "__rpow__": _rpow,
-    "__matmul__": _matmul,
+    "__matmul__": _deferring(_matmul),
     "__rmatmul__": _r(_matmul),
     "__and__": E.bitwise_and,
     "__rand__": _r(E.bitwise_and),

@@ -3,6 +3,8 @@
 Binary primitives broadcast implicitly (NumPy rules) and take operands of one dtype: promotion happens in the
 public wrappers. Cotangents of a broadcast operand are summed back ("unbroadcast", as in HIPS autograd).
 Each public wrapper has an eager fast path: with no transform active and Tensor operands it calls NumPy directly.
+Low-precision operands (float8, int4) take the impl instead, which computes in the wide dtype and rounds back
+(``kernels.lowp``): NumPy alone would use ml_dtypes' loops, which turn float8 overflow into NaN.
 """
 
 from __future__ import annotations
@@ -15,17 +17,21 @@ from .. import dtypes
 from ..checks import check_int, describe
 from ..core import Primitive, ShapedArray, Tensor, Zero, _state, _wrap, aval_of, is_undefined, is_weak
 from ..errors import DTypeError, NotLinearError, OutOfRangeError, ShapeError
-from ..kernels import special, ufuncs
+from ..kernels import lowp, special, ufuncs
 from ._util import broadcast_shapes, instantiate, unbroadcast
 
-FLOAT = frozenset(dtypes.FLOATING)
-REAL_FLOAT = frozenset(dtypes.REAL_FLOATING)
-NUMERIC = frozenset(dtypes.NUMERIC)
-REAL_NUMERIC = frozenset(dtypes.INTEGER + dtypes.REAL_FLOATING)
-INTEGER = frozenset(dtypes.INTEGER)
-INT_BOOL = frozenset(dtypes.INTEGER + dtypes.BOOL)
+LOWP = frozenset(dtypes.LOW_PRECISION)
+_F8 = frozenset(dtypes.FLOAT8)
+_I4 = frozenset(dtypes.INT4)
+FAST_FLOAT = frozenset(dtypes.FLOATING)  # floats NumPy computes in directly
+FLOAT = FAST_FLOAT | _F8
+REAL_FLOAT = frozenset(dtypes.REAL_FLOATING) | _F8
+NUMERIC = frozenset(dtypes.NUMERIC) | LOWP
+REAL_NUMERIC = frozenset(dtypes.INTEGER + dtypes.REAL_FLOATING) | LOWP
+INTEGER = frozenset(dtypes.INTEGER) | _I4
+INT_BOOL = frozenset(dtypes.INTEGER + dtypes.BOOL) | _I4
 BOOL = frozenset(dtypes.BOOL)
-ALL = frozenset(dtypes.ALL)
+ALL = frozenset(dtypes.ALL) | LOWP
 COMPLEX = frozenset(dtypes.COMPLEX)
 
 _SCALARS = (builtins.int, builtins.float, builtins.complex)
@@ -84,9 +90,12 @@ def unary(
     p.family = "unary"
     p.kernel = kernel or name
     p.ok_dtypes = ok
+    fast = ok - LOWP
 
     @p.def_impl
     def _impl(x):
+        if getattr(x, "dtype", None) in LOWP:
+            return lowp.compute(np_fn, x)
         return np_fn(x)
 
     @p.def_abstract_eval
@@ -127,7 +136,7 @@ def unary(
     def wrapper(x, /):
         if type(x) is Tensor:
             v = x._value
-            if v.dtype in ok:
+            if v.dtype in fast:
                 return _wrap(np_fn(v))  # concrete input: eager even under a transform (see binary)
         elif isinstance(x, Tensor) and x.dtype in ok:
             return p.bind(x)
@@ -204,9 +213,12 @@ def binary(
     p.family = "binary"
     p.kernel = kernel or name
     p.ok_dtypes = ok
+    fast = ok - LOWP
 
     @p.def_impl
     def _impl(x, y):
+        if getattr(x, "dtype", None) in LOWP or getattr(y, "dtype", None) in LOWP:
+            return lowp.compute(np_fn, x, y)
         return np_fn(x, y)
 
     @p.def_abstract_eval
@@ -267,17 +279,17 @@ def binary(
             a = x._value
             if ty is Tensor:
                 b = y._value
-                if a.dtype is b.dtype and a.dtype in ok:
+                if a.dtype is b.dtype and a.dtype in fast:
                     try:
                         return _wrap(np_fn(a, b))
                     except ValueError:
                         broadcast_shapes(a.shape, b.shape, op=public)
                         raise
             # NumPy promotes bfloat16 with a Python float to float32, so that case takes the slow path
-            elif (ty is builtins.float and a.dtype in FLOAT and a.dtype != dtypes.bfloat16) or (
-                ty is builtins.int and a.dtype in NUMERIC
+            elif (ty is builtins.float and a.dtype in FAST_FLOAT and a.dtype != dtypes.bfloat16) or (
+                ty is builtins.int and a.dtype in NUMERIC and a.dtype not in LOWP
             ):
-                if a.dtype in ok and (ty is builtins.float or a.dtype in FLOAT or _fits(y, a.dtype)):
+                if a.dtype in fast and (ty is builtins.float or a.dtype in FLOAT or _fits(y, a.dtype)):
                     return _wrap(np_fn(a, y))
         if isinstance(x, Tensor):
             d = x.dtype
@@ -291,13 +303,13 @@ def binary(
                             broadcast_shapes(x.shape, y.shape, op=public)
                             raise
                 elif ty is builtins.float and d in FLOAT and not x.weak_type:
-                    return p.bind(x, _wrap(np.array(y, d)))
+                    return p.bind(x, _scalar_as(y, d, public))
         elif tx is builtins.float and isinstance(y, Tensor):
             d = y.dtype
             if d in ok and d in FLOAT and not y.weak_type:
-                if ty is Tensor and d != dtypes.bfloat16:
+                if ty is Tensor and d in fast and d != dtypes.bfloat16:
                     return _wrap(np_fn(x, y._value))
-                return p.bind(_wrap(np.array(x, d)), y)
+                return p.bind(_scalar_as(x, d, public), y)
         return _binary_slow(p, x, y, public)
 
     wrapper.__name__ = wrapper.__qualname__ = public
@@ -370,15 +382,22 @@ def _promote_weak(op: str, x, y, sx: bool, sy: bool):
 
 
 def _scalar_as(v, d: np.dtype, op: str):
-    if d in INTEGER and not isinstance(v, builtins.bool) and isinstance(v, builtins.int) and not _fits(v, d):
-        info = np.iinfo(d)
+    if d in INTEGER and not isinstance(v, builtins.bool) and isinstance(v, builtins.int) and not _fits_any(v, d):
+        info = dtypes.iinfo(d)
         raise OutOfRangeError(
             f"{op}: Python integer {v} is out of range for {d.name} [{info.min}, {info.max}]; "
             f"cast the tensor to a wider dtype first"
         )
     if d not in FLOAT and isinstance(v, builtins.float):
         raise DTypeError(f"{op}: cannot combine a Python float with a {d.name} tensor; cast the tensor first")
+    if d in LOWP:
+        return _wrap(lowp.astype(np.asarray(v), d))
     return _wrap(np.asarray(v, dtype=d))
+
+
+def _fits_any(v: int, d: np.dtype) -> bool:
+    info = dtypes.iinfo(d)
+    return info.min <= v <= info.max
 
 
 def _binary_slow(p, x, y, public):
@@ -406,7 +425,10 @@ convert_p.kernel = "convert"
 
 @convert_p.def_impl
 def _convert_impl(x, *, new_dtype):
-    return np.asarray(x).astype(new_dtype)
+    x = np.asarray(x)
+    if new_dtype in LOWP or x.dtype in LOWP:
+        return lowp.astype(x, new_dtype)
+    return x.astype(new_dtype)
 
 
 @convert_p.def_abstract_eval
@@ -442,7 +464,7 @@ def convert(x, dtype):
     if type(x) is Tensor:
         if x._value.dtype == dtype:
             return x
-        return _wrap(x._value.astype(dtype))
+        return _wrap(_convert_impl(x._value, new_dtype=dtype))
     x = _to_tensor(x, "astype")
     if x.dtype == dtype and not x.weak_type:
         return x
@@ -988,6 +1010,8 @@ integer_pow_p.no_rule["transpose"] = "not linear"
 
 @integer_pow_p.def_impl
 def _ipow_impl(x, *, y):
+    if x.dtype in LOWP:
+        return lowp.compute(lambda w: _ipow_impl(w, y=y), x)
     if y == 2:
         return np.multiply(x, x)
     if y < 0:

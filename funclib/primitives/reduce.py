@@ -12,6 +12,7 @@ import numpy as np
 from .. import dtypes
 from ..core import Primitive, ShapedArray, Tensor, Zero, _state, _wrap, aval_of
 from ..errors import DTypeError, ShapeError
+from ..kernels import lowp
 from ._util import bdim_to_front
 
 
@@ -40,7 +41,10 @@ def reduction(name, np_fn, ok, *, needs_identity=False):
 
     @p.def_impl
     def _impl(x, *, axes):
-        return np.asarray(np_fn(np.asarray(x), axes))
+        x = np.asarray(x)
+        if x.dtype in LOWP:  # accumulate in float32 (int8 for int4) and round back
+            return np.asarray(lowp.compute(lambda w: np.asarray(np_fn(w, axes)), x))
+        return np.asarray(np_fn(x, axes))
 
     @p.def_abstract_eval
     def _abstract(x, *, axes):
@@ -55,9 +59,10 @@ def reduction(name, np_fn, ok, *, needs_identity=False):
     return p
 
 
-FLOAT = frozenset(dtypes.FLOATING)
-NUMERIC = frozenset(dtypes.NUMERIC)
-REAL = frozenset(dtypes.INTEGER + dtypes.REAL_FLOATING)
+LOWP = frozenset(dtypes.LOW_PRECISION)
+FLOAT = frozenset(dtypes.FLOATING + dtypes.FLOAT8)
+NUMERIC = frozenset(dtypes.NUMERIC) | LOWP
+REAL = frozenset(dtypes.INTEGER + dtypes.REAL_FLOATING) | LOWP
 
 # the ufuncs' reduce methods directly: what np.sum/np.max/... call, without their Python dispatch layer
 reduce_sum_p = reduction("reduce_sum", lambda x, a: np.add.reduce(x, axis=a, dtype=x.dtype), NUMERIC)
@@ -82,7 +87,7 @@ def reduce_sum(x, axes):
         return x
     if _state.trace is None and type(x) is Tensor:
         v = x._value
-        if v.dtype in NUMERIC:
+        if v.dtype in NUMERIC and v.dtype not in LOWP:
             return _wrap(np.asarray(np.add.reduce(v, axis=axes, dtype=v.dtype)))
     return reduce_sum_p.bind(x, axes=axes)
 

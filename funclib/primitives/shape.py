@@ -676,6 +676,10 @@ def full(shape, fill_value, dtype):
     """A tensor of ``shape`` filled with the scalar ``fill_value``."""
     shape = _shape_tuple(shape, "full")
     dtype = dtypes.canonicalize(dtype)
+    if dtype in dtypes.LOW_PRECISION and not isinstance(fill_value, Tensor):
+        from ..kernels import lowp
+
+        fill_value = lowp.astype(np.asarray(fill_value), dtype)  # saturating (float8) or wrapping (int4)
     if _state.trace is None and not isinstance(fill_value, Tensor):
         return _wrap(np.full(shape, fill_value, dtype=dtype))
     if isinstance(fill_value, Tensor):

@@ -1240,8 +1240,17 @@ _COLLECTIVE = (
     "export sees it, or across processes (fl.distributed), which one ONNX graph cannot express"
 )
 _LINALG = "ONNX has no matrix factorization or triangular solve operators"
+_SPARSE = (
+    "its lowering onto GatherND/ScatterND (with out-of-range indices routed to a discarded row) is not written yet; "
+    "export the dense form (A.todense() @ x, or a scatter-add for a segment sum)"
+)
 NOT_EXPORTABLE.update(
     {
+        "spmm": _SPARSE,
+        "sddmm": _SPARSE,
+        "segment_sum": _SPARSE,
+        "segment_max": _SPARSE,
+        "segment_min": _SPARSE,
         "real": _COMPLEX,
         "imag": _COMPLEX,
         "conj": _COMPLEX,
