@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .core import ShapedArray, Tensor
-from .jaxpr import ClosedJaxpr, Eqn, Jaxpr, Literal, Var, use_counts
+from .jaxpr import ClosedJaxpr, Eqn, Jaxpr, Literal, Var, eqn_has_effects, use_counts
 
 _FOLD_LIMIT = 1 << 16  # elements: larger constant results stay as computations (they would bloat the program)
 
@@ -34,11 +34,11 @@ def _param_key(params):
 
 
 def dce(jaxpr: Jaxpr) -> Jaxpr:
-    """Drop equations none of whose outputs are used."""
+    """Drop equations none of whose outputs are used (effects are always used)."""
     live = {v for v in jaxpr.outvars if type(v) is Var}
     kept = []
     for eqn in reversed(jaxpr.eqns):
-        if any(v in live for v in eqn.outputs):
+        if any(v in live for v in eqn.outputs) or eqn_has_effects(eqn):
             kept.append(eqn)
             live.update(a for a in eqn.inputs if type(a) is Var)
     kept.reverse()
@@ -163,6 +163,9 @@ def simplify_cse_fold(jaxpr: Jaxpr, consts: list, fold_limit: int = _FOLD_LIMIT)
 
     for eqn in jaxpr.eqns:
         eqn = Eqn(eqn.prim, [r(a) for a in eqn.inputs], eqn.params, eqn.outputs, eqn.source)
+        if eqn_has_effects(eqn):  # run at run time, every time: no folding, no merging with its twin
+            eqns.append(eqn)
+            continue
         # constant folding: all inputs known, no sub-jaxprs, an impl that needs no traces
         if (
             all(type(a) is Literal or a in known for a in eqn.inputs)
