@@ -1,8 +1,9 @@
 """Function transforms: autodiff, vmap, control flow, jacobians, custom rules, tracing."""
 
-from . import export, onnx
+from . import debug, export, onnx
 from .autodiff import grad, jvp, linear_transpose, linearize, value_and_grad, vjp
 from .batching import vmap
+from .callbacks import pure_callback
 from .control_flow import associative_scan, cond, fori_loop, map, scan, switch, while_loop  # noqa: A004
 from .custom import checkpoint, custom_jvp, custom_vjp, remat
 from .jacobians import hessian, hvp, jacfwd, jacobian, jacrev
@@ -10,6 +11,8 @@ from .jit import jit
 from .tracing import ShapeDtypeStruct, eval_shape, make_jaxpr
 
 __all__ = [
+    "debug",
+    "pure_callback",
     "export",
     "grad",
     "jvp",

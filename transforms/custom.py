@@ -21,7 +21,7 @@ from funclib import tree as tree_util
 from funclib.checks import check_callable, check_int
 from funclib.core import Primitive, ShapedArray, Zero, _state, _wrap, aval_of, is_undefined, set_trace
 from funclib.errors import DTypeError, ShapeError
-from funclib.jaxpr import JaxprTracer, trace_to_jaxpr
+from funclib.jaxpr import JaxprTracer, has_effects, trace_to_jaxpr
 from funclib.primitives._util import instantiate, zeros
 
 from ._api_util import as_tensor_leaf
@@ -68,7 +68,8 @@ def _cjvp_impl(*args, fun, jvp, out_tree_store):
 
 @custom_jvp_call_p.def_abstract_eval
 def _cjvp_abstract(*avals, fun, jvp, out_tree_store):
-    _, _, outs = trace_to_jaxpr(fun, list(avals), name="custom_jvp")
+    j, _, outs = trace_to_jaxpr(fun, list(avals), name="custom_jvp")
+    out_tree_store["effects"] = has_effects(j)  # so the passes keep a call whose outputs are unused
     return [aval_of(o) for o in outs]
 
 
@@ -223,7 +224,8 @@ def _cvjp_impl(*args, fun, fwd, bwd, store):
 
 @custom_vjp_call_p.def_abstract_eval
 def _cvjp_abstract(*avals, fun, fwd, bwd, store):
-    _, _, outs = trace_to_jaxpr(fun, list(avals), name="custom_vjp")
+    j, _, outs = trace_to_jaxpr(fun, list(avals), name="custom_vjp")
+    store["effects"] = has_effects(j)
     return [aval_of(o) for o in outs]
 
 

@@ -74,7 +74,8 @@ class Program:
 
 def _impl_step(eqn):
     prim = eqn.prim
-    lower = _LOOP_LOWERINGS.get(prim.name)
+    # a call primitive may carry its own lowering (``prim.lowering(eqn) -> step or None``)
+    lower = _LOOP_LOWERINGS.get(prim.name) or getattr(prim, "lowering", None)
     if lower is not None:
         step = lower(eqn)
         if step is not None:
@@ -212,6 +213,7 @@ def compile_program(jaxpr: Jaxpr) -> Program:
                 eqn.prim.name not in ("dot_general", "jit", "dot_col2im")
                 and eqn.prim.name not in _VIEW_PRIMS
                 and eqn.prim.name not in _LOOP_LOWERINGS
+                and getattr(eqn.prim, "lowering", None) is None
                 and _kernel_name(eqn) is None
             ):
                 prog.fallback_names.add(eqn.prim.name)

@@ -1240,8 +1240,13 @@ _COLLECTIVE = (
     "export sees it"
 )
 _LINALG = "ONNX has no matrix factorization or triangular solve operators"
+_HOST = "it runs Python on the host, which an ONNX graph cannot call; remove it (or its fl.debug call) for export"
 NOT_EXPORTABLE.update(
     {
+        "debug_callback": _HOST,
+        "pure_callback": _HOST,
+        "check": "a runtime check records or raises on the host; " + _HOST,
+        "checkify": "its checks record failures on the host; export the function without fl.debug.checkify",
         "real": _COMPLEX,
         "imag": _COMPLEX,
         "conj": _COMPLEX,

@@ -1,0 +1,73 @@
+"""Op-table rows for host callbacks and runtime checks (transforms/callbacks.py, checkify.py).
+
+``tests/op_table.py`` appends ``ROWS`` to its table. Each row applies its primitive the way users reach it (through
+``fl.debug.callback``, ``fl.pure_callback``, ``fl.debug.check``, and ``fl.debug.checkify``), around a
+body that is nonlinear in one argument and linear in another.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import strategies as st
+from op_table import PAIRS, Row, values
+
+import funclib as fl
+from funclib import dtypes as D
+
+ROWS: list[Row] = []
+
+F = (D.float32, D.float64)
+FC = F + (D.complex64, D.complex128)
+
+
+def _shapes_cfg(**more):
+    return lambda dtype: st.fixed_dictionaries({"shapes": PAIRS, **more})
+
+
+def _pair(draw, cfg, dtype, smooth):
+    return [values(draw, dtype, s) for s in cfg["shapes"]]
+
+
+_SEEN: list = []  # what the debug_callback row's callback received (the row's rules run it many times)
+
+
+def _debug_apply(cfg, x, y):
+    fl.debug.callback(lambda a: _SEEN.append(a.shape), x)
+    return fl.sin(x) * y
+
+
+ROWS.append(Row("debug_callback", _debug_apply, _shapes_cfg(), _pair, lambda cfg, x, y: np.sin(x) * y, FC))
+
+
+def _pure_apply(cfg, x, y):
+    s = fl.pure_callback(np.sin, fl.ShapeDtypeStruct(x.shape, x.dtype), x, vmap_method=cfg["method"])
+    return s * y
+
+
+ROWS.append(
+    Row(
+        "pure_callback",
+        _pure_apply,
+        _shapes_cfg(method=st.sampled_from(["sequential", "expand_dims", "broadcast_all"])),
+        _pair,
+        lambda cfg, x, y: np.sin(x) * y,
+        FC,
+        nondiff="host code has no derivative; wrap its caller in fl.custom_jvp/custom_vjp",
+    )
+)
+
+
+def _check_apply(cfg, x, y):
+    fl.debug.check(fl.all(fl.isfinite(x)), "x must be finite, got {}", x)
+    return fl.sin(x) * y
+
+
+ROWS.append(Row("check", _check_apply, _shapes_cfg(), _pair, lambda cfg, x, y: np.sin(x) * y, FC))
+
+
+def _checkify_apply(cfg, x, y):
+    err, out = fl.debug.checkify(lambda a, b: fl.sin(a) * b, errors=fl.debug.all_checks)(x, y)
+    return out
+
+
+ROWS.append(Row("checkify", _checkify_apply, _shapes_cfg(), _pair, lambda cfg, x, y: np.sin(x) * y, FC))
