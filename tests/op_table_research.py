@@ -1,8 +1,9 @@
-"""Op-table rows for host callbacks and runtime checks (transforms/callbacks.py, checkify.py).
+"""Op-table rows for host callbacks, runtime checks and rematerialization (transforms/callbacks.py, checkify.py,
+remat.py).
 
 ``tests/op_table.py`` appends ``ROWS`` to its table. Each row applies its primitive the way users reach it (through
-``fl.debug.callback``, ``fl.pure_callback``, ``fl.debug.check``, and ``fl.debug.checkify``), around a
-body that is nonlinear in one argument and linear in another.
+``fl.debug.callback``, ``fl.pure_callback``, ``fl.debug.check``, ``fl.debug.checkify`` and ``fl.checkpoint``),
+around a body that is nonlinear in one argument and linear in another where the primitive has a transpose.
 """
 
 from __future__ import annotations
@@ -71,3 +72,33 @@ def _checkify_apply(cfg, x, y):
 
 
 ROWS.append(Row("checkify", _checkify_apply, _shapes_cfg(), _pair, lambda cfg, x, y: np.sin(x) * y, FC))
+
+_POLICIES = {
+    "nothing": fl.checkpoint_policies.nothing_saveable,
+    "dots": fl.checkpoint_policies.dots_saveable,
+    "everything": fl.checkpoint_policies.everything_saveable,
+}
+
+
+def _remat_apply(cfg, x, y):
+    def body(a, b):
+        return fl.sin(a) * b + fl.sum(a * b)
+
+    return fl.checkpoint(body, policy=_POLICIES[cfg["policy"]])(x, y)
+
+
+def _remat_ref(cfg, x, y):
+    return np.sin(x) * y + np.sum(x * y)
+
+
+ROWS.append(
+    Row(
+        "checkpoint",
+        _remat_apply,
+        _shapes_cfg(policy=st.sampled_from(sorted(_POLICIES))),
+        _pair,
+        _remat_ref,
+        FC,
+        linear=((1,),),
+    )
+)

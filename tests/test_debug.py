@@ -101,6 +101,13 @@ def test_prints_inside_jitted_loops_run_every_iteration(capsys):
     assert lines(capsys) == ["c = 1.0", "c = 2.0", "c = 4.0"]
 
 
+def test_checkpointed_block_prints_once_under_grad(capsys):
+    block = fl.checkpoint(lambda v: (fl.debug.print("v = {}", v), fl.sin(fl.sin(v)))[1])
+    for g in (fl.grad(block), fl.jit(fl.grad(block))):
+        g(f64(0.5))
+        assert lines(capsys) == ["v = 0.5"]
+
+
 def test_callback_receives_read_only_numpy_and_static_leaves():
     seen = []
 

@@ -5,9 +5,10 @@ from .autodiff import grad, jvp, linear_transpose, linearize, value_and_grad, vj
 from .batching import vmap
 from .callbacks import pure_callback
 from .control_flow import associative_scan, cond, fori_loop, map, scan, switch, while_loop  # noqa: A004
-from .custom import checkpoint, custom_jvp, custom_vjp, remat
+from .custom import custom_jvp, custom_vjp
 from .jacobians import hessian, hvp, jacfwd, jacobian, jacrev
 from .jit import jit
+from .remat import checkpoint, checkpoint_policies, remat, saved_residuals
 from .tracing import ShapeDtypeStruct, eval_shape, make_jaxpr
 
 __all__ = [
@@ -32,6 +33,8 @@ __all__ = [
     "custom_jvp",
     "custom_vjp",
     "remat",
+    "checkpoint_policies",
+    "saved_residuals",
     "hessian",
     "hvp",
     "jacfwd",

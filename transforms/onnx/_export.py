@@ -22,7 +22,7 @@ from ._dims import Symbolic, align
 from ._errors import ExportError
 from ._lower import Lowering, elem_type, require_onnx
 
-_CALLS = ("jit", "custom_jvp_call", "custom_vjp_call", "custom_lin")
+_CALLS = ("jit", "custom_jvp_call", "custom_vjp_call", "custom_lin", "checkpoint")
 
 
 def _is_module(obj) -> bool:
@@ -270,6 +270,8 @@ def _call_body(eqn: Eqn, avals) -> tuple[Jaxpr, list]:
         return j, list(j.cache.get("consts", [])) if j.constvars else []
     if name in ("custom_jvp_call", "custom_vjp_call"):
         return _trace_fun(lambda *xs: p["fun"](*xs), avals)
+    if name == "checkpoint":  # rematerialization only matters to a backward pass
+        return p["jaxpr"].jaxpr, list(p["jaxpr"].consts)
     # custom_lin evaluated forwards is the JVP of the primal function
     from ..autodiff import jvp
 
