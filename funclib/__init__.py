@@ -74,3 +74,8 @@ pi = _math.pi
 newaxis = None
 
 from .transforms import *  # noqa: E402, F401, F403
+from .transforms import solvers as _solvers  # noqa: E402
+
+# the iterative solvers need while_loop and custom_linear_solve (transforms), so they join fl.linalg here
+linalg.cg = _solvers.cg
+linalg.bicgstab = _solvers.bicgstab

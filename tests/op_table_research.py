@@ -1,9 +1,10 @@
-"""Op-table rows for host callbacks, runtime checks and rematerialization (transforms/callbacks.py, checkify.py,
-remat.py).
+"""Op-table rows for host callbacks, runtime checks, rematerialization and implicit linear solves
+(transforms/callbacks.py, checkify.py, remat.py, implicit.py).
 
 ``tests/op_table.py`` appends ``ROWS`` to its table. Each row applies its primitive the way users reach it (through
-``fl.debug.callback``, ``fl.pure_callback``, ``fl.debug.check``, ``fl.debug.checkify`` and ``fl.checkpoint``),
-around a body that is nonlinear in one argument and linear in another where the primitive has a transpose.
+``fl.debug.callback``, ``fl.pure_callback``, ``fl.debug.check``, ``fl.debug.checkify``, ``fl.checkpoint`` and
+``fl.custom_linear_solve``), around a body that is nonlinear in one argument and linear in another where the
+primitive has a transpose.
 """
 
 from __future__ import annotations
@@ -100,5 +101,52 @@ ROWS.append(
         _remat_ref,
         FC,
         linear=((1,),),
+    )
+)
+
+
+def _solve_sample(draw, cfg, dtype, smooth):
+    n = cfg["n"]
+    a = values(draw, dtype, (n, n))
+    # diagonally dominant, so the system is well conditioned at every drawn point
+    return [a + np.eye(n, dtype=dtype) * (2 * n + 1), values(draw, dtype, (n,))]
+
+
+def _gauss(a, b):
+    """Gaussian elimination without pivoting (the drawn matrices are diagonally dominant), in exportable ops."""
+    n = a.shape[0]
+    rows, rhs = [a[i] for i in range(n)], [b[i] for i in range(n)]
+    for k in range(n):
+        for i in range(k + 1, n):
+            f = rows[i][k] / rows[k][k]
+            rows[i], rhs[i] = rows[i] - f * rows[k], rhs[i] - f * rhs[k]
+    x = [None] * n
+    for i in reversed(range(n)):
+        s = rhs[i]
+        for j in range(i + 1, n):
+            s = s - rows[i][j] * x[j]
+        x[i] = s / rows[i][i]
+    return fl.stack(x)
+
+
+def _solve_apply(cfg, a, b):
+    return fl.custom_linear_solve(
+        lambda v: a @ v,
+        b,
+        lambda matvec, rhs: _gauss(a, rhs),
+        transpose_solve=lambda vecmat, rhs: _gauss(fl.matrix_transpose(a), rhs),
+    )
+
+
+ROWS.append(
+    Row(
+        "custom_linear_solve",
+        _solve_apply,
+        lambda dtype: st.fixed_dictionaries({"n": st.integers(1, 3)}),
+        _solve_sample,
+        lambda cfg, a, b: np.linalg.solve(a, b),
+        FC,
+        linear=((1,),),
+        tol=20.0,
     )
 )

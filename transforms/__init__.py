@@ -6,6 +6,7 @@ from .batching import vmap
 from .callbacks import pure_callback
 from .control_flow import associative_scan, cond, fori_loop, map, scan, switch, while_loop  # noqa: A004
 from .custom import custom_jvp, custom_vjp
+from .implicit import custom_linear_solve, custom_root
 from .jacobians import hessian, hvp, jacfwd, jacobian, jacrev
 from .jit import jit
 from .remat import checkpoint, checkpoint_policies, remat, saved_residuals
@@ -34,6 +35,8 @@ __all__ = [
     "custom_vjp",
     "remat",
     "checkpoint_policies",
+    "custom_linear_solve",
+    "custom_root",
     "saved_residuals",
     "hessian",
     "hvp",
