@@ -370,14 +370,17 @@ def eqn_has_effects(eqn: Eqn) -> bool:
     effect, or a custom rule whose traced function had one (recorded as ``effects`` in its store)."""
     if eqn.prim.effect:
         return True
-    for v in eqn.params.values():
-        if isinstance(v, dict):
-            if v.get("effects"):
-                return True
-            continue
-        for j in _sub_jaxprs({0: v}):
-            if has_effects(j):
-                return True
+    for v in eqn.params.values():  # exact types: this runs for every equation in every round of the passes
+        t = type(v)
+        if t is tuple or t is list:
+            for w in v:
+                tw = type(w)
+                if (tw is Jaxpr and has_effects(w)) or (tw is ClosedJaxpr and has_effects(w.jaxpr)):
+                    return True
+        elif (t is Jaxpr and has_effects(v)) or (t is ClosedJaxpr and has_effects(v.jaxpr)):
+            return True
+        elif t is dict and v.get("effects"):
+            return True
     return False
 
 

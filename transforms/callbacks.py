@@ -56,9 +56,22 @@ def _split_operands(args, kwargs):
     return operands, rebuild
 
 
-def _add_note(e: BaseException, what: str) -> None:
-    if hasattr(e, "add_note"):
-        e.add_note(what)
+class _HostFn:
+    """A flat host function, shown by name in printed jaxprs."""
+
+    __slots__ = ("fn", "label", "__name__")
+
+    def __init__(self, fn, label: str, name: str):
+        self.fn = fn
+        self.label = label
+        self.__name__ = name
+
+    def __call__(self, *arrays):
+        return self.fn(*arrays)
+
+    def __repr__(self):
+        return self.label
+
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -104,10 +117,11 @@ class _PerLane:
         self.size = size
 
     def __call__(self, *arrays):
-        outs = []
         for i in range(self.size):
-            outs.append(self.callback(*[a[i] if b else a for a, b in zip(arrays, self.batched)]))
-        return outs
+            self.callback(*[a[i] if b else a for a, b in zip(arrays, self.batched)])
+
+    def __repr__(self):
+        return f"per_lane({self.callback!r})"
 
 
 @debug_callback_p.def_vmap
@@ -134,6 +148,10 @@ def debug_callback(callback: Callable[..., Any], *args, ordered: bool = False, *
     [array(2., dtype=float32)]
     """
     check_callable(callback, "debug.callback", "callback")
+    _bind_debug(callback, None, args, kwargs)
+
+
+def _bind_debug(callback, label, args, kwargs) -> None:
     operands, rebuild = _split_operands(args, kwargs)
     name = getattr(callback, "__name__", type(callback).__name__)
 
@@ -142,10 +160,10 @@ def debug_callback(callback: Callable[..., Any], *args, ordered: bool = False, *
         try:
             callback(*a, **kw)
         except Exception as e:
-            _add_note(e, f"raised by the host callback {name!r} run by fl.debug.callback")
+            e.add_note(f"raised by the host callback {name!r} run by fl.debug.callback")
             raise
 
-    debug_callback_p.bind(*operands, callback=flat)
+    debug_callback_p.bind(*operands, callback=_HostFn(flat, label or name, name))
 
 
 def _printable(a):
@@ -157,7 +175,8 @@ def debug_print(fmt: str, *args, ordered: bool = False, **kwargs) -> None:
 
     Tensors are formatted as NumPy arrays (0-d ones as NumPy scalars, so format specs such as ``{x:.3f}``
     work). Prints happen in program order, at every call of a jitted function; under ``grad`` they show primal
-    values; under ``vmap`` each print runs once per lane, lanes in order (nested vmaps: outer lanes first).
+    values; under ``vmap`` each print runs once per lane, lanes in order (nested vmaps: outer lanes first). A
+    ``vmap`` that runs a collective over chunks runs the function once per collective, and its prints with it.
 
     >>> f = fl.jit(lambda x: (fl.debug.print("x = {x}", x=x), x * 2)[1])
     >>> f(fl.tensor([1.0, 2.0]))
@@ -173,7 +192,7 @@ def debug_print(fmt: str, *args, ordered: bool = False, **kwargs) -> None:
         sys.stdout.write(fmt.format(*a, **kw) + "\n")
 
     show.__name__ = "debug.print"
-    debug_callback(show, *args, **kwargs)
+    _bind_debug(show, f"print({fmt!r})", args, kwargs)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -226,6 +245,9 @@ class _Sequential:
             for k, (buf, r, a) in enumerate(zip(outs, res, self.avals)):
                 buf[i] = _checked_result(r, a, k, who)
         return outs
+
+    def __repr__(self):
+        return f"sequential({self.callback!r})"
 
 
 @pure_callback_p.def_vmap
@@ -337,7 +359,7 @@ def pure_callback(
         try:
             res = callback(*a, **kw)
         except Exception as e:
-            _add_note(e, f"raised by the host function {name!r} run by fl.pure_callback")
+            e.add_note(f"raised by the host function {name!r} run by fl.pure_callback")
             raise
         leaves, tree = tree_util.flatten(res)
         if tree != r_tree:
@@ -347,9 +369,9 @@ def pure_callback(
             )
         return leaves
 
-    flat.__name__ = name
-
-    outs = pure_callback_p.bind(*operands, callback=flat, result_avals=avals, vmap_method=vmap_method)
+    outs = pure_callback_p.bind(
+        *operands, callback=_HostFn(flat, name, name), result_avals=avals, vmap_method=vmap_method
+    )
     return tree_util.unflatten(r_tree, list(outs))
 
 
