@@ -298,6 +298,32 @@ def test_user_checks_format_runtime_values_and_raise_outside_checkify():
     assert "NaN produced by primitive 'log'" in err.get()
 
 
+def test_user_checks_inside_jitted_loops():
+    def f(xs):
+        def body(c, x):
+            fl.debug.check(x < 10.0, "step value too large: {}", x)
+            return c + x, c
+
+        return fl.scan(body, fl.asarray(0.0, dtype=xs.dtype), xs)[0]
+
+    err, total = fl.jit(fl.debug.checkify(f))(f64([1.0, 20.0, 30.0]))
+    assert err.get().startswith("step value too large: 20.0") and float(total) == 51.0
+    err, _ = fl.debug.checkify(fl.jit(f))(f64([1.0, 2.0, 3.0]))
+    assert err.get() is None
+    with pytest.raises(fl.debug.CheckError, match="too large: 30.0"):
+        fl.jit(f)(f64([1.0, 2.0, 30.0]))
+
+    def w(x):
+        def body(c):
+            fl.debug.check(c[1] > 0, "went negative at step {}: {}", c[0], c[1])
+            return c[0] + 1, c[1] - 1.5
+
+        return fl.while_loop(lambda c: c[0] < 4, body, (0, x))[1]
+
+    err, _ = fl.jit(fl.debug.checkify(w))(f64(4.0))
+    assert err.get().startswith("went negative at step 3: -0.5")
+
+
 def test_out_of_bounds_indices_are_reported_and_clamped():
     def f(x, i):
         return x[i] * 2

@@ -176,7 +176,9 @@ def debug_print(fmt: str, *args, ordered: bool = False, **kwargs) -> None:
     Tensors are formatted as NumPy arrays (0-d ones as NumPy scalars, so format specs such as ``{x:.3f}``
     work). Prints happen in program order, at every call of a jitted function; under ``grad`` they show primal
     values; under ``vmap`` each print runs once per lane, lanes in order (nested vmaps: outer lanes first). A
-    ``vmap`` that runs a collective over chunks runs the function once per collective, and its prints with it.
+    print in a branch of ``fl.cond`` runs when its branch does; under ``vmap`` with a batched predicate both
+    branches run, for every lane. A ``vmap`` that runs a collective over chunks runs the function once per
+    collective, and its prints with it.
 
     >>> f = fl.jit(lambda x: (fl.debug.print("x = {x}", x=x), x * 2)[1])
     >>> f(fl.tensor([1.0, 2.0]))
