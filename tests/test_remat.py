@@ -117,6 +117,34 @@ def test_remat_recomputation_is_not_merged_with_the_forward_pass_under_jit():
     assert [e.prim.name for e in low.jaxpr.eqns].count("checkpoint") == 2
 
 
+def test_checkpoint_lowers_peak_memory_under_jit():
+    """Under jit(grad) the recomputation must stay a recomputation: merged into the forward pass by CSE (as it was
+    when checkpoint re-ran the function inline in its backward rule) it would keep every activation alive."""
+    rng = np.random.default_rng(5)
+    ws = [(f64(rng.normal(size=(128, 512)) / 12), f64(rng.normal(size=(512, 128)) / 23)) for _ in range(4)]
+    x = f64(rng.normal(size=(64, 128)))
+
+    def block(h, w):
+        return h + fl.tanh(h @ w[0]) @ w[1]
+
+    def grad_of(f):
+        def loss(x, ws):
+            h = x
+            for w in ws:
+                h = f(h, w)
+            return (h * h).mean()
+
+        return fl.jit(fl.grad(loss))
+
+    plain, remat = grad_of(block), grad_of(fl.checkpoint(block))
+    want = plain(x, ws)
+    assert_allclose(remat(x, ws), want, rtol=1e-12)
+    _, p_plain = _peak(plain, x, ws)
+    got, p_remat = _peak(remat, x, ws)
+    assert_allclose(got, want, rtol=1e-12)
+    assert p_remat < 0.7 * p_plain, (p_remat, p_plain)
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # max_bytes on jacfwd, jacrev and hessian
 
