@@ -86,3 +86,8 @@ newaxis = None
 
 from . import distributed  # noqa: E402, F401  (MPI itself loads only when used)
 from .transforms import *  # noqa: E402, F401, F403
+from .transforms import solvers as _solvers  # noqa: E402
+
+# the iterative solvers need while_loop and custom_linear_solve (transforms), so they join fl.linalg here
+linalg.cg = _solvers.cg
+linalg.bicgstab = _solvers.bicgstab

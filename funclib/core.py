@@ -157,6 +157,10 @@ class Primitive:
     ... def _(x): return np.sin(x)
     """
 
+    # an effect (a debug callback, a runtime check) is run for what it does, not for its outputs: the jaxpr passes
+    # never drop, merge or constant-fold it, nor move it past another effect (``jaxpr.eqn_has_effects``)
+    effect = False
+
     def __init__(self, name: str, *, multiple_results: bool = False, linear: bool = False):
         if name in PRIMITIVES:
             raise ValueError(f"a primitive named {name!r} is already registered")

@@ -467,6 +467,62 @@ def _sub_jaxprs(params):
                     yield w.jaxpr
 
 
+def has_effects(jaxpr: Jaxpr) -> bool:
+    """Whether running ``jaxpr`` has an effect (see ``Primitive.effect``), in its sub-jaxprs too."""
+    found = jaxpr.cache.get("effects")
+    if found is None:
+        found = jaxpr.cache["effects"] = any(eqn_has_effects(e) for e in jaxpr.eqns)
+    return found
+
+
+def eqn_has_effects(eqn: Eqn) -> bool:
+    """Whether ``eqn`` must run even if its outputs are unused: an effectful primitive, a call whose body has an
+    effect, or a custom rule whose traced function had one (recorded as ``effects`` in its store)."""
+    if eqn.prim.effect:
+        return True
+    for v in eqn.params.values():  # exact types: this runs for every equation in every round of the passes
+        t = type(v)
+        if t is tuple or t is list:
+            for w in v:
+                tw = type(w)
+                if (tw is Jaxpr and has_effects(w)) or (tw is ClosedJaxpr and has_effects(w.jaxpr)):
+                    return True
+        elif (t is Jaxpr and has_effects(v)) or (t is ClosedJaxpr and has_effects(v.jaxpr)):
+            return True
+        elif t is dict and v.get("effects"):
+            return True
+    return False
+
+
+def strip_effects(jaxpr: Jaxpr) -> Jaxpr:
+    """``jaxpr`` without its effectful equations (for recomputing values that an earlier run already produced,
+    whose effects happened then); equations feeding only those are kept, the passes remove them."""
+    if not has_effects(jaxpr):
+        return jaxpr
+    eqns = []
+    for e in jaxpr.eqns:
+        if e.prim.effect:
+            continue
+        params = e.params
+        if any(isinstance(v, (Jaxpr, ClosedJaxpr, tuple, list)) for v in params.values()):
+            params = {k: _strip_param(v) for k, v in params.items()}
+        eqns.append(Eqn(e.prim, e.inputs, params, e.outputs, e.source))
+    out = Jaxpr(jaxpr.constvars, jaxpr.invars, eqns, jaxpr.outvars)
+    if "consts" in jaxpr.cache:
+        out.cache["consts"] = jaxpr.cache["consts"]
+    return out
+
+
+def _strip_param(v):
+    if isinstance(v, Jaxpr):
+        return strip_effects(v)
+    if isinstance(v, ClosedJaxpr):
+        return ClosedJaxpr(strip_effects(v.jaxpr), v.consts)
+    if isinstance(v, (tuple, list)):
+        return type(v)(_strip_param(w) for w in v)
+    return v
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Pretty-printing
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .core import ShapedArray, Tensor
-from .jaxpr import ClosedJaxpr, Eqn, Jaxpr, Literal, Var, use_counts
+from .jaxpr import ClosedJaxpr, Eqn, Jaxpr, Literal, Var, eqn_has_effects, has_effects, use_counts
 
 _FOLD_LIMIT = 1 << 16  # elements: larger constant results stay as computations (they would bloat the program)
 
@@ -33,13 +33,14 @@ def _param_key(params):
     return tuple(items)
 
 
-def dce(jaxpr: Jaxpr) -> Jaxpr:
-    """Drop equations none of whose outputs are used, and let a primitive with a ``dce`` rule drop the outputs
-    of its equations that are not."""
+def dce(jaxpr: Jaxpr, effects: bool = True) -> Jaxpr:
+    """Drop equations none of whose outputs are used (effects are always used; ``effects=False`` says there are
+    none, which saves looking), and let a primitive with a ``dce`` rule drop the outputs of its equations that are
+    not."""
     live = {v for v in jaxpr.outvars if type(v) is Var}
     kept = []
     for eqn in reversed(jaxpr.eqns):
-        if any(v in live for v in eqn.outputs):
+        if any(v in live for v in eqn.outputs) or (effects and eqn_has_effects(eqn)):
             if eqn.prim.dce is not None and not all(v in live for v in eqn.outputs):
                 eqn = eqn.prim.dce(eqn, [v in live for v in eqn.outputs]) or eqn
             kept.append(eqn)
@@ -139,9 +140,12 @@ def _simplify(eqn: Eqn, producers: dict, uses: dict):
     return None
 
 
-def simplify_cse_fold(jaxpr: Jaxpr, consts: list, fold_limit: int = _FOLD_LIMIT) -> tuple[Jaxpr, list]:
+def simplify_cse_fold(
+    jaxpr: Jaxpr, consts: list, fold_limit: int = _FOLD_LIMIT, effects: bool = True
+) -> tuple[Jaxpr, list]:
     """One forward pass of simplification, constant folding and CSE. Folded results of more than ``fold_limit``
-    elements stay computations (0-d results always fold, into literals)."""
+    elements stay computations (0-d results always fold, into literals). Effects are left alone (``effects=False``
+    says there are none)."""
     subst: dict = {}
     producers: dict = {}
     seen: dict = {}
@@ -166,6 +170,9 @@ def simplify_cse_fold(jaxpr: Jaxpr, consts: list, fold_limit: int = _FOLD_LIMIT)
 
     for eqn in jaxpr.eqns:
         eqn = Eqn(eqn.prim, [r(a) for a in eqn.inputs], eqn.params, eqn.outputs, eqn.source)
+        if effects and eqn_has_effects(eqn):  # run at run time, every time: no folding, no merging with its twin
+            eqns.append(eqn)
+            continue
         # constant folding: all inputs known, no sub-jaxprs, an impl that needs no traces
         if (
             all(type(a) is Literal or a in known for a in eqn.inputs)
@@ -216,10 +223,11 @@ def optimize(closed: ClosedJaxpr, max_rounds: int = 4, fold_limit: int = _FOLD_L
     ``fold_limit``: the largest folded array (in elements) kept as a constant; larger ones stay computations.
     """
     jaxpr, consts = closed.jaxpr, list(closed.consts)
+    effects = has_effects(jaxpr)  # the passes never add one, so a program without effects is not searched again
     for _ in range(max_rounds):
         n = len(jaxpr.eqns)
-        jaxpr, consts = simplify_cse_fold(jaxpr, consts, fold_limit)
-        jaxpr = dce(jaxpr)
+        jaxpr, consts = simplify_cse_fold(jaxpr, consts, fold_limit, effects)
+        jaxpr = dce(jaxpr, effects)
         if len(jaxpr.eqns) == n:
             break
     # drop constvars that DCE made dead

@@ -29,7 +29,7 @@ NOT_EXPORTABLE, ONNX_RULES, ExportError = fl.onnx.NOT_EXPORTABLE, fl.onnx.ONNX_R
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 RTOL, ATOL = 1e-5, 1e-6
 # calls are inlined before lowering: their bodies are exported, the calls themselves need no rule
-INLINED = {"jit", "custom_jvp_call", "custom_vjp_call", "custom_lin"}
+INLINED = {"jit", "custom_jvp_call", "custom_vjp_call", "custom_lin", "checkpoint", "custom_linear_solve"}
 # a collective's row applies it under a named vmap, which turns it into ordinary primitives: those rows export
 EXPORTABLE = [r for r in ROWS if r.name in ONNX_RULES or r.name in INLINED or not r.staged]
 NOT_EXPORTED = [r for r in ROWS if r.name in NOT_EXPORTABLE and r.staged]

@@ -1,4 +1,4 @@
-"""Custom derivative rules (``custom_jvp``, ``custom_vjp``) and rematerialization (``checkpoint``).
+"""Custom derivative rules: ``custom_jvp`` and ``custom_vjp``.
 
 Both bind a call primitive whose ``fun`` parameter is the flattened user function, so every transform sees them:
 - ``custom_jvp_call``: the JVP rule runs the user's ``jvp``; vmap vectorizes ``fun`` and ``jvp``; staging traces
@@ -6,7 +6,6 @@ Both bind a call primitive whose ``fun`` parameter is the flattened user functio
 - ``custom_vjp_call``: the JVP rule runs ``fwd`` and emits ``custom_lin``, a primitive linear in the tangents whose
   transpose is the user's ``bwd``. Evaluated *forwards* (plain ``jvp``, ``jacfwd``, ``hessian``), ``custom_lin``
   differentiates the primal function instead, so forward mode of a ``custom_vjp`` function works (JAX raises).
-``checkpoint(f)`` is a custom_vjp whose backward pass re-runs ``f``'s forward pass instead of storing it.
 """
 
 from __future__ import annotations
@@ -21,7 +20,7 @@ from funclib import tree as tree_util
 from funclib.checks import check_callable, check_int
 from funclib.core import Primitive, ShapedArray, Zero, _state, _wrap, aval_of, is_undefined, is_weak, set_trace
 from funclib.errors import DTypeError, ShapeError
-from funclib.jaxpr import JaxprTracer, trace_to_jaxpr
+from funclib.jaxpr import JaxprTracer, has_effects, trace_to_jaxpr
 from funclib.primitives._util import instantiate, zeros
 
 from ._api_util import as_tensor_leaf
@@ -68,7 +67,8 @@ def _cjvp_impl(*args, fun, jvp, out_tree_store):
 
 @custom_jvp_call_p.def_abstract_eval
 def _cjvp_abstract(*avals, fun, jvp, out_tree_store):
-    _, _, outs = trace_to_jaxpr(fun, list(avals), name="custom_jvp")
+    j, _, outs = trace_to_jaxpr(fun, list(avals), name="custom_jvp")
+    out_tree_store["effects"] = has_effects(j)  # so the passes keep a call whose outputs are unused
     return [aval_of(o) for o in outs]
 
 
@@ -224,7 +224,8 @@ def _cvjp_impl(*args, fun, fwd, bwd, store):
 
 @custom_vjp_call_p.def_abstract_eval
 def _cvjp_abstract(*avals, fun, fwd, bwd, store):
-    _, _, outs = trace_to_jaxpr(fun, list(avals), name="custom_vjp")
+    j, _, outs = trace_to_jaxpr(fun, list(avals), name="custom_vjp")
+    store["effects"] = has_effects(j)
     return [aval_of(o) for o in outs]
 
 
@@ -502,40 +503,3 @@ class custom_vjp:
 
         outs = custom_vjp_call_p.bind(*leaves, fun=fun_flat, fwd=fwd_flat, bwd=bwd_flat, store=store)
         return tree_util.unflatten(store["out_tree"], list(outs))
-
-
-def checkpoint(fun: Callable, *, static_argnums: Sequence[int] = ()) -> Callable:
-    """Rematerialize ``fun`` in reverse mode: its intermediates are recomputed in the backward pass, not stored.
-
-    >>> g = fl.grad(lambda x: fl.checkpoint(lambda y: fl.sin(fl.sin(y)))(x))
-    """
-    from .autodiff import vjp
-
-    check_callable(fun, "checkpoint")
-    static_argnums = _nondiff_tuple(static_argnums, "checkpoint", "static_argnums")
-    cv = custom_vjp(fun, nondiff_argnums=static_argnums)
-    cv._argnums_label = "static_argnums"
-
-    def fwd(*args):
-        return fun(*args), [a for i, a in enumerate(args) if i not in static_argnums]
-
-    def bwd(*rest):
-        nd_vals, dyn, ct = rest[:-2], rest[-2], rest[-1]
-        it = iter(nd_vals)
-        dit = iter(dyn)
-        n = len(nd_vals) + len(dyn)
-        full = [next(it) if i in static_argnums else next(dit) for i in range(n)]
-
-        def f_dyn(*d):
-            dd = iter(d)
-            return fun(*[full[i] if i in static_argnums else next(dd) for i in range(n)])
-
-        _, f_vjp = vjp(f_dyn, *dyn)
-        return tuple(f_vjp(ct))
-
-    cv.defvjp(fwd, bwd)
-    cv.__name__ = f"checkpoint({getattr(fun, '__name__', 'fun')})"
-    return cv
-
-
-remat = checkpoint

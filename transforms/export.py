@@ -150,7 +150,7 @@ class _Encoder:
         hint = (
             " Functions with custom_jvp/custom_vjp rules or checkpoint keep Python callables in their equations "
             "and cannot be exported yet; export a version without the custom rule."
-            if prim.startswith("custom_")
+            if prim.startswith("custom_") or prim == "checkpoint"
             else ""
         )
         raise ExportError(

@@ -80,7 +80,8 @@ def _impl_step(eqn):
         if len(axes) == 1 and isinstance(axes[0], ExternalAxis):
             # across processes: the axis runs it (MPI), in program order; the program's guard checked the ranks
             return axes[0].program_step(prim.name, {k: v for k, v in eqn.params.items() if k != "axes"})
-    lower = _LOOP_LOWERINGS.get(prim.name)
+    # a call primitive may carry its own lowering (``prim.lowering(eqn) -> step or None``)
+    lower = _LOOP_LOWERINGS.get(prim.name) or getattr(prim, "lowering", None)
     if lower is not None:
         step = lower(eqn)
         if step is not None:
@@ -241,6 +242,7 @@ def compile_program(jaxpr: Jaxpr, guard: bool = True, name: str = "program") -> 
                 eqn.prim.name not in ("dot_general", "jit", "dot_col2im")
                 and eqn.prim.name not in _VIEW_PRIMS
                 and eqn.prim.name not in _LOOP_LOWERINGS
+                and getattr(eqn.prim, "lowering", None) is None
                 and _kernel_name(eqn) is None
             ):
                 prog.fallback_names.add(eqn.prim.name)

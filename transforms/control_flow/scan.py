@@ -238,7 +238,8 @@ def scan_split(jaxpr: ClosedJaxpr, nc: int, ncar: int, const_uk, carry_uk, xs_uk
     out.const_uk, out.carry_uk, out.xs_uk = list(const_uk), carry_uk, list(xs_uk)
     out.ys_uk = sp.out_unknowns[ncar:]
     inv_j = Jaxpr(kj.constvars, kj.invars[:nkc], kj.eqns, inv_out)
-    out.inv = ClosedJaxpr(dce(inv_j, [True] * len(inv_out)), sp.known.consts)
+    # the invariant part runs once, outside the loop: effects stay in the loop, which runs them every iteration
+    out.inv = ClosedJaxpr(dce(inv_j, [True] * len(inv_out), keep_effects=False), sp.known.consts)
     loop_j = Jaxpr(kj.constvars, kj.invars, kj.eqns, list(kj.outvars[:n_kout]) + var_out)
     out.known = ClosedJaxpr(dce(loop_j, [True] * len(loop_j.outvars)), sp.known.consts)
     out.fwd = [

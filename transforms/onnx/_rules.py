@@ -1244,6 +1244,7 @@ _SPARSE = (
     "its lowering onto GatherND/ScatterND (with out-of-range indices routed to a discarded row) is not written yet; "
     "export the dense form (A.todense() @ x, or a scatter-add for a segment sum)"
 )
+_HOST = "it runs Python on the host, which an ONNX graph cannot call; remove it (or its fl.debug call) for export"
 NOT_EXPORTABLE.update(
     {
         "spmm": _SPARSE,
@@ -1251,6 +1252,10 @@ NOT_EXPORTABLE.update(
         "segment_sum": _SPARSE,
         "segment_max": _SPARSE,
         "segment_min": _SPARSE,
+        "debug_callback": _HOST,
+        "pure_callback": _HOST,
+        "check": "a runtime check records or raises on the host; " + _HOST,
+        "checkify": "its checks record failures on the host; export the function without fl.debug.checkify",
         "real": _COMPLEX,
         "imag": _COMPLEX,
         "conj": _COMPLEX,
