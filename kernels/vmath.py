@@ -197,14 +197,20 @@ _E0, _E1, _E2, _E3, _E4 = _F(0.49999994), _F(0.1666652), _F(0.0416684), _F(0.008
 
 
 @njit(**_INNER)
-def _exp_reduce_core(x):
-    """e**x = 2**n * (1 + u), |u| < 0.42, for |x| < 2**22 / log2(e)."""
+def _ln2_reduce(x):
+    """x = n * ln2 + (rh - rl) with an integer n, rh exact and r = rh - rl, |r| <= ln2/2, for |x| < 2**22 / log2(e)."""
     t = _fma(x, _LOG2E, _SHIFT)
     n = _I(view_i32(t) - _SHIFT_BITS)
     nf = t - _SHIFT
     rh = _fma(-nf, _LN2_HI, x)  # exact
     rl = nf * _LN2_LO
-    r = rh - rl
+    return n, rh, rl, rh - rl
+
+
+@njit(**_INNER)
+def _exp_reduce_core(x):
+    """e**x = 2**n * (1 + u), |u| < 0.42, for |x| < 2**22 / log2(e)."""
+    n, rh, rl, r = _ln2_reduce(x)
     p = _fma(_fma(_fma(_fma(_E4, r, _E3), r, _E2), r, _E1), r, _E0)
     return n, rh + _fma(r * r, p, -rl)
 
@@ -263,12 +269,7 @@ def fexpm1(x):
     x = _F(x)
     xc = _EXP_HI if x > _EXP_HI else x
     xc = _EM1_LO if xc < _EM1_LO else xc
-    t = _fma(xc, _LOG2E, _SHIFT)
-    n = _I(view_i32(t) - _SHIFT_BITS)
-    nf = t - _SHIFT
-    rh = _fma(-nf, _LN2_HI, xc)  # exact
-    rl = nf * _LN2_LO
-    r = rh - rl
+    n, rh, rl, r = _ln2_reduce(xc)
     z = r * r
     q = _fma(z * r, _fma(_fma(_fma(_fma(_M4, r, _M3), r, _M2), r, _M1), r, _M0), _HALF * z)
     # 2**n * (1 + r + q) - 1 = 2 * ((s - 1/2) + s*rh + s*(q - rl)) with s = 2**(n-1) <= 2**127; the
