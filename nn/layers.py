@@ -21,6 +21,8 @@ from funclib.primitives._util import normalize_axis
 
 from . import functional as F
 from . import init
+from .functional._args import conv_padding_arg, ints, pool_args
+from .functional._pooling import adaptive_output_size, avg_pool, max_pool
 from .module import Module, Parameter, _split_key, store_state
 
 __all__ = [
@@ -223,12 +225,12 @@ class _ConvNd(Module):
             raise ValueError(f"{name}: only padding_mode='zeros' is supported, got {padding_mode!r}")
         d = _dtype(dtype, device)
         self.in_channels, self.out_channels = in_channels, out_channels
-        self.kernel_size = F._tuple(kernel_size, nd, name, "kernel_size")
-        self.stride = F._tuple(stride, nd, name, "stride")
+        self.kernel_size = ints(kernel_size, nd, name, "kernel_size")
+        self.stride = ints(stride, nd, name, "stride")
         if self._transposed and isinstance(padding, str):
             raise ValueError(f"{name}: padding must be an int or {nd} ints (no 'same'/'valid'), got {padding!r}")
-        self.padding = F._conv_padding_arg(padding, nd, self.stride, name)
-        self.dilation = F._tuple(dilation, nd, name, "dilation")
+        self.padding = conv_padding_arg(padding, nd, self.stride, name)
+        self.dilation = ints(dilation, nd, name, "dilation")
         self.output_padding = (0,) * nd
         self.groups = groups
         self.padding_mode = padding_mode
@@ -327,7 +329,7 @@ class _ConvTransposeNd(_ConvNd):
             key=key,
         )
         name = type(self).__name__
-        self.output_padding = F._tuple(output_padding, self._nd, name, "output_padding")
+        self.output_padding = ints(output_padding, self._nd, name, "output_padding")
         for i in range(self._nd):
             if not (self.output_padding[i] < self.stride[i] or self.output_padding[i] < self.dilation[i]):
                 raise ValueError(
@@ -397,14 +399,14 @@ class _MaxPoolNd(Module):
         ceil_mode: bool = False,
     ):
         super().__init__()
-        F._pool_args(self._nd, kernel_size, stride, padding, dilation, type(self).__name__)
+        pool_args(self._nd, kernel_size, stride, padding, dilation, type(self).__name__)
         self.kernel_size = kernel_size
         self.stride = stride if stride is not None else kernel_size
         self.padding, self.dilation = padding, dilation
         self.return_indices, self.ceil_mode = return_indices, ceil_mode
 
     def forward(self, input):
-        return F._max_pool(
+        return max_pool(
             input,
             self.kernel_size,
             self.stride,
@@ -453,7 +455,7 @@ class _AvgPoolNd(Module):
     ):
         super().__init__()
         name = type(self).__name__
-        F._pool_args(self._nd, kernel_size, stride, padding, 1, name)
+        pool_args(self._nd, kernel_size, stride, padding, 1, name)
         if divisor_override is not None:
             check_int(divisor_override, name, "divisor_override", min=1)
         self.kernel_size = kernel_size
@@ -462,7 +464,7 @@ class _AvgPoolNd(Module):
         self.count_include_pad, self.divisor_override = count_include_pad, divisor_override
 
     def forward(self, input):
-        return F._avg_pool(
+        return avg_pool(
             input,
             self.kernel_size,
             self.stride,
@@ -500,7 +502,7 @@ class AdaptiveAvgPool1d(Module):
 
     def __init__(self, output_size):
         super().__init__()
-        F._output_size(output_size, self._nd, type(self).__name__)
+        adaptive_output_size(output_size, self._nd, type(self).__name__)
         self.output_size = output_size
 
     def forward(self, input):
@@ -517,7 +519,7 @@ class AdaptiveAvgPool2d(Module):
 
     def __init__(self, output_size):
         super().__init__()
-        F._output_size(output_size, self._nd, type(self).__name__)
+        adaptive_output_size(output_size, self._nd, type(self).__name__)
         self.output_size = output_size
 
     def forward(self, input):

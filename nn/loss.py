@@ -8,6 +8,7 @@ Tensor(1.0986123, dtype=float32)
 from __future__ import annotations
 
 from . import functional as F
+from .functional._loss import legacy_reduction
 from .module import Module
 
 __all__ = [
@@ -26,7 +27,7 @@ __all__ = [
 class _Loss(Module):
     def __init__(self, size_average=None, reduce=None, reduction: str = "mean"):
         super().__init__()
-        self.reduction = F._legacy(size_average, reduce, reduction)
+        self.reduction = legacy_reduction(size_average, reduce, reduction)
 
     def extra_repr(self):
         return "" if self.reduction == "mean" else f"reduction={self.reduction!r}"
