@@ -1,5 +1,6 @@
-"""Activation layers: each wraps the function of the same name in ``nn.functional`` (PyTorch's constructor
-arguments and reprs; ``inplace`` is accepted and ignored, since tensors are immutable).
+"""Activation layers, one row each: a module class that calls the ``nn.functional`` function of the same name with
+its constructor arguments (PyTorch's names, defaults and reprs; ``inplace`` is accepted and ignored, since tensors
+are immutable).
 
 >>> import funclib as fl, funclib.nn as nn
 >>> nn.ReLU()(fl.tensor([-1.0, 2.0]))
@@ -8,301 +9,14 @@ Tensor([0., 2.], dtype=float32)
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Callable
+from typing import Any
+
 from funclib.checks import check_number
 
 from . import functional as F
 from .module import Module
-
-
-class ReLU(Module):
-    """``max(x, 0)``."""
-
-    def __init__(self, inplace=False):
-        super().__init__()
-        self.inplace = inplace
-
-    def forward(self, input):
-        return F.relu(input)
-
-    def extra_repr(self):
-        return "inplace=True" if self.inplace else ""
-
-
-class ReLU6(Module):
-    """``min(max(x, 0), 6)``."""
-
-    def __init__(self, inplace=False):
-        super().__init__()
-        self.inplace = inplace
-
-    def forward(self, input):
-        return F.relu6(input)
-
-    def extra_repr(self):
-        return "inplace=True" if self.inplace else ""
-
-
-class LeakyReLU(Module):
-    """``x`` if ``x >= 0`` else ``negative_slope * x``."""
-
-    def __init__(self, negative_slope=0.01, inplace=False):
-        super().__init__()
-        self.negative_slope = negative_slope
-        self.inplace = inplace
-
-    def forward(self, input):
-        return F.leaky_relu(input, self.negative_slope)
-
-    def extra_repr(self):
-        return f"negative_slope={self.negative_slope}"
-
-
-class ELU(Module):
-    """``x`` if ``x > 0`` else ``alpha * (exp(x) - 1)``."""
-
-    def __init__(self, alpha=1.0, inplace=False):
-        super().__init__()
-        self.alpha = alpha
-        self.inplace = inplace
-
-    def forward(self, input):
-        return F.elu(input, self.alpha)
-
-    def extra_repr(self):
-        return f"alpha={self.alpha}"
-
-
-class SELU(Module):
-    """Scaled ELU with the self-normalizing constants."""
-
-    def __init__(self, inplace=False):
-        super().__init__()
-        self.inplace = inplace
-
-    def forward(self, input):
-        return F.selu(input)
-
-    def extra_repr(self):
-        return "inplace=True" if self.inplace else ""
-
-
-class CELU(Module):
-    """``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))``."""
-
-    def __init__(self, alpha=1.0, inplace=False):
-        super().__init__()
-        self.alpha = alpha
-        self.inplace = inplace
-
-    def forward(self, input):
-        return F.celu(input, self.alpha)
-
-    def extra_repr(self):
-        return f"alpha={self.alpha}"
-
-
-class GELU(Module):
-    """Gaussian error linear unit (``approximate='tanh'`` for the tanh form)."""
-
-    def __init__(self, approximate="none"):
-        super().__init__()
-        self.approximate = approximate
-
-    def forward(self, input):
-        return F.gelu(input, self.approximate)
-
-    def extra_repr(self):
-        return f"approximate={self.approximate!r}"
-
-
-class SiLU(Module):
-    """``x * sigmoid(x)``."""
-
-    def __init__(self, inplace=False):
-        super().__init__()
-        self.inplace = inplace
-
-    def forward(self, input):
-        return F.silu(input)
-
-    def extra_repr(self):
-        return "inplace=True" if self.inplace else ""
-
-
-class Mish(Module):
-    """``x * tanh(softplus(x))``."""
-
-    def __init__(self, inplace=False):
-        super().__init__()
-        self.inplace = inplace
-
-    def forward(self, input):
-        return F.mish(input)
-
-    def extra_repr(self):
-        return "inplace=True" if self.inplace else ""
-
-
-class Sigmoid(Module):
-    """``1 / (1 + exp(-x))``."""
-
-    def __init__(self):
-        super().__init__()
-
-    def forward(self, input):
-        return F.sigmoid(input)
-
-
-class Tanh(Module):
-    """Hyperbolic tangent."""
-
-    def __init__(self):
-        super().__init__()
-
-    def forward(self, input):
-        return F.tanh(input)
-
-
-class Softplus(Module):
-    """``log(1 + exp(beta x)) / beta``, linear above ``threshold``."""
-
-    def __init__(self, beta=1.0, threshold=20.0):
-        super().__init__()
-        self.beta = beta
-        self.threshold = threshold
-
-    def forward(self, input):
-        return F.softplus(input, self.beta, self.threshold)
-
-    def extra_repr(self):
-        return f"beta={self.beta}, threshold={self.threshold}"
-
-
-class Softsign(Module):
-    """``x / (1 + |x|)``."""
-
-    def __init__(self):
-        super().__init__()
-
-    def forward(self, input):
-        return F.softsign(input)
-
-
-class Hardtanh(Module):
-    """``clip(x, min_val, max_val)``."""
-
-    def __init__(self, min_val=-1.0, max_val=1.0, inplace=False):
-        super().__init__()
-        check_number(min_val, "Hardtanh", "min_val")
-        check_number(max_val, "Hardtanh", "max_val")
-        if max_val <= min_val:
-            raise ValueError(
-                f"Hardtanh: max_val must be greater than min_val, got min_val={min_val}, max_val={max_val}"
-            )
-        self.min_val = min_val
-        self.max_val = max_val
-        self.inplace = inplace
-
-    def forward(self, input):
-        return F.hardtanh(input, self.min_val, self.max_val)
-
-    def extra_repr(self):
-        return f"min_val={self.min_val}, max_val={self.max_val}"
-
-
-class Hardsigmoid(Module):
-    """``relu6(x + 3) / 6``."""
-
-    def __init__(self, inplace=False):
-        super().__init__()
-        self.inplace = inplace
-
-    def forward(self, input):
-        return F.hardsigmoid(input)
-
-    def extra_repr(self):
-        return "inplace=True" if self.inplace else ""
-
-
-class Hardswish(Module):
-    """``x * relu6(x + 3) / 6``."""
-
-    def __init__(self, inplace=False):
-        super().__init__()
-        self.inplace = inplace
-
-    def forward(self, input):
-        return F.hardswish(input)
-
-    def extra_repr(self):
-        return "inplace=True" if self.inplace else ""
-
-
-class LogSigmoid(Module):
-    """``log(sigmoid(x))``."""
-
-    def __init__(self):
-        super().__init__()
-
-    def forward(self, input):
-        return F.logsigmoid(input)
-
-
-class Softmax(Module):
-    """Softmax along ``dim``."""
-
-    def __init__(self, dim=None):
-        super().__init__()
-        self.dim = dim
-
-    def forward(self, input):
-        return F.softmax(input, self.dim)
-
-    def extra_repr(self):
-        return f"dim={self.dim}"
-
-
-class LogSoftmax(Module):
-    """Log-softmax along ``dim``."""
-
-    def __init__(self, dim=None):
-        super().__init__()
-        self.dim = dim
-
-    def forward(self, input):
-        return F.log_softmax(input, self.dim)
-
-    def extra_repr(self):
-        return f"dim={self.dim}"
-
-
-class Softmin(Module):
-    """Softmin along ``dim``."""
-
-    def __init__(self, dim=None):
-        super().__init__()
-        self.dim = dim
-
-    def forward(self, input):
-        return F.softmin(input, self.dim)
-
-    def extra_repr(self):
-        return f"dim={self.dim}"
-
-
-class GLU(Module):
-    """Gated linear unit along ``dim``."""
-
-    def __init__(self, dim=-1):
-        super().__init__()
-        self.dim = dim
-
-    def forward(self, input):
-        return F.glu(input, self.dim)
-
-    def extra_repr(self):
-        return f"dim={self.dim}"
-
 
 __all__ = [
     "ReLU",
@@ -327,3 +41,234 @@ __all__ = [
     "Softmin",
     "GLU",
 ]
+
+# the Args section of the generated docstrings
+_ARG_DOCS = {
+    "inplace": "accepted for PyTorch compatibility and ignored: tensors are immutable (default False).",
+    "negative_slope": "the slope for negative inputs (default 0.01).",
+    "alpha": "the scale of the negative part (default 1.0).",
+    "approximate": "``'none'`` (exact, with erf) or ``'tanh'`` (the tanh approximation).",
+    "beta": "the sharpness (default 1.0).",
+    "threshold": "above ``beta * x > threshold`` the output is ``x`` itself (default 20.0).",
+    "min_val": "the lower bound (default -1.0).",
+    "max_val": "the upper bound (default 1.0).",
+    "dim": "the axis (``None``: PyTorch's legacy choice, axis 0 for 0-d, 1-d and 3-d inputs, else 1).",
+}
+
+
+class _Activation(Module):
+    """The rows' base: the constructor's arguments are attributes; ``forward`` passes all but ``inplace`` on."""
+
+    _function: Callable[..., Any]
+    _forwarded: tuple[str, ...] = ()
+
+    def forward(self, input):
+        return self._function(input, *(getattr(self, a) for a in self._forwarded))
+
+    def extra_repr(self) -> str:
+        shown = [f"{a}={getattr(self, a)!r}" for a in self._forwarded]
+        if getattr(self, "inplace", False):
+            shown.append("inplace=True")
+        return ", ".join(shown)
+
+
+def _constructor(name: str, params: dict[str, Any], check: Callable[..., None] | None):
+    sig = inspect.Signature([inspect.Parameter(k, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=v)
+                             for k, v in params.items()])
+
+    def __init__(self, *args, **kwargs):
+        try:
+            bound = sig.bind(*args, **kwargs)
+        except TypeError as e:
+            raise TypeError(f"{name}{sig}: {e}") from None
+        bound.apply_defaults()
+        Module.__init__(self)
+        if check is not None:
+            check(name, **bound.arguments)
+        for k, v in bound.arguments.items():
+            setattr(self, k, v)
+
+    __init__.__qualname__ = f"{name}.__init__"
+    __init__.__signature__ = inspect.Signature(
+        [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD), *sig.parameters.values()]
+    )
+    return __init__
+
+
+def _activation(name: str, function, formula: str, params: dict[str, Any], example: str, output: str, check=None):
+    """A module class for one row: ``formula`` is the summary, ``example`` the constructor call of the docstring's
+    example and ``output`` the values it prints for the input ``[-1, 0, 0.5, 2]``."""
+    args = "".join(f"\n        {k}: {_ARG_DOCS[k]}" for k in params)
+    call = "".join(f", {k}" for k in params if k != "inplace")
+    doc = (
+        formula
+        + (f"\n\n    Args:{args}" if args else "")
+        + f"\n\n    Returns:\n        A module whose ``forward(input)`` is ``F.{function.__name__}(input{call})``."
+        + f"\n\n    >>> nn.{example}(fl.tensor([-1.0, 0.0, 0.5, 2.0]))\n    Tensor({output}, dtype=float32)\n    "
+    )
+    return type(
+        name,
+        (_Activation,),
+        {
+            "__module__": __name__,
+            "__qualname__": name,
+            "__doc__": doc,
+            "__init__": _constructor(name, params, check),
+            "_function": staticmethod(function),
+            "_forwarded": tuple(k for k in params if k != "inplace"),
+        },
+    )
+
+
+def _ordered_bounds(op: str, min_val, max_val, inplace) -> None:
+    check_number(min_val, op, "min_val")
+    check_number(max_val, op, "max_val")
+    if max_val <= min_val:
+        raise ValueError(
+            f"{op}: max_val must be greater than min_val, got min_val={min_val}, max_val={max_val}; swap them"
+        )
+
+
+_INPLACE = {"inplace": False}
+_DIM = {"dim": None}
+
+ReLU = _activation("ReLU", F.relu, "``max(x, 0)``.", _INPLACE, "ReLU()", "[0. , 0. , 0.5, 2. ]")
+ReLU6 = _activation("ReLU6", F.relu6, "``min(max(x, 0), 6)``.", _INPLACE, "ReLU6()", "[0. , 0. , 0.5, 2. ]")
+LeakyReLU = _activation(
+    "LeakyReLU",
+    F.leaky_relu,
+    "``x`` if ``x >= 0`` else ``negative_slope * x``.",
+    {"negative_slope": 0.01, **_INPLACE},
+    "LeakyReLU(0.1)",
+    "[-0.1,  0. ,  0.5,  2. ]",
+)
+ELU = _activation(
+    "ELU",
+    F.elu,
+    "``x`` if ``x > 0`` else ``alpha * (exp(x) - 1)``.",
+    {"alpha": 1.0, **_INPLACE},
+    "ELU()",
+    "[-0.63212055,  0.        ,  0.5       ,  2.        ]",
+)
+SELU = _activation(
+    "SELU",
+    F.selu,
+    "Scaled ELU with the self-normalizing constants: ``1.0507 * elu(x, 1.6733)``.",
+    _INPLACE,
+    "SELU()",
+    "[-1.1113307,  0.       ,  0.5253505,  2.101402 ]",
+)
+CELU = _activation(
+    "CELU",
+    F.celu,
+    "``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))``.",
+    {"alpha": 1.0, **_INPLACE},
+    "CELU(2.0)",
+    "[-0.78693867,  0.        ,  0.5       ,  2.        ]",
+)
+GELU = _activation(
+    "GELU",
+    F.gelu,
+    "Gaussian error linear unit ``x * Phi(x)``.",
+    {"approximate": "none"},
+    "GELU()",
+    "[-0.15865526,  0.        ,  0.34573123,  1.9544997 ]",
+)
+SiLU = _activation(
+    "SiLU", F.silu, "``x * sigmoid(x)``.", _INPLACE, "SiLU()", "[-0.26894143,  0.        ,  0.31122968,  1.7615942 ]"
+)
+Mish = _activation(
+    "Mish",
+    F.mish,
+    "``x * tanh(softplus(x))``.",
+    _INPLACE,
+    "Mish()",
+    "[-0.3034014 ,  0.        ,  0.37524518,  1.9439589 ]",
+)
+Sigmoid = _activation(
+    "Sigmoid", F.sigmoid, "``1 / (1 + exp(-x))``.", {}, "Sigmoid()", "[0.26894143, 0.5       , 0.62245935, 0.8807971 ]"
+)
+Tanh = _activation(
+    "Tanh", F.tanh, "Hyperbolic tangent.", {}, "Tanh()", "[-0.7615942,  0.       ,  0.4621172,  0.9640276]"
+)
+Softplus = _activation(
+    "Softplus",
+    F.softplus,
+    "``log(1 + exp(beta * x)) / beta``, and ``x`` itself where ``beta * x > threshold``.",
+    {"beta": 1.0, "threshold": 20.0},
+    "Softplus()",
+    "[0.31326163, 0.6931472 , 0.974077  , 2.126928  ]",
+)
+Softsign = _activation(
+    "Softsign",
+    F.softsign,
+    "``x / (1 + |x|)``.",
+    {},
+    "Softsign()",
+    "[-0.5       ,  0.        ,  0.33333334,  0.6666667 ]",
+)
+Hardtanh = _activation(
+    "Hardtanh",
+    F.hardtanh,
+    "``clip(x, min_val, max_val)``.",
+    {"min_val": -1.0, "max_val": 1.0, **_INPLACE},
+    "Hardtanh()",
+    "[-1. ,  0. ,  0.5,  1. ]",
+    check=_ordered_bounds,
+)
+Hardsigmoid = _activation(
+    "Hardsigmoid",
+    F.hardsigmoid,
+    "``relu6(x + 3) / 6``.",
+    _INPLACE,
+    "Hardsigmoid()",
+    "[0.33333334, 0.5       , 0.5833333 , 0.8333333 ]",
+)
+Hardswish = _activation(
+    "Hardswish",
+    F.hardswish,
+    "``x * relu6(x + 3) / 6``.",
+    _INPLACE,
+    "Hardswish()",
+    "[-0.33333334,  0.        ,  0.29166666,  1.6666666 ]",
+)
+LogSigmoid = _activation(
+    "LogSigmoid",
+    F.logsigmoid,
+    "``log(sigmoid(x))``, stable for large ``|x|``.",
+    {},
+    "LogSigmoid()",
+    "[-1.3132616, -0.6931472, -0.474077 , -0.126928 ]",
+)
+Softmax = _activation(
+    "Softmax",
+    F.softmax,
+    "Softmax along ``dim``: ``exp(x) / sum(exp(x))``.",
+    _DIM,
+    "Softmax(dim=0)",
+    "[0.03535379, 0.09610157, 0.1584447 , 0.71009994]",
+)
+LogSoftmax = _activation(
+    "LogSoftmax",
+    F.log_softmax,
+    "Log-softmax along ``dim``: ``x - logsumexp(x)``.",
+    _DIM,
+    "LogSoftmax(dim=0)",
+    "[-3.3423495 , -2.3423495 , -1.8423495 , -0.34234956]",
+)
+Softmin = _activation(
+    "Softmin",
+    F.softmin,
+    "Softmin along ``dim``: ``softmax(-x)``.",
+    _DIM,
+    "Softmin(dim=0)",
+    "[0.60946006, 0.22420782, 0.13598892, 0.03034323]",
+)
+GLU = _activation(
+    "GLU",
+    F.glu,
+    "Gated linear unit: ``dim`` split into halves ``a, b``, then ``a * sigmoid(b)``.",
+    {"dim": -1},
+    "GLU()",
+    "[-0.62245935,  0.        ]",
+)
