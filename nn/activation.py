@@ -9,38 +9,14 @@ Tensor([0., 2.], dtype=float32)
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable
 from typing import Any
 
 from funclib.checks import check_number
 
 from . import functional as F
+from ._rows import row_class, row_doc
 from .module import Module
-
-__all__ = [
-    "ReLU",
-    "ReLU6",
-    "LeakyReLU",
-    "ELU",
-    "SELU",
-    "CELU",
-    "GELU",
-    "SiLU",
-    "Mish",
-    "Sigmoid",
-    "Tanh",
-    "Softplus",
-    "Softsign",
-    "Hardtanh",
-    "Hardsigmoid",
-    "Hardswish",
-    "LogSigmoid",
-    "Softmax",
-    "LogSoftmax",
-    "Softmin",
-    "GLU",
-]
 
 # the Args section of the generated docstrings
 _ARG_DOCS = {
@@ -61,6 +37,13 @@ class _Activation(Module):
 
     _function: Callable[..., Any]
     _forwarded: tuple[str, ...] = ()
+    _check: Callable[..., None] | None = None
+
+    def _setup(self, **arguments) -> None:
+        if self._check is not None:
+            self._check(type(self).__name__, **arguments)
+        for k, v in arguments.items():
+            setattr(self, k, v)
 
     def forward(self, input):
         return self._function(input, *(getattr(self, a) for a in self._forwarded))
@@ -72,51 +55,20 @@ class _Activation(Module):
         return ", ".join(shown)
 
 
-def _constructor(name: str, params: dict[str, Any], check: Callable[..., None] | None):
-    sig = inspect.Signature([inspect.Parameter(k, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=v)
-                             for k, v in params.items()])
-
-    def __init__(self, *args, **kwargs):
-        try:
-            bound = sig.bind(*args, **kwargs)
-        except TypeError as e:
-            raise TypeError(f"{name}{sig}: {e}") from None
-        bound.apply_defaults()
-        Module.__init__(self)
-        if check is not None:
-            check(name, **bound.arguments)
-        for k, v in bound.arguments.items():
-            setattr(self, k, v)
-
-    __init__.__qualname__ = f"{name}.__init__"
-    __init__.__signature__ = inspect.Signature(
-        [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD), *sig.parameters.values()]
-    )
-    return __init__
-
-
 def _activation(name: str, function, formula: str, params: dict[str, Any], example: str, output: str, check=None):
-    """A module class for one row: ``formula`` is the summary, ``example`` the constructor call of the docstring's
+    """The class of one row: ``formula`` is the summary, ``example`` the constructor call of the docstring's
     example and ``output`` the values it prints for the input ``[-1, 0, 0.5, 2]``."""
-    args = "".join(f"\n        {k}: {_ARG_DOCS[k]}" for k in params)
-    call = "".join(f", {k}" for k in params if k != "inplace")
-    doc = (
-        formula
-        + (f"\n\n    Args:{args}" if args else "")
-        + f"\n\n    Returns:\n        A module whose ``forward(input)`` is ``F.{function.__name__}(input{call})``."
-        + f"\n\n    >>> nn.{example}(fl.tensor([-1.0, 0.0, 0.5, 2.0]))\n    Tensor({output}, dtype=float32)\n    "
+    forwarded = tuple(k for k in params if k != "inplace")
+    doc = row_doc(
+        formula,
+        {k: _ARG_DOCS[k] for k in params},
+        f"A module whose ``forward(input)`` is ``F.{function.__name__}({', '.join(('input', *forwarded))})``.",
+        f"nn.{example}(fl.tensor([-1.0, 0.0, 0.5, 2.0]))",
+        f"Tensor({output}, dtype=float32)",
     )
-    return type(
-        name,
-        (_Activation,),
-        {
-            "__module__": __name__,
-            "__qualname__": name,
-            "__doc__": doc,
-            "__init__": _constructor(name, params, check),
-            "_function": staticmethod(function),
-            "_forwarded": tuple(k for k in params if k != "inplace"),
-        },
+    checker = None if check is None else staticmethod(check)
+    return row_class(
+        _Activation, name, __name__, params, doc, _function=staticmethod(function), _forwarded=forwarded, _check=checker
     )
 
 
@@ -132,143 +84,49 @@ def _ordered_bounds(op: str, min_val, max_val, inplace) -> None:
 _INPLACE = {"inplace": False}
 _DIM = {"dim": None}
 
-ReLU = _activation("ReLU", F.relu, "``max(x, 0)``.", _INPLACE, "ReLU()", "[0. , 0. , 0.5, 2. ]")
-ReLU6 = _activation("ReLU6", F.relu6, "``min(max(x, 0), 6)``.", _INPLACE, "ReLU6()", "[0. , 0. , 0.5, 2. ]")
-LeakyReLU = _activation(
-    "LeakyReLU",
-    F.leaky_relu,
-    "``x`` if ``x >= 0`` else ``negative_slope * x``.",
-    {"negative_slope": 0.01, **_INPLACE},
-    "LeakyReLU(0.1)",
-    "[-0.1,  0. ,  0.5,  2. ]",
+# class, function, formula, constructor arguments, the docstring example's call and its output for [-1, 0, 0.5, 2]
+_TABLE = (
+    ("ReLU", F.relu, "``max(x, 0)``.", _INPLACE, "ReLU()", "[0. , 0. , 0.5, 2. ]"),
+    ("ReLU6", F.relu6, "``min(max(x, 0), 6)``.", _INPLACE, "ReLU6()", "[0. , 0. , 0.5, 2. ]"),
+    ("LeakyReLU", F.leaky_relu, "``x`` if ``x >= 0`` else ``negative_slope * x``.",
+     {"negative_slope": 0.01, **_INPLACE}, "LeakyReLU(0.1)", "[-0.1,  0. ,  0.5,  2. ]"),
+    ("ELU", F.elu, "``x`` if ``x > 0`` else ``alpha * (exp(x) - 1)``.", {"alpha": 1.0, **_INPLACE},
+     "ELU()", "[-0.63212055,  0.        ,  0.5       ,  2.        ]"),
+    ("SELU", F.selu, "Scaled ELU with the self-normalizing constants: ``1.0507 * elu(x, 1.6733)``.", _INPLACE,
+     "SELU()", "[-1.1113307,  0.       ,  0.5253505,  2.101402 ]"),
+    ("CELU", F.celu, "``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))``.", {"alpha": 1.0, **_INPLACE},
+     "CELU(2.0)", "[-0.78693867,  0.        ,  0.5       ,  2.        ]"),
+    ("GELU", F.gelu, "Gaussian error linear unit ``x * Phi(x)``.", {"approximate": "none"},
+     "GELU()", "[-0.15865526,  0.        ,  0.34573123,  1.9544997 ]"),
+    ("SiLU", F.silu, "``x * sigmoid(x)``.", _INPLACE, "SiLU()", "[-0.26894143,  0.        ,  0.31122968,  1.7615942 ]"),
+    ("Mish", F.mish, "``x * tanh(softplus(x))``.", _INPLACE,
+     "Mish()", "[-0.3034014 ,  0.        ,  0.37524518,  1.9439589 ]"),
+    ("Sigmoid", F.sigmoid, "``1 / (1 + exp(-x))``.", {},
+     "Sigmoid()", "[0.26894143, 0.5       , 0.62245935, 0.8807971 ]"),
+    ("Tanh", F.tanh, "Hyperbolic tangent.", {}, "Tanh()", "[-0.7615942,  0.       ,  0.4621172,  0.9640276]"),
+    ("Softplus", F.softplus, "``log(1 + exp(beta * x)) / beta``, and ``x`` itself where ``beta * x > threshold``.",
+     {"beta": 1.0, "threshold": 20.0}, "Softplus()", "[0.31326163, 0.6931472 , 0.974077  , 2.126928  ]"),
+    ("Softsign", F.softsign, "``x / (1 + |x|)``.", {},
+     "Softsign()", "[-0.5       ,  0.        ,  0.33333334,  0.6666667 ]"),
+    ("Hardtanh", F.hardtanh, "``clip(x, min_val, max_val)``.", {"min_val": -1.0, "max_val": 1.0, **_INPLACE},
+     "Hardtanh()", "[-1. ,  0. ,  0.5,  1. ]", _ordered_bounds),
+    ("Hardsigmoid", F.hardsigmoid, "``relu6(x + 3) / 6``.", _INPLACE,
+     "Hardsigmoid()", "[0.33333334, 0.5       , 0.5833333 , 0.8333333 ]"),
+    ("Hardswish", F.hardswish, "``x * relu6(x + 3) / 6``.", _INPLACE,
+     "Hardswish()", "[-0.33333334,  0.        ,  0.29166666,  1.6666666 ]"),
+    ("LogSigmoid", F.logsigmoid, "``log(sigmoid(x))``, stable for large ``|x|``.", {},
+     "LogSigmoid()", "[-1.3132616, -0.6931472, -0.474077 , -0.126928 ]"),
+    ("Softmax", F.softmax, "Softmax along ``dim``: ``exp(x) / sum(exp(x))``.", _DIM,
+     "Softmax(dim=0)", "[0.03535379, 0.09610157, 0.1584447 , 0.71009994]"),
+    ("LogSoftmax", F.log_softmax, "Log-softmax along ``dim``: ``x - logsumexp(x)``.", _DIM,
+     "LogSoftmax(dim=0)", "[-3.3423495 , -2.3423495 , -1.8423495 , -0.34234956]"),
+    ("Softmin", F.softmin, "Softmin along ``dim``: ``softmax(-x)``.", _DIM,
+     "Softmin(dim=0)", "[0.60946006, 0.22420782, 0.13598892, 0.03034323]"),
+    ("GLU", F.glu, "Gated linear unit: ``dim`` split into halves ``a, b``, then ``a * sigmoid(b)``.", {"dim": -1},
+     "GLU()", "[-0.62245935,  0.        ]"),
 )
-ELU = _activation(
-    "ELU",
-    F.elu,
-    "``x`` if ``x > 0`` else ``alpha * (exp(x) - 1)``.",
-    {"alpha": 1.0, **_INPLACE},
-    "ELU()",
-    "[-0.63212055,  0.        ,  0.5       ,  2.        ]",
-)
-SELU = _activation(
-    "SELU",
-    F.selu,
-    "Scaled ELU with the self-normalizing constants: ``1.0507 * elu(x, 1.6733)``.",
-    _INPLACE,
-    "SELU()",
-    "[-1.1113307,  0.       ,  0.5253505,  2.101402 ]",
-)
-CELU = _activation(
-    "CELU",
-    F.celu,
-    "``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))``.",
-    {"alpha": 1.0, **_INPLACE},
-    "CELU(2.0)",
-    "[-0.78693867,  0.        ,  0.5       ,  2.        ]",
-)
-GELU = _activation(
-    "GELU",
-    F.gelu,
-    "Gaussian error linear unit ``x * Phi(x)``.",
-    {"approximate": "none"},
-    "GELU()",
-    "[-0.15865526,  0.        ,  0.34573123,  1.9544997 ]",
-)
-SiLU = _activation(
-    "SiLU", F.silu, "``x * sigmoid(x)``.", _INPLACE, "SiLU()", "[-0.26894143,  0.        ,  0.31122968,  1.7615942 ]"
-)
-Mish = _activation(
-    "Mish",
-    F.mish,
-    "``x * tanh(softplus(x))``.",
-    _INPLACE,
-    "Mish()",
-    "[-0.3034014 ,  0.        ,  0.37524518,  1.9439589 ]",
-)
-Sigmoid = _activation(
-    "Sigmoid", F.sigmoid, "``1 / (1 + exp(-x))``.", {}, "Sigmoid()", "[0.26894143, 0.5       , 0.62245935, 0.8807971 ]"
-)
-Tanh = _activation(
-    "Tanh", F.tanh, "Hyperbolic tangent.", {}, "Tanh()", "[-0.7615942,  0.       ,  0.4621172,  0.9640276]"
-)
-Softplus = _activation(
-    "Softplus",
-    F.softplus,
-    "``log(1 + exp(beta * x)) / beta``, and ``x`` itself where ``beta * x > threshold``.",
-    {"beta": 1.0, "threshold": 20.0},
-    "Softplus()",
-    "[0.31326163, 0.6931472 , 0.974077  , 2.126928  ]",
-)
-Softsign = _activation(
-    "Softsign",
-    F.softsign,
-    "``x / (1 + |x|)``.",
-    {},
-    "Softsign()",
-    "[-0.5       ,  0.        ,  0.33333334,  0.6666667 ]",
-)
-Hardtanh = _activation(
-    "Hardtanh",
-    F.hardtanh,
-    "``clip(x, min_val, max_val)``.",
-    {"min_val": -1.0, "max_val": 1.0, **_INPLACE},
-    "Hardtanh()",
-    "[-1. ,  0. ,  0.5,  1. ]",
-    check=_ordered_bounds,
-)
-Hardsigmoid = _activation(
-    "Hardsigmoid",
-    F.hardsigmoid,
-    "``relu6(x + 3) / 6``.",
-    _INPLACE,
-    "Hardsigmoid()",
-    "[0.33333334, 0.5       , 0.5833333 , 0.8333333 ]",
-)
-Hardswish = _activation(
-    "Hardswish",
-    F.hardswish,
-    "``x * relu6(x + 3) / 6``.",
-    _INPLACE,
-    "Hardswish()",
-    "[-0.33333334,  0.        ,  0.29166666,  1.6666666 ]",
-)
-LogSigmoid = _activation(
-    "LogSigmoid",
-    F.logsigmoid,
-    "``log(sigmoid(x))``, stable for large ``|x|``.",
-    {},
-    "LogSigmoid()",
-    "[-1.3132616, -0.6931472, -0.474077 , -0.126928 ]",
-)
-Softmax = _activation(
-    "Softmax",
-    F.softmax,
-    "Softmax along ``dim``: ``exp(x) / sum(exp(x))``.",
-    _DIM,
-    "Softmax(dim=0)",
-    "[0.03535379, 0.09610157, 0.1584447 , 0.71009994]",
-)
-LogSoftmax = _activation(
-    "LogSoftmax",
-    F.log_softmax,
-    "Log-softmax along ``dim``: ``x - logsumexp(x)``.",
-    _DIM,
-    "LogSoftmax(dim=0)",
-    "[-3.3423495 , -2.3423495 , -1.8423495 , -0.34234956]",
-)
-Softmin = _activation(
-    "Softmin",
-    F.softmin,
-    "Softmin along ``dim``: ``softmax(-x)``.",
-    _DIM,
-    "Softmin(dim=0)",
-    "[0.60946006, 0.22420782, 0.13598892, 0.03034323]",
-)
-GLU = _activation(
-    "GLU",
-    F.glu,
-    "Gated linear unit: ``dim`` split into halves ``a, b``, then ``a * sigmoid(b)``.",
-    {"dim": -1},
-    "GLU()",
-    "[-0.62245935,  0.        ]",
-)
+(
+    ReLU, ReLU6, LeakyReLU, ELU, SELU, CELU, GELU, SiLU, Mish, Sigmoid, Tanh, Softplus, Softsign, Hardtanh,
+    Hardsigmoid, Hardswish, LogSigmoid, Softmax, LogSoftmax, Softmin, GLU,
+) = (_activation(*row) for row in _TABLE)
+__all__ = [row[0] for row in _TABLE]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
+from typing import Self
 
 from .module import Module
 
@@ -26,7 +27,38 @@ def _index(idx, n: int, what: str) -> int:
     return idx % n
 
 
-class Sequential(Module):
+class _ModuleSequence(Module):
+    """What ``Sequential`` and ``ModuleList`` share: children in order, ``len``, iteration, ``append``/``extend``."""
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self) -> Iterator[Module]:
+        return iter(self._modules.values())
+
+    def append(self, module: Module) -> Self:
+        self.add_module(str(len(self)), module)
+        return self
+
+    def extend(self, modules: Iterable[Module]) -> Self:
+        for m in modules:
+            self.append(m)
+        return self
+
+    def _renumber(self, modules: list[Module]) -> None:
+        self._modules.clear()
+        for i, m in enumerate(modules):
+            self._modules[str(i)] = m
+
+    def _insert(self, index: int, module: Module) -> None:
+        mods = list(self._modules.values())
+        mods.insert(index, module)
+        self._renumber([])
+        for m in mods:
+            self.append(m)
+
+
+class Sequential(_ModuleSequence):
     """Modules applied in order: ``Sequential(a, b, c)(x) == c(b(a(x)))``; also takes an ``OrderedDict`` of named
     modules. Indexing with an int gives a module, with a slice a new ``Sequential``."""
 
@@ -59,32 +91,10 @@ class Sequential(Module):
         else:
             del self._modules[keys[_index(idx, len(keys), "Sequential")]]
         if all(k.isdigit() for k in self._modules):
-            mods = list(self._modules.values())
-            self._modules.clear()
-            for i, m in enumerate(mods):
-                self._modules[str(i)] = m
-
-    def __len__(self) -> int:
-        return len(self._modules)
-
-    def __iter__(self) -> Iterator[Module]:
-        return iter(self._modules.values())
-
-    def append(self, module: Module) -> Sequential:
-        self.add_module(str(len(self)), module)
-        return self
-
-    def extend(self, modules: Iterable[Module]) -> Sequential:
-        for m in modules:
-            self.append(m)
-        return self
+            self._renumber(list(self._modules.values()))
 
     def insert(self, index: int, module: Module) -> Sequential:
-        mods = list(self._modules.values())
-        mods.insert(index if index >= 0 else len(mods) + 1 + index, module)
-        self._modules.clear()
-        for i, m in enumerate(mods):
-            self.add_module(str(i), m)
+        self._insert(index if index >= 0 else len(self) + 1 + index, module)
         return self
 
     def forward(self, input):
@@ -93,7 +103,7 @@ class Sequential(Module):
         return input
 
 
-class ModuleList(Module):
+class ModuleList(_ModuleSequence):
     """A list of modules, registered as children ``"0"``, ``"1"``, ...; index, iterate, ``append``, ``extend``."""
 
     def __init__(self, modules: Iterable[Module] | None = None):
@@ -113,34 +123,13 @@ class ModuleList(Module):
     def __delitem__(self, idx) -> None:
         mods = list(self._modules.values())
         del mods[idx if isinstance(idx, slice) else _index(idx, len(mods), "ModuleList")]
-        self._modules.clear()
-        for i, m in enumerate(mods):
-            self._modules[str(i)] = m
-
-    def __len__(self) -> int:
-        return len(self._modules)
-
-    def __iter__(self) -> Iterator[Module]:
-        return iter(self._modules.values())
+        self._renumber(mods)
 
     def __add__(self, other: Iterable[Module]) -> ModuleList:
         return ModuleList([*self, *other])
 
-    def append(self, module: Module) -> ModuleList:
-        self.add_module(str(len(self)), module)
-        return self
-
-    def extend(self, modules: Iterable[Module]) -> ModuleList:
-        for m in modules:
-            self.append(m)
-        return self
-
     def insert(self, index: int, module: Module) -> None:
-        mods = list(self._modules.values())
-        mods.insert(index, module)
-        self._modules.clear()
-        for i, m in enumerate(mods):
-            self.add_module(str(i), m)
+        self._insert(index, module)
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError("ModuleList has no forward(); iterate over it in your module's forward")

@@ -22,7 +22,7 @@ from funclib.primitives._util import normalize_axis
 from . import functional as F
 from . import init
 from .functional._args import conv_padding_arg, ints, pool_args
-from .functional._pooling import adaptive_output_size, avg_pool, max_pool
+from .functional._pooling import adaptive_avg_pool, adaptive_output_size, avg_pool, max_pool
 from .module import Module, Parameter, _split_key, store_state
 
 __all__ = [
@@ -386,37 +386,26 @@ class ConvTranspose2d(_ConvTransposeNd):
 # Pooling
 
 
-class _MaxPoolNd(Module):
+class _PoolNd(Module):
     _nd = 2
 
+    def _window(self, kernel_size, stride, padding, dilation=1) -> None:
+        """Check and keep the window (the stride defaults to the kernel size)."""
+        pool_args(self._nd, kernel_size, stride, padding, dilation, type(self).__name__)
+        self.kernel_size, self.stride, self.padding = kernel_size, kernel_size if stride is None else stride, padding
+
+
+class _MaxPoolNd(_PoolNd):
     def __init__(
-        self,
-        kernel_size,
-        stride=None,
-        padding=0,
-        dilation=1,
-        return_indices: bool = False,
-        ceil_mode: bool = False,
+        self, kernel_size, stride=None, padding=0, dilation=1, return_indices: bool = False, ceil_mode: bool = False
     ):
         super().__init__()
-        pool_args(self._nd, kernel_size, stride, padding, dilation, type(self).__name__)
-        self.kernel_size = kernel_size
-        self.stride = stride if stride is not None else kernel_size
-        self.padding, self.dilation = padding, dilation
-        self.return_indices, self.ceil_mode = return_indices, ceil_mode
+        self._window(kernel_size, stride, padding, dilation)
+        self.dilation, self.return_indices, self.ceil_mode = dilation, return_indices, ceil_mode
 
     def forward(self, input):
-        return max_pool(
-            input,
-            self.kernel_size,
-            self.stride,
-            self.padding,
-            self.dilation,
-            self.ceil_mode,
-            self.return_indices,
-            self._nd,
-            type(self).__name__,
-        )
+        window = (self.kernel_size, self.stride, self.padding, self.dilation)
+        return max_pool(input, *window, self.ceil_mode, self.return_indices, self._nd, type(self).__name__)
 
     def extra_repr(self):
         return (
@@ -441,9 +430,7 @@ class MaxPool2d(_MaxPoolNd):
     _nd = 2
 
 
-class _AvgPoolNd(Module):
-    _nd = 2
-
+class _AvgPoolNd(_PoolNd):
     def __init__(
         self,
         kernel_size,
@@ -454,27 +441,14 @@ class _AvgPoolNd(Module):
         divisor_override: int | None = None,
     ):
         super().__init__()
-        name = type(self).__name__
-        pool_args(self._nd, kernel_size, stride, padding, 1, name)
+        self._window(kernel_size, stride, padding)
         if divisor_override is not None:
-            check_int(divisor_override, name, "divisor_override", min=1)
-        self.kernel_size = kernel_size
-        self.stride = stride if stride is not None else kernel_size
-        self.padding, self.ceil_mode = padding, ceil_mode
-        self.count_include_pad, self.divisor_override = count_include_pad, divisor_override
+            check_int(divisor_override, type(self).__name__, "divisor_override", min=1)
+        self.ceil_mode, self.count_include_pad, self.divisor_override = ceil_mode, count_include_pad, divisor_override
 
     def forward(self, input):
-        return avg_pool(
-            input,
-            self.kernel_size,
-            self.stride,
-            self.padding,
-            self.ceil_mode,
-            self.count_include_pad,
-            self.divisor_override,
-            self._nd,
-            type(self).__name__,
-        )
+        options = (self.ceil_mode, self.count_include_pad, self.divisor_override)
+        return avg_pool(input, self.kernel_size, self.stride, self.padding, *options, self._nd, type(self).__name__)
 
     def extra_repr(self):
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
@@ -495,26 +469,7 @@ class AvgPool2d(_AvgPoolNd):
     _nd = 2
 
 
-class AdaptiveAvgPool1d(Module):
-    """Average ``(N, C, L)`` into ``output_size`` bins."""
-
-    _nd = 1
-
-    def __init__(self, output_size):
-        super().__init__()
-        adaptive_output_size(output_size, self._nd, type(self).__name__)
-        self.output_size = output_size
-
-    def forward(self, input):
-        return F.adaptive_avg_pool1d(input, self.output_size)
-
-    def extra_repr(self):
-        return f"output_size={self.output_size}"
-
-
-class AdaptiveAvgPool2d(Module):
-    """Average ``(N, C, H, W)`` into ``output_size`` bins (``1`` gives global average pooling)."""
-
+class _AdaptiveAvgPoolNd(Module):
     _nd = 2
 
     def __init__(self, output_size):
@@ -523,10 +478,22 @@ class AdaptiveAvgPool2d(Module):
         self.output_size = output_size
 
     def forward(self, input):
-        return F.adaptive_avg_pool2d(input, self.output_size)
+        return adaptive_avg_pool(input, self.output_size, self._nd, type(self).__name__)
 
     def extra_repr(self):
         return f"output_size={self.output_size}"
+
+
+class AdaptiveAvgPool1d(_AdaptiveAvgPoolNd):
+    """Average ``(N, C, L)`` into ``output_size`` bins."""
+
+    _nd = 1
+
+
+class AdaptiveAvgPool2d(_AdaptiveAvgPoolNd):
+    """Average ``(N, C, H, W)`` into ``output_size`` bins (``1`` gives global average pooling)."""
+
+    _nd = 2
 
 
 # ---------------------------------------------------------------------------------------------------------------

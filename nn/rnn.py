@@ -63,9 +63,24 @@ def _gru_step(state, gi, w_hh, b_hh, w_hr):
     return ((1.0 - z) * n + z * h,)
 
 
+# mode -> (one time step, gates per hidden unit)
+_MODES = {
+    "RNN_TANH": (_rnn_step("tanh"), 1),
+    "RNN_RELU": (_rnn_step("relu"), 1),
+    "LSTM": (_lstm_step, 4),
+    "GRU": (_gru_step, 3),
+}
+
+
+def _uniform_parameters(module: Module, shapes: dict[str, tuple[int, ...]], hidden_size: int, dtype, keys) -> None:
+    """PyTorch's recurrent init: every parameter ``U(-1/sqrt(hidden_size), 1/sqrt(hidden_size))``, one key each."""
+    bound = 1.0 / math.sqrt(hidden_size)
+    for (name, shape), k in zip(shapes.items(), keys):
+        setattr(module, name, Parameter(init.uniform_(fl.empty(shape, dtype=dtype), -bound, bound, key=k)))
+
+
 class _RNNBase(Module):
     _mode = "RNN_TANH"
-    _gates = 1
 
     def __init__(
         self,
@@ -98,39 +113,24 @@ class _RNNBase(Module):
         self.bidirectional, self.proj_size = bidirectional, proj_size
         dirs = 2 if bidirectional else 1
         real_hidden = proj_size or hidden_size
-        gate = self._gates * hidden_size
-        names = []
-        shapes = []
+        gate = _MODES[self._mode][1] * hidden_size
+        shapes = {}
         for layer in range(num_layers):
             in_size = input_size if layer == 0 else real_hidden * dirs
             for direction in range(dirs):
                 sfx = f"_l{layer}" + ("_reverse" if direction else "")
-                entries = [(f"weight_ih{sfx}", (gate, in_size)), (f"weight_hh{sfx}", (gate, real_hidden))]
+                shapes[f"weight_ih{sfx}"], shapes[f"weight_hh{sfx}"] = (gate, in_size), (gate, real_hidden)
                 if bias:
-                    entries += [(f"bias_ih{sfx}", (gate,)), (f"bias_hh{sfx}", (gate,))]
+                    shapes[f"bias_ih{sfx}"], shapes[f"bias_hh{sfx}"] = (gate,), (gate,)
                 if proj_size:
-                    entries.append((f"weight_hr{sfx}", (proj_size, hidden_size)))
-                for n, s in entries:
-                    names.append(n)
-                    shapes.append(s)
-        keys = _split_key(key, len(names))
-        bound = 1.0 / math.sqrt(hidden_size) if hidden_size > 0 else 0.0
-        for n, s, k in zip(names, shapes, keys):
-            setattr(self, n, Parameter(init.uniform_(fl.empty(s, dtype=d), -bound, bound, key=k)))
-        self._flat_names = tuple(names)
+                    shapes[f"weight_hr{sfx}"] = (proj_size, hidden_size)
+        _uniform_parameters(self, shapes, hidden_size, d, _split_key(key, len(shapes)))
+        self._flat_names = tuple(shapes)
 
     def _weights(self, layer, direction):
         sfx = f"_l{layer}" + ("_reverse" if direction else "")
         g = lambda n: getattr(self, n + sfx) if (n + sfx) in self._parameters else None  # noqa: E731
         return g("weight_ih"), g("weight_hh"), g("bias_ih"), g("bias_hh"), g("weight_hr")
-
-    def _step(self):
-        return {
-            "RNN_TANH": _rnn_step("tanh"),
-            "RNN_RELU": _rnn_step("relu"),
-            "LSTM": _lstm_step,
-            "GRU": _gru_step,
-        }[self._mode]
 
     def _check_input(self, input):
         name = type(self).__name__
@@ -170,7 +170,7 @@ class _RNNBase(Module):
                     f"{'' if not lstm else ', ' + str(tuple(c0.shape))} do not match the expected {h_shape}"
                     f"{'' if not lstm else ', ' + str(c_shape)}"
                 )
-        step = self._step()
+        step = _MODES[self._mode][0]
         h_n, c_n = [], []
         for layer in range(self.num_layers):
             outs = []
@@ -225,8 +225,6 @@ class RNN(_RNNBase):
     """Elman RNN: ``h_t = tanh(x_t W_ih^T + b_ih + h_{t-1} W_hh^T + b_hh)`` (or relu with
     ``nonlinearity='relu'``). Returns ``(output, h_n)``."""
 
-    _gates = 1
-
     def __init__(
         self,
         input_size: int,
@@ -266,7 +264,6 @@ class LSTM(_RNNBase):
     ``proj_size > 0`` projects the hidden state with ``weight_hr``."""
 
     _mode = "LSTM"
-    _gates = 4
 
 
 class GRU(_RNNBase):
@@ -274,77 +271,48 @@ class GRU(_RNNBase):
     (``n = tanh(W_in x + b_in + r * (W_hn h + b_hn))``); returns ``(output, h_n)``."""
 
     _mode = "GRU"
-    _gates = 3
-
-    def __init__(
-        self,
-        input_size: int,
-        hidden_size: int,
-        num_layers: int = 1,
-        bias: bool = True,
-        batch_first: bool = False,
-        dropout: float = 0.0,
-        bidirectional: bool = False,
-        device=None,
-        dtype=None,
-        *,
-        key=None,
-    ):
-        super().__init__(
-            input_size,
-            hidden_size,
-            num_layers,
-            bias,
-            batch_first,
-            dropout,
-            bidirectional,
-            0,
-            device,
-            dtype,
-            key=key,
-        )
 
 
 class _CellBase(Module):
-    _gates = 1
+    _mode = "RNN_TANH"
 
-    def __init__(
-        self, input_size: int, hidden_size: int, bias: bool = True, device=None, dtype=None, *, key=None
-    ):
+    def __init__(self, input_size: int, hidden_size: int, bias: bool = True, device=None, dtype=None, *, key=None):
         super().__init__()
         d = _dtype(dtype, device)
         check_int(input_size, type(self).__name__, "input_size", min=1)
         check_int(hidden_size, type(self).__name__, "hidden_size", min=1)
         self.input_size, self.hidden_size, self.bias = input_size, hidden_size, bias
-        gate = self._gates * hidden_size
-        bound = 1.0 / math.sqrt(hidden_size) if hidden_size > 0 else 0.0
-        ks = _split_key(key, 4)
-        u = lambda s, k: Parameter(init.uniform_(fl.empty(s, dtype=d), -bound, bound, key=k))  # noqa: E731
-        self.weight_ih = u((gate, input_size), ks[0])
-        self.weight_hh = u((gate, hidden_size), ks[1])
-        if bias:
-            self.bias_ih = u((gate,), ks[2])
-            self.bias_hh = u((gate,), ks[3])
-        else:
+        gate = _MODES[self._mode][1] * hidden_size
+        shapes = {"weight_ih": (gate, input_size), "weight_hh": (gate, hidden_size)}
+        shapes.update(bias_ih=(gate,), bias_hh=(gate,))
+        # four draws with or without biases: a key (or the global generator) gives the same weights either way
+        keys = _split_key(key, 4)
+        if not bias:
+            del shapes["bias_ih"], shapes["bias_hh"]
             self.register_parameter("bias_ih", None)
             self.register_parameter("bias_hh", None)
+        _uniform_parameters(self, shapes, hidden_size, d, keys)
 
-    def _prep(self, input, hx, n_states):
+    def forward(self, input, hx=None):
         if input.ndim not in (1, 2) or input.shape[-1] != self.input_size:
             raise ShapeError(
                 f"{type(self).__name__}({self.input_size}, {self.hidden_size}): expected input (N, {self.input_size}) "
                 f"or ({self.input_size},), got {tuple(input.shape)}"
             )
+        lstm = self._mode == "LSTM"
         unbatched = input.ndim == 1
         x = fl.expand_dims(input, axis=0) if unbatched else input
         if hx is None:
-            z = fl.zeros((x.shape[0], self.hidden_size), dtype=x.dtype)
-            hx = (z,) * n_states
+            state = (fl.zeros((x.shape[0], self.hidden_size), dtype=x.dtype),) * (2 if lstm else 1)
         else:
-            hx = tuple(hx) if n_states == 2 else (hx,)
+            state = tuple(hx) if lstm else (hx,)
             if unbatched:
-                hx = tuple(fl.expand_dims(h, axis=0) for h in hx)
-        return x, hx, unbatched
+                state = tuple(fl.expand_dims(h, axis=0) for h in state)
+        step = _MODES[self._mode][0]
+        state = step(state, _linear(x, self.weight_ih, self.bias_ih), self.weight_hh, self.bias_hh, None)
+        if unbatched:
+            state = tuple(h[0] for h in state)
+        return state if lstm else state[0]
 
     def extra_repr(self):
         return f"{self.input_size}, {self.hidden_size}" + ("" if self.bias else ", bias=False")
@@ -368,34 +336,16 @@ class RNNCell(_CellBase):
         if nonlinearity not in ("tanh", "relu"):
             raise ValueError(f"RNNCell: nonlinearity must be 'tanh' or 'relu', got {nonlinearity!r}")
         self.nonlinearity = nonlinearity
-
-    def forward(self, input, hx=None):
-        x, (h,), unbatched = self._prep(input, hx, 1)
-        (h,) = _rnn_step(self.nonlinearity)(
-            (h,), _linear(x, self.weight_ih, self.bias_ih), self.weight_hh, self.bias_hh, None
-        )
-        return h[0] if unbatched else h
+        self._mode = "RNN_TANH" if nonlinearity == "tanh" else "RNN_RELU"
 
 
 class LSTMCell(_CellBase):
     """One step of ``LSTM``; returns ``(h', c')``."""
 
-    _gates = 4
-
-    def forward(self, input, hx=None):
-        x, (h, c), unbatched = self._prep(input, hx, 2)
-        h, c = _lstm_step(
-            (h, c), _linear(x, self.weight_ih, self.bias_ih), self.weight_hh, self.bias_hh, None
-        )
-        return (h[0], c[0]) if unbatched else (h, c)
+    _mode = "LSTM"
 
 
 class GRUCell(_CellBase):
     """One step of ``GRU``."""
 
-    _gates = 3
-
-    def forward(self, input, hx=None):
-        x, (h,), unbatched = self._prep(input, hx, 1)
-        (h,) = _gru_step((h,), _linear(x, self.weight_ih, self.bias_ih), self.weight_hh, self.bias_hh, None)
-        return h[0] if unbatched else h
+    _mode = "GRU"
