@@ -42,8 +42,7 @@ class _Activation(Module):
     def _setup(self, **arguments) -> None:
         if self._check is not None:
             self._check(type(self).__name__, **arguments)
-        for k, v in arguments.items():
-            setattr(self, k, v)
+        self.__dict__.update(arguments)  # numbers and strings: static attributes
 
     def forward(self, input):
         return self._function(input, *(getattr(self, a) for a in self._forwarded))

@@ -432,12 +432,7 @@ class MaxPool2d(_MaxPoolNd):
 
 class _AvgPoolNd(_PoolNd):
     def __init__(
-        self,
-        kernel_size,
-        stride=None,
-        padding=0,
-        ceil_mode: bool = False,
-        count_include_pad: bool = True,
+        self, kernel_size, stride=None, padding=0, ceil_mode: bool = False, count_include_pad: bool = True,
         divisor_override: int | None = None,
     ):
         super().__init__()

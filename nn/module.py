@@ -105,13 +105,14 @@ class Parameter:
     __slots__ = ("data", "requires_grad")
 
     def __init__(self, data=None, requires_grad: bool = True):
-        t = fl.zeros((0,)) if data is None else _as_tensor(data, "Parameter", "data")
+        t = fl.zeros((0,)) if data is None else as_tensor(data, "Parameter", "data")
         # a fresh Tensor object, so two Parameters made from one tensor are two parameters (not tied)
         self.data = _wrap(t._value) if not isinstance(t, Tracer) else t
         self.requires_grad = requires_grad
 
 
-def _as_tensor(v, op: str, what: str) -> Tensor:
+def as_tensor(v, op: str, what: str = "input") -> Tensor:
+    """``v`` as a Tensor (anything ``fl.asarray`` converts), else a TypeError naming ``op`` and ``what``."""
     if isinstance(v, Tensor):
         return v
     try:
@@ -129,7 +130,7 @@ class Buffer:
     __slots__ = ("data", "persistent")
 
     def __init__(self, data, persistent: bool = True):
-        self.data = _as_tensor(data, "Buffer", "data")
+        self.data = as_tensor(data, "Buffer", "data")
         self.persistent = persistent
 
 
@@ -498,7 +499,7 @@ class Module:
         self._check_init(name)
         if not isinstance(name, str) or "." in name or not name:
             raise ValueError(f"register_buffer: name must be a non-empty string without '.', got {name!r}")
-        value = None if tensor is None else _as_tensor(tensor, "register_buffer", f"buffer {name!r}")
+        value = None if tensor is None else as_tensor(tensor, "register_buffer", f"buffer {name!r}")
         d = self.__dict__
         self._discard(name)
         d["_buffers"][name] = value
@@ -606,18 +607,23 @@ class Module:
         return m
 
     def get_parameter(self, target: str) -> Tensor:
-        mod, _, name = target.rpartition(".")
-        m = self.get_submodule(mod)
-        if name not in m._parameters:
-            raise AttributeError(f"{type(m).__name__} has no parameter {name!r}")
-        return m._parameters[name]
+        """The parameter at dotted path ``target`` (``"fc.weight"``)."""
+        return self._get(target, "_parameters", "parameter")
 
     def get_buffer(self, target: str) -> Tensor:
+        """The buffer at dotted path ``target`` (``"bn.running_mean"``)."""
+        return self._get(target, "_buffers", "buffer")
+
+    def _get(self, target: str, reg: str, what: str) -> Tensor:
         mod, _, name = target.rpartition(".")
         m = self.get_submodule(mod)
-        if name not in m._buffers:
-            raise AttributeError(f"{type(m).__name__} has no buffer {name!r}")
-        return m._buffers[name]
+        table = m.__dict__[reg]
+        if name not in table:
+            raise AttributeError(
+                f"{type(m).__name__} has no {what} {name!r}; its {what}s are {sorted(table)} (named_{what}s() lists "
+                "every dotted path)"
+            )
+        return table[name]
 
     def apply(self, fn: Callable[[Module], Any]) -> Module:
         """Call ``fn`` on every submodule (children first) and then on this module; returns ``self``."""

@@ -10,20 +10,15 @@ from funclib.checks import check_int, describe
 from funclib.core import Tensor
 from funclib.errors import DTypeError, ShapeError
 
-
-def as_tensor(x, op: str) -> Tensor:
-    if isinstance(x, Tensor):
-        return x
-    try:
-        return fl.asarray(x)
-    except (TypeError, ValueError):
-        raise TypeError(f"{op}: expected a tensor, got {type(x).__name__}") from None
+from ..module import as_tensor
 
 
-def as_float(x, op: str) -> Tensor:
-    x = as_tensor(x, op)
+def as_float(x, op: str, what: str = "input") -> Tensor:
+    x = as_tensor(x, op, what)
     if x.dtype not in dtypes.REAL_FLOATING:
-        raise DTypeError(f"{op}: expected a floating-point input, got {x.dtype.name}; cast it with .astype(fl.float32)")
+        raise DTypeError(
+            f"{op}: expected a floating-point {what}, got {x.dtype.name}; cast it with {what}.astype(fl.float32)"
+        )
     return x
 
 

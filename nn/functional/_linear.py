@@ -51,7 +51,7 @@ def linear(input, weight, bias=None) -> Tensor:
 
 def bilinear(input1, input2, weight, bias=None) -> Tensor:
     """``y_k = x1 @ weight[k] @ x2 + bias[k]`` with ``weight: (out, in1, in2)``."""
-    x1, x2 = as_tensor(input1, "bilinear"), as_tensor(input2, "bilinear")
+    x1, x2 = as_tensor(input1, "bilinear", "input1"), as_tensor(input2, "bilinear", "input2")
     if weight.ndim != 3 or x1.shape[-1] != weight.shape[1] or x2.shape[-1] != weight.shape[2]:
         raise ShapeError(
             f"bilinear: inputs {tuple(x1.shape)} and {tuple(x2.shape)} do not fit weight {tuple(weight.shape)} "
@@ -85,7 +85,8 @@ def scaled_dot_product_attention(
         scale: default ``1 / sqrt(E)``.
         enable_gqa: let query heads (axis -3) share fewer key/value heads.
     """
-    q, k, v = as_float(query, "scaled_dot_product_attention"), as_tensor(key, "sdpa"), as_tensor(value, "sdpa")
+    op = "scaled_dot_product_attention"
+    q, k, v = as_float(query, op, "query"), as_tensor(key, op, "key"), as_tensor(value, op, "value")
     if q.ndim < 2 or k.ndim != q.ndim or v.ndim != q.ndim or q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
         raise ShapeError(
             f"scaled_dot_product_attention: query {tuple(q.shape)}, key {tuple(k.shape)} and value {tuple(v.shape)} "
@@ -105,7 +106,7 @@ def scaled_dot_product_attention(
         causal = fl.asarray(np.tril(np.ones((lq, lk), bool)))
         scores = fl.where(causal, scores, neg)
     if attn_mask is not None:
-        m = as_tensor(attn_mask, "scaled_dot_product_attention")
+        m = as_tensor(attn_mask, "scaled_dot_product_attention", "attn_mask")
         scores = fl.where(m, scores, neg) if m.dtype == fl.bool else scores + m
     w = fl.softmax(scores, axis=-1)
     if dropout_p > 0.0:

@@ -33,13 +33,7 @@ def legacy_reduction(size_average, reduce, reduction):
 
 
 def nll_loss(
-    input,
-    target,
-    weight=None,
-    size_average=None,
-    ignore_index: int = -100,
-    reduce=None,
-    reduction: str = "mean",
+    input, target, weight=None, size_average=None, ignore_index: int = -100, reduce=None, reduction: str = "mean"
 ) -> Tensor:
     """Negative log-likelihood of class indices ``target`` under log-probabilities ``input: (N, C, ...)``.
 
@@ -47,7 +41,7 @@ def nll_loss(
     """
     reduction = legacy_reduction(size_average, reduce, reduction)
     x = as_float(input, "nll_loss")
-    t = as_tensor(target, "nll_loss")
+    t = as_tensor(target, "nll_loss", "target")
     if t.dtype not in dtypes.INTEGER:
         raise DTypeError(f"nll_loss: target must hold integer class indices, got {t.dtype.name}")
     _check_target(x, t, "nll_loss")
@@ -67,7 +61,7 @@ def nll_loss(
     safe = fl.where(valid, tflat, 0)
     _check_range(safe, c, "nll_loss")
     picked = fl.take_along_axis(rows, fl.expand_dims(safe, axis=1), axis=1)[:, 0]
-    w = fl.ones((c,), dtype=x.dtype) if weight is None else as_tensor(weight, "nll_loss").astype(x.dtype)
+    w = fl.ones((c,), dtype=x.dtype) if weight is None else as_tensor(weight, "nll_loss", "weight").astype(x.dtype)
     wt = fl.where(valid, fl.take(w, safe), zero(x))
     loss = -picked * wt
     if reduction == "none":
@@ -117,13 +111,7 @@ def _pick(rows, targets: np.ndarray) -> Tensor:
 
 
 def cross_entropy(
-    input,
-    target,
-    weight=None,
-    size_average=None,
-    ignore_index: int = -100,
-    reduce=None,
-    reduction: str = "mean",
+    input, target, weight=None, size_average=None, ignore_index: int = -100, reduce=None, reduction: str = "mean",
     label_smoothing: float = 0.0,
 ) -> Tensor:
     """Cross entropy of logits ``input: (N, C, ...)`` (or ``(C,)``) against class indices or class probabilities.
@@ -145,7 +133,7 @@ def cross_entropy(
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
     x = as_float(input, "cross_entropy")
-    t = as_tensor(target, "cross_entropy")
+    t = as_tensor(target, "cross_entropy", "target")
     c = x.shape[1] if x.ndim > 1 else x.shape[0]
     if (
         weight is None
@@ -166,7 +154,7 @@ def cross_entropy(
         loss = fl.log(fl.sum(fl.exp(rows - mk), axis=1)) + (m - _pick(rows, tf))
         return fl.reshape(loss, out_shape) if reduction == "none" else _reduce(loss, reduction, "cross_entropy")
     logp = fl.log_softmax(x, axis=1 if x.ndim > 1 else 0)
-    w = None if weight is None else as_tensor(weight, "cross_entropy").astype(x.dtype)
+    w = None if weight is None else as_tensor(weight, "cross_entropy", "weight").astype(x.dtype)
     if w is not None and tuple(w.shape) != (c,):
         raise ShapeError(f"cross_entropy: weight must have shape ({c},), got {tuple(w.shape)}")
     if t.dtype in dtypes.REAL_FLOATING:
@@ -206,7 +194,7 @@ def cross_entropy(
 
 def _pair(input, target, op):
     x = as_float(input, op)
-    t = as_tensor(target, op)
+    t = as_tensor(target, op, "target")
     if tuple(x.shape) != tuple(t.shape):
         raise ShapeError(f"{op}: input shape {tuple(x.shape)} and target shape {tuple(t.shape)} must match")
     return x, t.astype(x.dtype) if t.dtype != x.dtype else t

@@ -83,26 +83,14 @@ def _window_to_input_index(arg, nd, k, s, p, d, out, insz):
 
 
 def max_pool1d(
-    input,
-    kernel_size,
-    stride=None,
-    padding=0,
-    dilation=1,
-    ceil_mode: bool = False,
-    return_indices: bool = False,
+    input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False, return_indices: bool = False
 ):
     """1-d max pooling over ``(N, C, L)``."""
     return max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, 1, "max_pool1d")
 
 
 def max_pool2d(
-    input,
-    kernel_size,
-    stride=None,
-    padding=0,
-    dilation=1,
-    ceil_mode: bool = False,
-    return_indices: bool = False,
+    input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False, return_indices: bool = False
 ):
     """2-d max pooling over ``(N, C, H, W)``; padding counts as ``-inf``. Tied maxima share the gradient equally
     (PyTorch gives it all to the first one).
@@ -158,12 +146,7 @@ def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode: bool = Fal
 
 
 def avg_pool2d(
-    input,
-    kernel_size,
-    stride=None,
-    padding=0,
-    ceil_mode: bool = False,
-    count_include_pad: bool = True,
+    input, kernel_size, stride=None, padding=0, ceil_mode: bool = False, count_include_pad: bool = True,
     divisor_override: int | None = None,
 ):
     """2-d average pooling over ``(N, C, H, W)``, with PyTorch's divisors for padded and ceil-mode windows."""

@@ -35,7 +35,7 @@ def embedding(input, weight, padding_idx: int | None = None) -> Tensor:
 
 def one_hot(tensor, num_classes: int = -1) -> Tensor:
     """One-hot int64 encoding with a new last axis (PyTorch's); ``num_classes=-1`` uses ``max + 1``."""
-    x = as_tensor(tensor, "one_hot")
+    x = as_tensor(tensor, "one_hot", "tensor")
     if x.dtype not in dtypes.INTEGER:
         raise DTypeError(f"one_hot: expected integer class indices, got {x.dtype.name}")
     if num_classes == -1:
