@@ -15,7 +15,7 @@ from typing import Any
 from funclib.checks import check_number
 
 from . import functional as F
-from ._rows import row_class, row_doc
+from ._rows import row_class
 from .module import Module
 
 # the Args section of the generated docstrings
@@ -58,16 +58,15 @@ def _activation(name: str, function, formula: str, params: dict[str, Any], examp
     """The class of one row: ``formula`` is the summary, ``example`` the constructor call of the docstring's
     example and ``output`` the values it prints for the input ``[-1, 0, 0.5, 2]``."""
     forwarded = tuple(k for k in params if k != "inplace")
-    doc = row_doc(
-        formula,
-        {k: _ARG_DOCS[k] for k in params},
-        f"A module whose ``forward(input)`` is ``F.{function.__name__}({', '.join(('input', *forwarded))})``.",
-        f"nn.{example}(fl.tensor([-1.0, 0.0, 0.5, 2.0]))",
-        f"Tensor({output}, dtype=float32)",
-    )
-    checker = None if check is None else staticmethod(check)
     return row_class(
-        _Activation, name, __name__, params, doc, _function=staticmethod(function), _forwarded=forwarded, _check=checker
+        _Activation, name, __name__, function, params,
+        summary=formula,
+        args={k: _ARG_DOCS[k] for k in params},
+        returns=f"A module whose ``forward(input)`` is ``F.{function.__name__}({', '.join(('input', *forwarded))})``.",
+        example=f"nn.{example}(fl.tensor([-1.0, 0.0, 0.5, 2.0]))",
+        output=f"Tensor({output}, dtype=float32)",
+        _forwarded=forwarded,
+        _check=None if check is None else staticmethod(check),
     )
 
 

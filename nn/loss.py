@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import functional as F
-from ._rows import row_class, row_doc
+from ._rows import row_class
 from .functional._loss import legacy_reduction
 from .module import Module
 
@@ -59,16 +59,16 @@ class _Loss(Module):
 
 
 def _loss(name: str, function, summary: str, params: dict[str, Any], example: str, output: str):
-    """The class of one row: ``example`` is the docstring example's call and ``output`` what it prints."""
-    forwarded = tuple(k for k in params if k not in _LEGACY)
-    doc = row_doc(
-        summary,
-        {k: _ARG_DOCS[k] for k in params},
-        f"A module whose ``forward(input, target)`` is ``F.{function.__name__}`` with these arguments.",
-        f"nn.{example}",
-        f"Tensor({output}, dtype=float32)",
+    """The class of one row: ``example`` is the docstring example's call and ``output`` the loss it prints."""
+    return row_class(
+        _Loss, name, __name__, function, params,
+        summary=summary,
+        args={k: _ARG_DOCS[k] for k in params},
+        returns=f"A module whose ``forward(input, target)`` is ``F.{function.__name__}`` with these arguments.",
+        example=f"nn.{example}",
+        output=f"Tensor({output}, dtype=float32)",
+        _forwarded=tuple(k for k in params if k not in _LEGACY),
     )
-    return row_class(_Loss, name, __name__, params, doc, _function=staticmethod(function), _forwarded=forwarded)
 
 
 _MEAN = {"size_average": None, "reduce": None, "reduction": "mean"}
