@@ -41,10 +41,7 @@ class RMSprop(Optimizer):
         "maximize": False,
     }  # fmt: skip
 
-    def prepare(self, group):
-        for k in ("alpha", "momentum"):
-            if isinstance(group[k], (int, float)) and group[k] < 0:
-                raise ValueError(f"RMSprop: invalid {k} value {group[k]}; it must be >= 0")
+    nonnegative = ("alpha", "momentum")
 
     def init_one(self, p, group):
         s = {"square_avg": fl.zeros_like(p)}
@@ -97,10 +94,7 @@ class Adagrad(Optimizer):
         "maximize": False,
     }  # fmt: skip
 
-    def prepare(self, group):
-        for k in ("lr_decay", "initial_accumulator_value"):
-            if isinstance(group[k], (int, float)) and group[k] < 0:
-                raise ValueError(f"Adagrad: invalid {k} value {group[k]}; it must be >= 0")
+    nonnegative = ("lr_decay", "initial_accumulator_value")
 
     def init_one(self, p, group):
         return {"sum": fl.full_like(p, group["initial_accumulator_value"])}
@@ -139,7 +133,7 @@ class Adadelta(Optimizer):
 
     def prepare(self, group):
         if isinstance(group["rho"], (int, float)) and not 0.0 <= group["rho"] <= 1.0:
-            raise ValueError(f"Adadelta: invalid rho value {group['rho']}; it must be in [0, 1]")
+            raise ValueError(f"Adadelta: invalid rho {group['rho']}; pass a value in [0, 1]")
 
     def init_one(self, p, group):
         return {"square_avg": fl.zeros_like(p), "acc_delta": fl.zeros_like(p)}

@@ -274,6 +274,7 @@ class Optimizer:
 
     defaults: ClassVar[dict[str, Any]] = {}
     keyword_only: ClassVar[tuple[str, ...]] = ("maximize",)
+    nonnegative: ClassVar[tuple[str, ...]] = ()  # hyperparameters checked >= 0 besides eps and weight_decay
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -379,11 +380,11 @@ class Optimizer:
                 raise TypeError(f"{name}: {k} must be a number, got {describe(v)}")
         lr = group.get("lr")
         if isinstance(lr, (int, float)) and lr < 0:
-            raise ValueError(f"{type(self).__name__}: invalid learning rate {lr} (must be >= 0)")
-        for k in ("eps", "weight_decay"):
+            raise ValueError(f"{type(self).__name__}: invalid learning rate {lr}; pass lr >= 0")
+        for k in ("eps", "weight_decay", *self.nonnegative):
             v = group.get(k)
             if isinstance(v, (int, float)) and v < 0:
-                raise ValueError(f"{type(self).__name__}: invalid {k} {v} (must be >= 0)")
+                raise ValueError(f"{type(self).__name__}: invalid {k} {v}; pass a value >= 0")
         betas = group.get("betas")
         if isinstance(betas, tuple):
             for i, b in enumerate(betas):

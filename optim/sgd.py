@@ -38,11 +38,10 @@ class SGD(Optimizer):
         "lr": 1e-3, "momentum": 0.0, "dampening": 0.0, "weight_decay": 0.0, "nesterov": False, "maximize": False,
     }  # fmt: skip
 
+    nonnegative = ("momentum",)
+
     def prepare(self, group):
-        mu = group["momentum"]
-        if isinstance(mu, (int, float)) and mu < 0.0:
-            raise ValueError(f"SGD: invalid momentum value {mu}; it must be >= 0")
-        if group["nesterov"] and (mu <= 0 or group["dampening"] != 0):
+        if group["nesterov"] and (group["momentum"] <= 0 or group["dampening"] != 0):
             raise ValueError("SGD: Nesterov momentum requires a momentum and zero dampening; set momentum > 0 and "
                              "dampening=0, or nesterov=False")
 
