@@ -17,47 +17,23 @@ design (state under transforms, randomness, frozen parameters).
 (3, 5)
 """
 
-from . import functional, init
+from . import activation, container, functional, init, layers, loss, module, rnn, transformer
 from .activation import *  # noqa: F401, F403
-from .container import ModuleDict, ModuleList, Sequential
+from .container import *  # noqa: F401, F403
 from .layers import *  # noqa: F401, F403
 from .loss import *  # noqa: F401, F403
-from .module import (
-    Buffer,
-    Module,
-    ModuleStateError,
-    Parameter,
-    StateDictError,
-    functional_call,
-    rng,
-    stack_module_state,
-    value_and_grad,
-)
-from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell
-from .transformer import MultiheadAttention, TransformerEncoder, TransformerEncoderLayer
+from .module import *  # noqa: F401, F403
+from .rnn import *  # noqa: F401, F403
+from .transformer import *  # noqa: F401, F403
 
 __all__ = [
     "functional",
     "init",
-    "Module",
-    "Parameter",
-    "Buffer",
-    "ModuleStateError",
-    "StateDictError",
-    "functional_call",
-    "stack_module_state",
-    "value_and_grad",
-    "rng",
-    "Sequential",
-    "ModuleList",
-    "ModuleDict",
-    "RNN",
-    "LSTM",
-    "GRU",
-    "RNNCell",
-    "LSTMCell",
-    "GRUCell",
-    "MultiheadAttention",
-    "TransformerEncoderLayer",
-    "TransformerEncoder",
+    *module.__all__,
+    *container.__all__,
+    *layers.__all__,
+    *activation.__all__,
+    *loss.__all__,
+    *rnn.__all__,
+    *transformer.__all__,
 ]

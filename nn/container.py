@@ -59,8 +59,19 @@ class _ModuleSequence(Module):
 
 
 class Sequential(_ModuleSequence):
-    """Modules applied in order: ``Sequential(a, b, c)(x) == c(b(a(x)))``; also takes an ``OrderedDict`` of named
-    modules. Indexing with an int gives a module, with a slice a new ``Sequential``."""
+    """Modules applied in order: ``Sequential(a, b, c)(x) == c(b(a(x)))``. Indexing with an int gives a module,
+    with a slice a new ``Sequential``.
+
+    Args:
+        *args: the modules, or one ``OrderedDict`` of named modules.
+
+    Returns:
+        A module whose ``forward(x)`` is the last module's output.
+
+    >>> net = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+    >>> net(fl.ones((3, 4))).shape, type(net[1]).__name__
+    ((3, 2), 'ReLU')
+    """
 
     def __init__(self, *args):
         super().__init__()
@@ -104,7 +115,18 @@ class Sequential(_ModuleSequence):
 
 
 class ModuleList(_ModuleSequence):
-    """A list of modules, registered as children ``"0"``, ``"1"``, ...; index, iterate, ``append``, ``extend``."""
+    """A list of modules, registered as children ``"0"``, ``"1"``, ...; index, iterate, ``append``, ``extend``.
+
+    Args:
+        modules: the initial modules (default none).
+
+    Returns:
+        A container; it has no ``forward``: iterate over it in your module's.
+
+    >>> blocks = nn.ModuleList([nn.Linear(2, 2) for _ in range(3)])
+    >>> len(blocks), [name for name, _ in blocks.named_parameters()][:2]
+    (3, ['0.weight', '0.bias'])
+    """
 
     def __init__(self, modules: Iterable[Module] | None = None):
         super().__init__()
@@ -136,7 +158,18 @@ class ModuleList(_ModuleSequence):
 
 
 class ModuleDict(Module):
-    """A dict of modules registered under their keys; ``model.blocks["enc"]``, ``keys()``, ``items()``."""
+    """A dict of modules registered under their keys; ``model.blocks["enc"]``, ``keys()``, ``items()``.
+
+    Args:
+        modules: a mapping or ``(name, module)`` pairs (default none).
+
+    Returns:
+        A container; it has no ``forward``: index it in your module's.
+
+    >>> heads = nn.ModuleDict({"cls": nn.Linear(4, 3), "box": nn.Linear(4, 4)})
+    >>> heads["box"](fl.ones(4)).shape, list(heads)
+    ((4,), ['cls', 'box'])
+    """
 
     def __init__(self, modules: Mapping[str, Module] | Iterable[tuple[str, Module]] | None = None):
         super().__init__()

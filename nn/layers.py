@@ -51,6 +51,54 @@ __all__ = [
     "Embedding",
 ]
 
+_DEVICE_DTYPE_KEY = """
+        device: ``None`` or ``"cpu"``.
+        dtype: the parameters' floating dtype (default ``fl.float32``).
+        key: a ``fl.random`` key for the initialization (default: the global generator)."""
+_CONV_ARGS = """
+        in_channels: channels of the input (``C_in``).
+        out_channels: channels of the output.
+        kernel_size: an int, or one per spatial axis.
+        stride: an int or one per axis (default 1).
+        padding: an int, one per axis, ``"valid"`` or ``"same"`` (default 0).
+        dilation: spacing of the kernel's taps, an int or one per axis (default 1).
+        groups: split the channels into this many independent groups (default 1).
+        bias: learn an additive bias (default True).
+        padding_mode: only ``"zeros"``.""" + _DEVICE_DTYPE_KEY
+_CONV_TRANSPOSE_ARGS = """
+        in_channels: channels of the input (``C_in``).
+        out_channels: channels of the output.
+        kernel_size: an int, or one per spatial axis.
+        stride: an int or one per axis (default 1).
+        padding: removed from each side of the output, an int or one per axis (default 0).
+        output_padding: added to one side of the output to pick among the sizes a stride allows (default 0).
+        groups: split the channels into this many independent groups (default 1).
+        bias: learn an additive bias (default True).
+        dilation: spacing of the kernel's taps (default 1).
+        padding_mode: only ``"zeros"``.""" + _DEVICE_DTYPE_KEY
+_POOL_ARGS = """
+        kernel_size: the window, an int or one per spatial axis.
+        stride: an int or one per axis (default: the kernel size).
+        padding: added on both sides (counted as -inf for max pooling), at most half the kernel (default 0)."""
+_MAX_POOL_ARGS = _POOL_ARGS + """
+        dilation: spacing of the window's taps (default 1).
+        return_indices: also return the flat input position of each maximum (default False).
+        ceil_mode: round the output size up, so a partial last window counts (default False)."""
+_AVG_POOL_ARGS = _POOL_ARGS + """
+        ceil_mode: round the output size up, so a partial last window counts (default False).
+        count_include_pad: divide by the padded window size rather than by the values inside (default True)."""
+_BATCH_NORM_ARGS = """
+        num_features: the channels ``C`` (axis 1).
+        eps: added to the variance (default 1e-5).
+        momentum: weight of the batch in the running statistics; None for the cumulative average (default 0.1).
+        affine: learn a per-channel scale ``weight`` and shift ``bias`` (default True).
+        track_running_stats: keep running statistics for evaluation mode (default True).
+        device: ``None`` or ``"cpu"``.
+        dtype: the parameters' floating dtype (default ``fl.float32``)."""
+_CHANNEL_DROPOUT_ARGS = """
+        p: the probability of zeroing a channel (default 0.5).
+        inplace: accepted for PyTorch compatibility and ignored (tensors are immutable)."""
+
 
 def _dtype(dtype, device=None):
     if device not in (None, "cpu"):
@@ -66,7 +114,18 @@ def _uniform(shape, bound, d, key):
 
 
 class Identity(Module):
-    """Returns its input (arguments to the constructor are ignored, as in PyTorch)."""
+    """The identity: returns its input (arguments to the constructor are ignored, as in PyTorch).
+
+    Args:
+        *args, **kwargs: ignored.
+
+    Returns:
+        A module whose ``forward(input)`` is ``input``.
+
+    >>> x = fl.ones(3)
+    >>> nn.Identity(54, unused="x")(x) is x
+    True
+    """
 
     def __init__(self, *args, **kwargs):
         super().__init__()
@@ -80,6 +139,17 @@ class Linear(Module):
 
     Init (PyTorch's): ``weight ~ U(-1/sqrt(in), 1/sqrt(in))`` (kaiming uniform with ``a=sqrt(5)``), same bound for
     ``bias``.
+
+    Args:
+        in_features: the size of the input's last axis.
+        out_features: the size of the output's last axis.
+        bias: learn an additive bias (default True).
+        device: ``None`` or ``"cpu"``.
+        dtype: the parameters' floating dtype (default ``fl.float32``).
+        key: a ``fl.random`` key for the initialization (default: the global generator).
+
+    Returns:
+        A module mapping ``(*, in_features)`` to ``(*, out_features)``.
 
     >>> nn.Linear(10, 5)(fl.ones((3, 10))).shape
     (3, 5)
@@ -112,7 +182,23 @@ class Linear(Module):
 
 
 class Bilinear(Module):
-    """``y_k = x1 @ weight[k] @ x2 + bias[k]`` with ``weight: (out, in1, in2)``; init ``U(+-1/sqrt(in1))``."""
+    """``y_k = x1 @ weight[k] @ x2 + bias[k]`` with ``weight: (out, in1, in2)``; init ``U(+-1/sqrt(in1))``.
+
+    Args:
+        in1_features: the size of the first input's last axis.
+        in2_features: the size of the second input's last axis.
+        out_features: the size of the output's last axis.
+        bias: learn an additive bias (default True).
+        device: ``None`` or ``"cpu"``.
+        dtype: the parameters' floating dtype (default ``fl.float32``).
+        key: a ``fl.random`` key for the initialization (default: the global generator).
+
+    Returns:
+        A module mapping ``(*, in1)`` and ``(*, in2)`` to ``(*, out)``.
+
+    >>> nn.Bilinear(3, 4, 2)(fl.ones((5, 3)), fl.ones((5, 4))).shape
+    (5, 2)
+    """
 
     def __init__(
         self,
@@ -149,7 +235,18 @@ class Bilinear(Module):
 
 
 class Flatten(Module):
-    """Flatten axes ``start_dim..end_dim`` into one."""
+    """Flatten axes ``start_dim..end_dim`` into one.
+
+    Args:
+        start_dim: the first axis flattened (default 1, keeping the batch axis).
+        end_dim: the last axis flattened (default -1).
+
+    Returns:
+        A module merging those axes.
+
+    >>> nn.Flatten()(fl.ones((2, 3, 4))).shape
+    (2, 12)
+    """
 
     def __init__(self, start_dim: int = 1, end_dim: int = -1):
         super().__init__()
@@ -163,7 +260,18 @@ class Flatten(Module):
 
 
 class Unflatten(Module):
-    """Split axis ``dim`` into ``unflattened_size``."""
+    """Split axis ``dim`` into ``unflattened_size`` (one entry may be -1).
+
+    Args:
+        dim: the axis to split.
+        unflattened_size: the new axes' sizes; their product must be the axis's size.
+
+    Returns:
+        A module splitting that axis.
+
+    >>> nn.Unflatten(1, (3, -1))(fl.ones((2, 12))).shape
+    (2, 3, 4)
+    """
 
     def __init__(self, dim: int, unflattened_size):
         super().__init__()
@@ -277,14 +385,29 @@ class _ConvNd(Module):
 
 
 class Conv1d(_ConvNd):
-    """1-d convolution over ``(N, C_in, L)``; ``weight: (out, in / groups, k)``, PyTorch's init."""
+    __doc__ = f"""1-d convolution (cross-correlation) over ``(N, C_in, L)``; ``weight: (out, in / groups, k)`` and
+    ``bias: (out,)``, PyTorch's init (``U(+-1/sqrt(fan_in))``, ``fan_in = in / groups * k``).
+
+    Args:{_CONV_ARGS}
+
+    Returns:
+        A module mapping ``(N, C_in, L)`` (or unbatched ``(C_in, L)``) to ``(N, out_channels, L_out)``.
+
+    >>> nn.Conv1d(2, 4, 3)(fl.ones((1, 2, 10))).shape
+    (1, 4, 8)
+    """
 
     _nd = 1
 
 
 class Conv2d(_ConvNd):
-    """2-d convolution over ``(N, C_in, H, W)``; ``weight: (out, in / groups, kh, kw)``; init
-    ``U(+-1/sqrt(fan_in))`` for weight and bias with ``fan_in = in / groups * kh * kw``.
+    __doc__ = f"""2-d convolution (cross-correlation) over ``(N, C_in, H, W)``; ``weight: (out, in / groups, kh,
+    kw)`` and ``bias: (out,)``, PyTorch's init (``U(+-1/sqrt(fan_in))``, ``fan_in = in / groups * kh * kw``).
+
+    Args:{_CONV_ARGS}
+
+    Returns:
+        A module mapping ``(N, C_in, H, W)`` (or unbatched ``(C_in, H, W)``) to ``(N, out_channels, H_out, W_out)``.
 
     >>> nn.Conv2d(1, 8, 3, padding=1)(fl.ones((2, 1, 8, 8))).shape
     (2, 8, 8, 8)
@@ -365,15 +488,31 @@ class _ConvTransposeNd(_ConvNd):
 
 
 class ConvTranspose1d(_ConvTransposeNd):
-    """1-d transposed convolution over ``(N, C_in, L)``; ``weight: (in, out / groups, k)``."""
+    __doc__ = f"""1-d transposed convolution (the adjoint of ``Conv1d`` in its input) over ``(N, C_in, L)``;
+    ``weight: (in, out / groups, k)``. ``forward(x, output_size=...)`` picks the output padding.
+
+    Args:{_CONV_TRANSPOSE_ARGS}
+
+    Returns:
+        A module mapping ``(N, C_in, L)`` to ``(N, out_channels, (L - 1) * stride - 2 * padding + dilation * (k - 1)
+        + output_padding + 1)``.
+
+    >>> nn.ConvTranspose1d(4, 2, 2, stride=2)(fl.ones((1, 4, 5))).shape
+    (1, 2, 10)
+    """
 
     _nd = 1
 
 
 class ConvTranspose2d(_ConvTransposeNd):
-    """2-d transposed convolution over ``(N, C_in, H, W)``; ``weight: (in, out / groups, kh, kw)``; PyTorch's
-    init (fan_in computed from ``weight.shape[1] * kh * kw``). ``forward(x, output_size=...)`` picks the
-    output padding.
+    __doc__ = f"""2-d transposed convolution (the adjoint of ``Conv2d`` in its input) over ``(N, C_in, H, W)``;
+    ``weight: (in, out / groups, kh, kw)``, PyTorch's init. ``forward(x, output_size=...)`` picks the output padding.
+
+    Args:{_CONV_TRANSPOSE_ARGS}
+
+    Returns:
+        A module mapping ``(N, C_in, H, W)`` to ``(N, out_channels, H_out, W_out)``, each size as for
+        ``ConvTranspose1d``.
 
     >>> nn.ConvTranspose2d(4, 2, 2, stride=2)(fl.ones((1, 4, 5, 5))).shape
     (1, 2, 10, 10)
@@ -415,13 +554,27 @@ class _MaxPoolNd(_PoolNd):
 
 
 class MaxPool1d(_MaxPoolNd):
-    """1-d max pooling over ``(N, C, L)``."""
+    __doc__ = f"""1-d max pooling over ``(N, C, L)``. Tied maxima share the gradient equally.
+
+    Args:{_MAX_POOL_ARGS}
+
+    Returns:
+        A module mapping ``(N, C, L)`` to ``(N, C, L_out)`` (and the indices with ``return_indices``).
+
+    >>> nn.MaxPool1d(2)(fl.tensor([[[1.0, 3.0, 2.0, 0.0]]]))
+    Tensor([[[3., 2.]]], dtype=float32)
+    """
 
     _nd = 1
 
 
 class MaxPool2d(_MaxPoolNd):
-    """2-d max pooling over ``(N, C, H, W)`` (stride defaults to the kernel size).
+    __doc__ = f"""2-d max pooling over ``(N, C, H, W)``. Tied maxima share the gradient equally.
+
+    Args:{_MAX_POOL_ARGS}
+
+    Returns:
+        A module mapping ``(N, C, H, W)`` to ``(N, C, H_out, W_out)`` (and the indices with ``return_indices``).
 
     >>> nn.MaxPool2d(2)(fl.ones((1, 3, 8, 8))).shape
     (1, 3, 4, 4)
@@ -450,7 +603,16 @@ class _AvgPoolNd(_PoolNd):
 
 
 class AvgPool1d(_AvgPoolNd):
-    """1-d average pooling over ``(N, C, L)``."""
+    __doc__ = f"""1-d average pooling over ``(N, C, L)``, with PyTorch's divisors for padded windows.
+
+    Args:{_AVG_POOL_ARGS}
+
+    Returns:
+        A module mapping ``(N, C, L)`` to ``(N, C, L_out)``.
+
+    >>> nn.AvgPool1d(2)(fl.tensor([[[1.0, 3.0, 2.0, 0.0]]]))
+    Tensor([[[2., 1.]]], dtype=float32)
+    """
 
     _nd = 1
 
@@ -459,7 +621,18 @@ class AvgPool1d(_AvgPoolNd):
 
 
 class AvgPool2d(_AvgPoolNd):
-    """2-d average pooling over ``(N, C, H, W)`` with PyTorch's divisors."""
+    __doc__ = f"""2-d average pooling over ``(N, C, H, W)``, with PyTorch's divisors for padded and ceil-mode
+    windows.
+
+    Args:{_AVG_POOL_ARGS}
+        divisor_override: divide every window by this instead (default None).
+
+    Returns:
+        A module mapping ``(N, C, H, W)`` to ``(N, C, H_out, W_out)``.
+
+    >>> nn.AvgPool2d(2)(fl.ones((1, 3, 8, 8))).shape
+    (1, 3, 4, 4)
+    """
 
     _nd = 2
 
@@ -480,13 +653,33 @@ class _AdaptiveAvgPoolNd(Module):
 
 
 class AdaptiveAvgPool1d(_AdaptiveAvgPoolNd):
-    """Average ``(N, C, L)`` into ``output_size`` bins."""
+    """Average ``(N, C, L)`` into ``output_size`` bins (PyTorch's bin edges).
+
+    Args:
+        output_size: the number of bins (None keeps the input's size).
+
+    Returns:
+        A module mapping ``(N, C, L)`` to ``(N, C, output_size)``.
+
+    >>> nn.AdaptiveAvgPool1d(2)(fl.tensor([[[1.0, 3.0, 2.0, 0.0]]]))
+    Tensor([[[2., 1.]]], dtype=float32)
+    """
 
     _nd = 1
 
 
 class AdaptiveAvgPool2d(_AdaptiveAvgPoolNd):
-    """Average ``(N, C, H, W)`` into ``output_size`` bins (``1`` gives global average pooling)."""
+    """Average ``(N, C, H, W)`` into ``output_size`` bins (``1`` gives global average pooling).
+
+    Args:
+        output_size: an int or ``(h, w)`` (None keeps that axis's size).
+
+    Returns:
+        A module mapping ``(N, C, H, W)`` to ``(N, C, h, w)``.
+
+    >>> nn.AdaptiveAvgPool2d(1)(fl.ones((2, 3, 7, 7))).shape
+    (2, 3, 1, 1)
+    """
 
     _nd = 2
 
@@ -576,8 +769,15 @@ class _BatchNorm(Module):
 
 
 class BatchNorm1d(_BatchNorm):
-    """Batch normalization of ``(N, C)`` or ``(N, C, L)``; running statistics with momentum 0.1 and the unbiased
-    batch variance, as PyTorch. See ``nn.module`` for how the statistics update under ``grad``/``jit``/``vmap``.
+    __doc__ = f"""Batch normalization of ``(N, C)`` or ``(N, C, L)``: in training mode each channel is normalized
+    by the batch's statistics and the running statistics move towards them (the unbiased batch variance, as
+    PyTorch); in evaluation mode the running statistics normalize. See ``nn.module`` for how the statistics update
+    under ``grad``/``jit``/``vmap``.
+
+    Args:{_BATCH_NORM_ARGS}
+
+    Returns:
+        A module mapping ``(N, C[, L])`` to the same shape.
 
     >>> bn = nn.BatchNorm1d(3)
     >>> _ = bn(fl.randn(8, 3))
@@ -589,13 +789,38 @@ class BatchNorm1d(_BatchNorm):
 
 
 class BatchNorm2d(_BatchNorm):
-    """Batch normalization of ``(N, C, H, W)`` over ``N, H, W`` per channel (see ``BatchNorm1d``)."""
+    __doc__ = f"""Batch normalization of ``(N, C, H, W)`` over ``N, H, W`` per channel (see ``BatchNorm1d``).
+
+    Args:{_BATCH_NORM_ARGS}
+
+    Returns:
+        A module mapping ``(N, C, H, W)`` to the same shape.
+
+    >>> y = nn.BatchNorm2d(2)(fl.randn(4, 2, 3, 3))
+    >>> bool(fl.all(fl.abs(y.mean(axis=(0, 2, 3))) < 1e-5))
+    True
+    """
 
     _ndims = (4,)
 
 
 class LayerNorm(Module):
-    """Normalize over the trailing ``normalized_shape`` axes; ``weight`` ones and ``bias`` zeros of that shape."""
+    """Normalize over the trailing ``normalized_shape`` axes (biased variance), then scale and shift.
+
+    Args:
+        normalized_shape: an int or the trailing shape normalized over.
+        eps: added to the variance (default 1e-5).
+        elementwise_affine: learn ``weight`` (ones) and ``bias`` (zeros) of that shape (default True).
+        bias: learn the shift (default True).
+        device: ``None`` or ``"cpu"``.
+        dtype: the parameters' floating dtype (default ``fl.float32``).
+
+    Returns:
+        A module mapping a tensor to one of the same shape.
+
+    >>> nn.LayerNorm(2)(fl.tensor([[1.0, 3.0]]))
+    Tensor([[-0.999995,  0.999995]], dtype=float32)
+    """
 
     def __init__(
         self,
@@ -628,7 +853,22 @@ class LayerNorm(Module):
 
 
 class GroupNorm(Module):
-    """Normalize groups of channels of ``(N, C, ...)``; per-channel ``weight``/``bias``."""
+    """Normalize groups of channels of ``(N, C, ...)`` (with all spatial axes), then scale and shift per channel.
+
+    Args:
+        num_groups: the groups; ``num_channels`` must be a multiple.
+        num_channels: the channels ``C`` (axis 1).
+        eps: added to the variance (default 1e-5).
+        affine: learn a per-channel ``weight`` and ``bias`` (default True).
+        device: ``None`` or ``"cpu"``.
+        dtype: the parameters' floating dtype (default ``fl.float32``).
+
+    Returns:
+        A module mapping ``(N, C, ...)`` to the same shape.
+
+    >>> nn.GroupNorm(2, 4)(fl.ones((1, 4, 3))).shape
+    (1, 4, 3)
+    """
 
     def __init__(
         self,
@@ -668,9 +908,20 @@ class GroupNorm(Module):
 
 
 class Dropout(Module):
-    """Zero elements with probability ``p`` in training mode (scaling the rest by ``1 / (1 - p)``).
+    """Zero elements with probability ``p`` in training mode, scaling the rest by ``1 / (1 - p)``; the identity in
+    evaluation mode. Random numbers come from ``nn.rng``'s key when one is installed, else from the global generator.
 
-    Random numbers come from ``nn.rng``'s key when one is installed, else from the global generator.
+    Args:
+        p: the probability of zeroing an element (default 0.5).
+        inplace: accepted for PyTorch compatibility and ignored (tensors are immutable).
+
+    Returns:
+        A module mapping a tensor to one of the same shape.
+
+    >>> with nn.rng(fl.random.key(0)):
+    ...     y = nn.Dropout(0.5)(fl.ones(6))
+    >>> sorted(set(y.tolist()))
+    [0.0, 2.0]
     """
 
     def __init__(self, p: float = 0.5, inplace: bool = False):
@@ -699,13 +950,34 @@ class _ChannelDropout(Dropout):
 
 
 class Dropout1d(_ChannelDropout):
-    """Zero whole channels of ``(N, C, L)`` with probability ``p``."""
+    __doc__ = f"""Zero whole channels of ``(N, C, L)`` (or ``(C, L)``) with probability ``p`` in training mode.
+
+    Args:{_CHANNEL_DROPOUT_ARGS}
+
+    Returns:
+        A module mapping a tensor to one of the same shape.
+
+    >>> nn.Dropout1d(0.5).eval()(fl.ones((2, 3, 4))).shape
+    (2, 3, 4)
+    """
 
     _nd = 1
 
 
 class Dropout2d(_ChannelDropout):
-    """Zero whole channels of ``(N, C, H, W)`` with probability ``p``."""
+    __doc__ = f"""Zero whole channels of ``(N, C, H, W)`` (or ``(C, H, W)``) with probability ``p`` in training
+    mode.
+
+    Args:{_CHANNEL_DROPOUT_ARGS}
+
+    Returns:
+        A module mapping a tensor to one of the same shape.
+
+    >>> with nn.rng(fl.random.key(1)):
+    ...     y = nn.Dropout2d(0.5)(fl.ones((1, 4, 2, 2)))
+    >>> y[0, :, 0, 0].tolist() == y[0, :, 1, 1].tolist()  # a channel is kept or zeroed as a whole
+    True
+    """
 
     _nd = 2
 
@@ -713,6 +985,17 @@ class Dropout2d(_ChannelDropout):
 class Embedding(Module):
     """A lookup table ``weight: (num_embeddings, embedding_dim)`` initialized ``N(0, 1)``; the ``padding_idx`` row
     starts at zero and gets no gradient.
+
+    Args:
+        num_embeddings: the rows.
+        embedding_dim: the size of each row.
+        padding_idx: a row kept at zero without gradient (default None).
+        device: ``None`` or ``"cpu"``.
+        dtype: the table's floating dtype (default ``fl.float32``).
+        key: a ``fl.random`` key for the initialization (default: the global generator).
+
+    Returns:
+        A module mapping integer indices of any shape to ``(*indices.shape, embedding_dim)``.
 
     >>> nn.Embedding(10, 4)(fl.tensor([[1, 2], [3, 4]])).shape
     (2, 2, 4)

@@ -78,11 +78,28 @@ _REG = ("_parameters", "_buffers", "_modules")
 
 
 class ModuleStateError(FunclibError, RuntimeError):
-    """A layer would store a traced value on a module that outlives the transform (a leaked tracer)."""
+    """A layer would store a traced value on a module that outlives the transform (a leaked tracer).
+
+    The message names the ways out: pass the model as an argument of the transformed function and return it, use
+    ``nn.value_and_grad``/``nn.functional_call``, or ``model.eval()``.
+
+    >>> bn = nn.BatchNorm1d(2)
+    >>> fl.jit(lambda x: bn(x))(fl.randn(4, 2))
+    Traceback (most recent call last):
+    ...
+    funclib.nn.module.ModuleStateError: BatchNorm1d: cannot store the new 'running_mean' computed inside jit(...
+    """
 
 
 class StateDictError(FunclibError, RuntimeError):
-    """``load_state_dict`` found missing or unexpected keys, or shapes that do not match."""
+    """``load_state_dict`` found missing or unexpected keys, or shapes that do not match; the message lists all.
+
+    >>> nn.Linear(2, 1).load_state_dict({"weight": fl.ones((1, 2))})
+    Traceback (most recent call last):
+    ...
+    funclib.nn.module.StateDictError: Error(s) in loading state_dict for Linear:
+        Missing key(s) in state_dict: "bias".
+    """
 
 
 class _IncompatibleKeys(NamedTuple):
@@ -93,13 +110,18 @@ class _IncompatibleKeys(NamedTuple):
 class Parameter:
     """Marks a tensor as a parameter when assigned to a module attribute: ``self.w = nn.Parameter(t)``.
 
-    The module stores a plain (immutable) ``Tensor``; reading ``self.w`` returns it. ``requires_grad=False``
-    registers it frozen.
+    The module stores a plain (immutable) ``Tensor``; reading ``self.w`` returns it.
+
+    Args:
+        data: the tensor (anything ``fl.asarray`` converts; default an empty tensor).
+        requires_grad: False registers the parameter frozen (zero gradient, skipped by optimizers).
 
     >>> class Scale(nn.Module):
     ...     def __init__(self):
     ...         super().__init__()
     ...         self.s = nn.Parameter(fl.ones(3))
+    >>> [name for name, _ in Scale().named_parameters()]
+    ['s']
     """
 
     __slots__ = ("data", "requires_grad")
@@ -122,9 +144,19 @@ def as_tensor(v, op: str, what: str = "input") -> Tensor:
 
 
 class Buffer:
-    """Marks a tensor as a buffer when assigned to a module attribute: ``self.b = nn.Buffer(t)``.
+    """Marks a tensor as a buffer when assigned to a module attribute: ``self.b = nn.Buffer(t)``: state that is
+    saved and cast with the module but not trained.
 
-    ``persistent=False`` keeps it out of ``state_dict``.
+    Args:
+        data: the tensor (anything ``fl.asarray`` converts).
+        persistent: False keeps it out of ``state_dict``.
+
+    >>> class Counter(nn.Module):
+    ...     def __init__(self):
+    ...         super().__init__()
+    ...         self.seen = nn.Buffer(fl.zeros(()))
+    >>> list(Counter().state_dict())
+    ['seen']
     """
 
     __slots__ = ("data", "persistent")
@@ -157,6 +189,8 @@ class rng:
 
     >>> with nn.rng(fl.random.key(0)):
     ...     y = nn.functional.dropout(fl.ones(4), 0.5)
+    >>> sorted(set(y.tolist()))
+    [0.0, 2.0]
     """
 
     def __init__(self, key):
@@ -183,9 +217,18 @@ class rng:
 def next_key(op: str = "dropout"):
     """A fresh key for a stochastic layer: split from ``nn.rng``'s key, else drawn from the global generator.
 
+    Args:
+        op: the layer asking, named in the error.
+
+    Returns:
+        A ``fl.random`` key.
+
     Raises:
         ModuleStateError: no ``nn.rng`` key is installed and a transform is active (a global draw would be
             frozen into the traced function).
+
+    >>> with nn.rng(fl.random.key(0)):
+    ...     noise = fl.random.normal(nn.next_key("my_layer"), (2,))
     """
     stack = _rng_state.stack
     if stack:
@@ -247,6 +290,21 @@ def store_state(module: Module, updates: Mapping[str, Any]) -> None:
     Under ``fl.grad`` of a model you hold, the primal is stored (the update is concrete). A traced value that
     cannot be lowered, for example the new running mean of a ``BatchNorm`` closed over by ``fl.jit``, raises
     ``ModuleStateError`` with the ways to get the state out; then no buffer changes.
+
+    Args:
+        module: the module owning the buffers.
+        updates: ``{buffer name: new value}``.
+
+    >>> class Count(nn.Module):
+    ...     def __init__(self):
+    ...         super().__init__()
+    ...         self.calls = nn.Buffer(fl.zeros(()))
+    ...     def forward(self, x):
+    ...         nn.store_state(self, {"calls": self.calls + 1.0})
+    ...         return x
+    >>> m = Count()
+    >>> _ = m(fl.ones(2)); float(m.calls)
+    1.0
     """
     bufs = module._buffers
     lowered = {}
@@ -349,6 +407,12 @@ def _is_float(t) -> bool:
 class Module:
     """Base class of all layers and models. Subclass it, assign layers and parameters in ``__init__``, write
     ``forward``; call the module to run it.
+
+    A module is a pytree (see the ``nn.module`` docstring): parameters and buffers are its leaves, so
+    ``fl.grad``, ``fl.vmap`` and ``fl.jit`` take and return models.
+
+    Returns:
+        Calling the module returns ``forward``'s result.
 
     >>> class SimpleNet(nn.Module):
     ...     def __init__(self):
@@ -924,6 +988,8 @@ def functional_call(
     >>> model = nn.Linear(3, 2)
     >>> params = dict(model.named_parameters())
     >>> g = fl.grad(lambda p, x: nn.functional_call(model, p, (x,)).sum())(params, fl.ones((4, 3)))
+    >>> g["weight"].shape
+    (2, 3)
     """
     dicts = (
         parameter_and_buffer_dicts
@@ -993,6 +1059,9 @@ def stack_module_state(models) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
     """Stack the parameters and buffers of same-shaped models along a new leading axis, for ``fl.vmap`` over an
     ensemble with ``functional_call``.
 
+    Args:
+        models: models of one architecture (the same names and shapes).
+
     Returns:
         ``(params, buffers)``: dicts of dotted name to stacked tensor.
 
@@ -1060,6 +1129,13 @@ def value_and_grad(model: Module, fn: Callable[..., Any]) -> Callable[..., tuple
     element is the loss. ``grads`` is model-shaped: ``grads.fc.weight``; frozen parameters and buffers are None.
     Running statistics that the forward updates are written onto ``model``; dropout draws from a key that is
     taken from the global generator (or from an enclosing ``nn.rng``).
+
+    Args:
+        model: the model whose trainable parameters get gradients.
+        fn: the loss function.
+
+    Returns:
+        A function taking ``fn``'s arguments and returning ``(fn's output, model-shaped gradients)``.
 
     >>> model = nn.Linear(3, 1)
     >>> loss_and_grad = nn.value_and_grad(model, lambda m, x: (m(x) ** 2).mean())

@@ -79,6 +79,25 @@ def _uniform_parameters(module: Module, shapes: dict[str, tuple[int, ...]], hidd
         setattr(module, name, Parameter(init.uniform_(fl.empty(shape, dtype=dtype), -bound, bound, key=k)))
 
 
+_RNN_ARGS = """
+        input_size: the features of each time step of the input.
+        hidden_size: the features of the hidden state.
+        num_layers: stacked layers, each reading the previous one's outputs (default 1)."""
+_RNN_OPTIONS = """
+        bias: learn ``bias_ih`` and ``bias_hh`` (default True).
+        batch_first: inputs and outputs are ``(N, L, features)`` instead of ``(L, N, features)`` (default False).
+        dropout: dropout on the outputs of every layer but the last, in training mode (default 0).
+        bidirectional: run a second direction over the reversed sequence and concatenate (default False)."""
+_CELL_ARGS = """
+        input_size: the features of the input.
+        hidden_size: the features of the hidden state.
+        bias: learn ``bias_ih`` and ``bias_hh`` (default True)."""
+_DEVICE_DTYPE_KEY = """
+        device: ``None`` or ``"cpu"``.
+        dtype: the parameters' floating dtype (default ``fl.float32``).
+        key: a ``fl.random`` key for the initialization (default: the global generator)."""
+
+
 class _RNNBase(Module):
     _mode = "RNN_TANH"
 
@@ -222,8 +241,20 @@ class _RNNBase(Module):
 
 
 class RNN(_RNNBase):
-    """Elman RNN: ``h_t = tanh(x_t W_ih^T + b_ih + h_{t-1} W_hh^T + b_hh)`` (or relu with
-    ``nonlinearity='relu'``). Returns ``(output, h_n)``."""
+    __doc__ = f"""Elman RNN: ``h_t = tanh(x_t W_ih^T + b_ih + h_{{t-1}} W_hh^T + b_hh)`` (or relu), one ``fl.scan``
+    per layer and direction.
+
+    Args:{_RNN_ARGS}
+        nonlinearity: ``"tanh"`` or ``"relu"``.{_RNN_OPTIONS}{_DEVICE_DTYPE_KEY}
+
+    Returns:
+        A module whose ``forward(input, h_0=None)`` returns ``(output, h_n)``: the last layer's hidden states
+        ``(L, N, D * hidden_size)`` and every layer's final one ``(D * num_layers, N, hidden_size)``.
+
+    >>> out, h = nn.RNN(3, 5, num_layers=2)(fl.ones((7, 4, 3)))
+    >>> out.shape, h.shape
+    ((7, 4, 5), (2, 4, 5))
+    """
 
     def __init__(
         self,
@@ -260,15 +291,37 @@ class RNN(_RNNBase):
 
 
 class LSTM(_RNNBase):
-    """Long short-term memory, gates ``i, f, g, o`` in PyTorch's order; returns ``(output, (h_n, c_n))``.
-    ``proj_size > 0`` projects the hidden state with ``weight_hr``."""
+    __doc__ = f"""Long short-term memory, gates ``i, f, g, o`` in PyTorch's order, one ``fl.scan`` per layer and
+    direction; ``proj_size > 0`` projects the hidden state with ``weight_hr``.
+
+    Args:{_RNN_ARGS}{_RNN_OPTIONS}
+        proj_size: the size of the projected hidden state (default 0: none).{_DEVICE_DTYPE_KEY}
+
+    Returns:
+        A module whose ``forward(input, (h_0, c_0)=None)`` returns ``(output, (h_n, c_n))``.
+
+    >>> out, (h, c) = nn.LSTM(3, 5, batch_first=True)(fl.ones((4, 7, 3)))
+    >>> out.shape, h.shape, c.shape
+    ((4, 7, 5), (1, 4, 5), (1, 4, 5))
+    """
 
     _mode = "LSTM"
 
 
 class GRU(_RNNBase):
-    """Gated recurrent unit, gates ``r, z, n`` in PyTorch's order
-    (``n = tanh(W_in x + b_in + r * (W_hn h + b_hn))``); returns ``(output, h_n)``."""
+    __doc__ = f"""Gated recurrent unit, gates ``r, z, n`` in PyTorch's order
+    (``n = tanh(W_in x + b_in + r * (W_hn h + b_hn))``), one ``fl.scan`` per layer and direction.
+
+    Args:{_RNN_ARGS}{_RNN_OPTIONS}
+        proj_size: must be 0 (projections are LSTM's).{_DEVICE_DTYPE_KEY}
+
+    Returns:
+        A module whose ``forward(input, h_0=None)`` returns ``(output, h_n)``.
+
+    >>> out, h = nn.GRU(3, 5, bidirectional=True)(fl.ones((7, 4, 3)))
+    >>> out.shape, h.shape
+    ((7, 4, 10), (2, 4, 5))
+    """
 
     _mode = "GRU"
 
@@ -319,7 +372,17 @@ class _CellBase(Module):
 
 
 class RNNCell(_CellBase):
-    """One step of ``RNN``: ``h' = tanh(x W_ih^T + b_ih + h W_hh^T + b_hh)``."""
+    __doc__ = f"""One step of ``RNN``: ``h' = tanh(x W_ih^T + b_ih + h W_hh^T + b_hh)`` (or relu).
+
+    Args:{_CELL_ARGS}
+        nonlinearity: ``"tanh"`` or ``"relu"``.{_DEVICE_DTYPE_KEY}
+
+    Returns:
+        A module whose ``forward(input, h=None)`` maps ``(N, input_size)`` (or unbatched) to ``h'``.
+
+    >>> nn.RNNCell(3, 5)(fl.ones((4, 3))).shape
+    (4, 5)
+    """
 
     def __init__(
         self,
@@ -340,12 +403,31 @@ class RNNCell(_CellBase):
 
 
 class LSTMCell(_CellBase):
-    """One step of ``LSTM``; returns ``(h', c')``."""
+    __doc__ = f"""One step of ``LSTM``.
+
+    Args:{_CELL_ARGS}{_DEVICE_DTYPE_KEY}
+
+    Returns:
+        A module whose ``forward(input, (h, c)=None)`` returns ``(h', c')``.
+
+    >>> h, c = nn.LSTMCell(3, 5)(fl.ones((4, 3)))
+    >>> h.shape, c.shape
+    ((4, 5), (4, 5))
+    """
 
     _mode = "LSTM"
 
 
 class GRUCell(_CellBase):
-    """One step of ``GRU``."""
+    __doc__ = f"""One step of ``GRU``.
+
+    Args:{_CELL_ARGS}{_DEVICE_DTYPE_KEY}
+
+    Returns:
+        A module whose ``forward(input, h=None)`` returns ``h'``.
+
+    >>> nn.GRUCell(3, 5)(fl.ones(3)).shape
+    (5,)
+    """
 
     _mode = "GRU"
