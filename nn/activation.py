@@ -16,20 +16,8 @@ from funclib.checks import check_number
 
 from . import functional as F
 from ._rows import row_class
+from .functional._activation import ARG_DOCS
 from .module import Module
-
-# the Args section of the generated docstrings
-_ARG_DOCS = {
-    "inplace": "accepted for PyTorch compatibility and ignored: tensors are immutable (default False).",
-    "negative_slope": "the slope for negative inputs (default 0.01).",
-    "alpha": "the scale of the negative part (default 1.0).",
-    "approximate": "``'none'`` (exact, with erf) or ``'tanh'`` (the tanh approximation).",
-    "beta": "the sharpness (default 1.0).",
-    "threshold": "above ``beta * x > threshold`` the output is ``x`` itself (default 20.0).",
-    "min_val": "the lower bound (default -1.0).",
-    "max_val": "the upper bound (default 1.0).",
-    "dim": "the axis (``None``: PyTorch's legacy choice, axis 0 for 0-d, 1-d and 3-d inputs, else 1).",
-}
 
 
 class _Activation(Module):
@@ -54,14 +42,14 @@ class _Activation(Module):
         return ", ".join(shown)
 
 
-def _activation(name: str, function, formula: str, params: dict[str, Any], example: str, output: str, check=None):
-    """The class of one row: ``formula`` is the summary, ``example`` the constructor call of the docstring's
-    example and ``output`` the values it prints for the input ``[-1, 0, 0.5, 2]``."""
+def _activation(name: str, function, params: dict[str, Any], example: str, output: str, check=None):
+    """The class of one row: ``example`` is the constructor call of the docstring's example and ``output`` the
+    values it prints for the input ``[-1, 0, 0.5, 2]``; the summary is the function's."""
     forwarded = tuple(k for k in params if k != "inplace")
     return row_class(
         _Activation, name, __name__, function, params,
-        summary=formula,
-        args={k: _ARG_DOCS[k] for k in params},
+        summary=function.__doc__.split("\n")[0],
+        args={k: ARG_DOCS[k] for k in params},
         returns=f"A module whose ``forward(input)`` is ``F.{function.__name__}({', '.join(('input', *forwarded))})``.",
         example=f"nn.{example}(fl.tensor([-1.0, 0.0, 0.5, 2.0]))",
         output=f"Tensor({output}, dtype=float32)",
@@ -82,46 +70,31 @@ def _ordered_bounds(op: str, min_val, max_val, inplace) -> None:
 _INPLACE = {"inplace": False}
 _DIM = {"dim": None}
 
-# class, function, formula, constructor arguments, the docstring example's call and its output for [-1, 0, 0.5, 2]
+# class, function, constructor arguments, the docstring example's call and its output for [-1, 0, 0.5, 2]
 _TABLE = (
-    ("ReLU", F.relu, "``max(x, 0)``.", _INPLACE, "ReLU()", "[0. , 0. , 0.5, 2. ]"),
-    ("ReLU6", F.relu6, "``min(max(x, 0), 6)``.", _INPLACE, "ReLU6()", "[0. , 0. , 0.5, 2. ]"),
-    ("LeakyReLU", F.leaky_relu, "``x`` if ``x >= 0`` else ``negative_slope * x``.",
-     {"negative_slope": 0.01, **_INPLACE}, "LeakyReLU(0.1)", "[-0.1,  0. ,  0.5,  2. ]"),
-    ("ELU", F.elu, "``x`` if ``x > 0`` else ``alpha * (exp(x) - 1)``.", {"alpha": 1.0, **_INPLACE},
-     "ELU()", "[-0.63212055,  0.        ,  0.5       ,  2.        ]"),
-    ("SELU", F.selu, "Scaled ELU with the self-normalizing constants: ``1.0507 * elu(x, 1.6733)``.", _INPLACE,
-     "SELU()", "[-1.1113307,  0.       ,  0.5253505,  2.101402 ]"),
-    ("CELU", F.celu, "``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))``.", {"alpha": 1.0, **_INPLACE},
-     "CELU(2.0)", "[-0.78693867,  0.        ,  0.5       ,  2.        ]"),
-    ("GELU", F.gelu, "Gaussian error linear unit ``x * Phi(x)``.", {"approximate": "none"},
-     "GELU()", "[-0.15865526,  0.        ,  0.34573123,  1.9544997 ]"),
-    ("SiLU", F.silu, "``x * sigmoid(x)``.", _INPLACE, "SiLU()", "[-0.26894143,  0.        ,  0.31122968,  1.7615942 ]"),
-    ("Mish", F.mish, "``x * tanh(softplus(x))``.", _INPLACE,
-     "Mish()", "[-0.3034014 ,  0.        ,  0.37524518,  1.9439589 ]"),
-    ("Sigmoid", F.sigmoid, "``1 / (1 + exp(-x))``.", {},
-     "Sigmoid()", "[0.26894143, 0.5       , 0.62245935, 0.8807971 ]"),
-    ("Tanh", F.tanh, "Hyperbolic tangent.", {}, "Tanh()", "[-0.7615942,  0.       ,  0.4621172,  0.9640276]"),
-    ("Softplus", F.softplus, "``log(1 + exp(beta * x)) / beta``, and ``x`` itself where ``beta * x > threshold``.",
-     {"beta": 1.0, "threshold": 20.0}, "Softplus()", "[0.31326163, 0.6931472 , 0.974077  , 2.126928  ]"),
-    ("Softsign", F.softsign, "``x / (1 + |x|)``.", {},
-     "Softsign()", "[-0.5       ,  0.        ,  0.33333334,  0.6666667 ]"),
-    ("Hardtanh", F.hardtanh, "``clip(x, min_val, max_val)``.", {"min_val": -1.0, "max_val": 1.0, **_INPLACE},
+    ("ReLU", F.relu, _INPLACE, "ReLU()", "[0. , 0. , 0.5, 2. ]"),
+    ("ReLU6", F.relu6, _INPLACE, "ReLU6()", "[0. , 0. , 0.5, 2. ]"),
+    ("LeakyReLU", F.leaky_relu, {"negative_slope": 0.01, **_INPLACE}, "LeakyReLU(0.1)", "[-0.1,  0. ,  0.5,  2. ]"),
+    ("ELU", F.elu, {"alpha": 1.0, **_INPLACE}, "ELU()", "[-0.63212055,  0.        ,  0.5       ,  2.        ]"),
+    ("SELU", F.selu, _INPLACE, "SELU()", "[-1.1113307,  0.       ,  0.5253505,  2.101402 ]"),
+    ("CELU", F.celu, {"alpha": 1.0, **_INPLACE}, "CELU(2.0)", "[-0.78693867,  0.        ,  0.5       ,  2.        ]"),
+    ("GELU", F.gelu, {"approximate": "none"}, "GELU()", "[-0.15865526,  0.        ,  0.34573123,  1.9544997 ]"),
+    ("SiLU", F.silu, _INPLACE, "SiLU()", "[-0.26894143,  0.        ,  0.31122968,  1.7615942 ]"),
+    ("Mish", F.mish, _INPLACE, "Mish()", "[-0.3034014 ,  0.        ,  0.37524518,  1.9439589 ]"),
+    ("Sigmoid", F.sigmoid, {}, "Sigmoid()", "[0.26894143, 0.5       , 0.62245935, 0.8807971 ]"),
+    ("Tanh", F.tanh, {}, "Tanh()", "[-0.7615942,  0.       ,  0.4621172,  0.9640276]"),
+    ("Softplus", F.softplus, {"beta": 1.0, "threshold": 20.0},
+     "Softplus()", "[0.31326163, 0.6931472 , 0.974077  , 2.126928  ]"),
+    ("Softsign", F.softsign, {}, "Softsign()", "[-0.5       ,  0.        ,  0.33333334,  0.6666667 ]"),
+    ("Hardtanh", F.hardtanh, {"min_val": -1.0, "max_val": 1.0, **_INPLACE},
      "Hardtanh()", "[-1. ,  0. ,  0.5,  1. ]", _ordered_bounds),
-    ("Hardsigmoid", F.hardsigmoid, "``relu6(x + 3) / 6``.", _INPLACE,
-     "Hardsigmoid()", "[0.33333334, 0.5       , 0.5833333 , 0.8333333 ]"),
-    ("Hardswish", F.hardswish, "``x * relu6(x + 3) / 6``.", _INPLACE,
-     "Hardswish()", "[-0.33333334,  0.        ,  0.29166666,  1.6666666 ]"),
-    ("LogSigmoid", F.logsigmoid, "``log(sigmoid(x))``, stable for large ``|x|``.", {},
-     "LogSigmoid()", "[-1.3132616, -0.6931472, -0.474077 , -0.126928 ]"),
-    ("Softmax", F.softmax, "Softmax along ``dim``: ``exp(x) / sum(exp(x))``.", _DIM,
-     "Softmax(dim=0)", "[0.03535379, 0.09610157, 0.1584447 , 0.71009994]"),
-    ("LogSoftmax", F.log_softmax, "Log-softmax along ``dim``: ``x - logsumexp(x)``.", _DIM,
-     "LogSoftmax(dim=0)", "[-3.3423495 , -2.3423495 , -1.8423495 , -0.34234956]"),
-    ("Softmin", F.softmin, "Softmin along ``dim``: ``softmax(-x)``.", _DIM,
-     "Softmin(dim=0)", "[0.60946006, 0.22420782, 0.13598892, 0.03034323]"),
-    ("GLU", F.glu, "Gated linear unit: ``dim`` split into halves ``a, b``, then ``a * sigmoid(b)``.", {"dim": -1},
-     "GLU()", "[-0.62245935,  0.        ]"),
+    ("Hardsigmoid", F.hardsigmoid, _INPLACE, "Hardsigmoid()", "[0.33333334, 0.5       , 0.5833333 , 0.8333333 ]"),
+    ("Hardswish", F.hardswish, _INPLACE, "Hardswish()", "[-0.33333334,  0.        ,  0.29166666,  1.6666666 ]"),
+    ("LogSigmoid", F.logsigmoid, {}, "LogSigmoid()", "[-1.3132616, -0.6931472, -0.474077 , -0.126928 ]"),
+    ("Softmax", F.softmax, _DIM, "Softmax(dim=0)", "[0.03535379, 0.09610157, 0.1584447 , 0.71009994]"),
+    ("LogSoftmax", F.log_softmax, _DIM, "LogSoftmax(dim=0)", "[-3.3423495 , -2.3423495 , -1.8423495 , -0.34234956]"),
+    ("Softmin", F.softmin, _DIM, "Softmin(dim=0)", "[0.60946006, 0.22420782, 0.13598892, 0.03034323]"),
+    ("GLU", F.glu, {"dim": -1}, "GLU()", "[-0.62245935,  0.        ]"),
 )
 (
     ReLU, ReLU6, LeakyReLU, ELU, SELU, CELU, GELU, SiLU, Mish, Sigmoid, Tanh, Softplus, Softsign, Hardtanh,

@@ -86,3 +86,13 @@ def channels_last(x, nd):
 
 def channels_first(x, nd):
     return fl.permute_dims(x, (0, nd + 1, *range(1, nd + 1)))
+
+
+def documented(doc: str):
+    """Give a function the docstring ``doc``, built from argument texts its variants share (``conv1d``/``conv2d``)."""
+
+    def document(f):
+        f.__doc__ = doc
+        return f
+
+    return document

@@ -11,7 +11,21 @@ from funclib.errors import ShapeError
 from funclib.primitives.conv import conv_patches, conv_patches_transpose
 from funclib.primitives.dot import dot_general
 
-from ._args import as_tensor, batched, channels_last, conv_padding_arg, ints
+from ._args import as_tensor, batched, channels_last, conv_padding_arg, documented, ints
+
+_CONV_ARGS = """
+        bias: ``(out,)`` (default None).
+        stride: an int or one per spatial axis (default 1).
+        padding: an int, one per axis, ``"valid"`` or ``"same"`` (default 0).
+        dilation: spacing of the kernel's taps, an int or one per axis (default 1).
+        groups: split the channels into this many independent groups (default 1)."""
+_CONV_TRANSPOSE_ARGS = """
+        bias: ``(out,)`` (default None).
+        stride: an int or one per spatial axis (default 1).
+        padding: removed from each side of the output, an int or one per axis (default 0).
+        output_padding: added to one side of the output, below the stride or the dilation (default 0).
+        groups: split the channels into this many independent groups (default 1).
+        dilation: spacing of the kernel's taps (default 1)."""
 
 
 def _conv_padding(padding, nd, k, dilation, stride, op):
@@ -68,21 +82,40 @@ def conv(input, weight, bias, stride, padding, dilation, groups, nd, op):
     return y[0] if unbatched else y
 
 
+@documented(
+    f"""1-d convolution (cross-correlation) of ``(N, C, L)`` with ``weight: (out, C / groups, k)``.
+
+    Args:
+        input: ``(N, C, L)`` or unbatched ``(C, L)``.
+        weight: ``(out, C / groups, k)``.{_CONV_ARGS}
+
+    Returns:
+        ``(N, out, L_out)`` (unbatched: ``(out, L_out)``).
+
+    >>> F.conv1d(fl.ones((1, 2, 5)), fl.ones((3, 2, 3))).shape
+    (1, 3, 3)
+    """
+)
 def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 1) -> Tensor:
-    """1-d convolution (cross-correlation) of ``(N, C, L)`` with ``weight: (out, C / groups, k)``."""
     return conv(input, weight, bias, stride, padding, dilation, groups, 1, "conv1d")
 
 
-def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 1) -> Tensor:
-    """2-d convolution (cross-correlation) of ``(N, C, H, W)`` with ``weight: (out, C / groups, kh, kw)``.
+@documented(
+    f"""2-d convolution (cross-correlation) of ``(N, C, H, W)`` with ``weight: (out, C / groups, kh, kw)``: one
+    batched matrix multiply over im2col patches.
 
     Args:
-        stride, dilation: int or pair. padding: int, pair, ``"valid"`` or ``"same"``.
-        groups: split channels into this many independent groups.
+        input: ``(N, C, H, W)`` or unbatched ``(C, H, W)``.
+        weight: ``(out, C / groups, kh, kw)``.{_CONV_ARGS}
+
+    Returns:
+        ``(N, out, H_out, W_out)`` (unbatched: ``(out, H_out, W_out)``).
 
     >>> F.conv2d(fl.ones((1, 1, 4, 4)), fl.ones((2, 1, 3, 3))).shape
     (1, 2, 2, 2)
     """
+)
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 1) -> Tensor:
     return conv(input, weight, bias, stride, padding, dilation, groups, 2, "conv2d")
 
 
@@ -134,27 +167,64 @@ def conv_transpose(input, weight, bias, stride, padding, output_padding, groups,
     return y[0] if unbatched else y
 
 
+@documented(
+    f"""1-d transposed convolution (the adjoint of ``conv1d`` in its input) with ``weight: (C_in, out / groups,
+    k)``; output size ``(L - 1) * stride - 2 * padding + dilation * (k - 1) + output_padding + 1``.
+
+    Args:
+        input: ``(N, C_in, L)`` or unbatched ``(C_in, L)``.
+        weight: ``(C_in, out / groups, k)``.{_CONV_TRANSPOSE_ARGS}
+
+    Returns:
+        ``(N, out, L_out)``.
+
+    >>> F.conv_transpose1d(fl.ones((1, 2, 3)), fl.ones((2, 1, 2)), stride=2).shape
+    (1, 1, 6)
+    """
+)
 def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups: int = 1, dilation=1):
-    """1-d transposed convolution of ``(N, C_in, L)`` with ``weight: (C_in, out / groups, k)``."""
     return conv_transpose(
         input, weight, bias, stride, padding, output_padding, groups, dilation, 1, "conv_transpose1d"
     )
 
 
-def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups: int = 1, dilation=1):
-    """2-d transposed convolution (the adjoint of ``conv2d`` in its input) with ``weight: (C_in, out / groups, kh,
-    kw)``. Output size ``(in - 1) * stride - 2 * padding + dilation * (k - 1) + output_padding + 1``.
+@documented(
+    f"""2-d transposed convolution (the adjoint of ``conv2d`` in its input) with ``weight: (C_in, out / groups,
+    kh, kw)``; each output size ``(in - 1) * stride - 2 * padding + dilation * (k - 1) + output_padding + 1``.
+
+    Args:
+        input: ``(N, C_in, H, W)`` or unbatched ``(C_in, H, W)``.
+        weight: ``(C_in, out / groups, kh, kw)``.{_CONV_TRANSPOSE_ARGS}
+
+    Returns:
+        ``(N, out, H_out, W_out)``.
 
     >>> F.conv_transpose2d(fl.ones((1, 2, 3, 3)), fl.ones((2, 1, 2, 2)), stride=2).shape
     (1, 1, 6, 6)
     """
+)
+def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups: int = 1, dilation=1):
     return conv_transpose(
         input, weight, bias, stride, padding, output_padding, groups, dilation, 2, "conv_transpose2d"
     )
 
 
 def unfold(input, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:
-    """Sliding 2-d blocks as columns: ``(N, C, H, W) -> (N, C * kh * kw, L)`` (PyTorch's layout)."""
+    """Sliding 2-d blocks as columns: ``(N, C, H, W) -> (N, C * kh * kw, L)`` (PyTorch's layout).
+
+    Args:
+        input: ``(N, C, H, W)``.
+        kernel_size: an int or ``(kh, kw)``.
+        dilation: spacing of the taps (default 1).
+        padding: zeros added on both sides (default 0).
+        stride: an int or a pair (default 1).
+
+    Returns:
+        ``(N, C * kh * kw, L)`` with ``L`` the number of blocks.
+
+    >>> F.unfold(fl.ones((1, 2, 4, 4)), 2).shape
+    (1, 8, 9)
+    """
     ints(kernel_size, 2, "unfold", "kernel_size")
     ints(stride, 2, "unfold", "stride")
     x = as_tensor(input, "unfold")
@@ -173,7 +243,21 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:
 
 
 def pad(input, pad: Sequence[int], mode: str = "constant", value: float | None = None) -> Tensor:
-    """PyTorch-order constant padding: ``pad = (left_last, right_last, left_second_last, ...)``."""
+    """Constant padding in PyTorch's order: ``pad = (left_last, right_last, left_second_last, ...)``; negative
+    widths crop.
+
+    Args:
+        input: the tensor.
+        pad: pairs of widths, starting from the last axis.
+        mode: only ``"constant"``.
+        value: the fill value (default 0).
+
+    Returns:
+        The padded tensor.
+
+    >>> F.pad(fl.ones((1, 2)), (1, 0))
+    Tensor([[0., 1., 1.]], dtype=float32)
+    """
     x = as_tensor(input, "pad")
     if mode != "constant":
         raise ValueError(f"pad: only mode='constant' is supported, got {mode!r}")

@@ -22,9 +22,16 @@ def dropout(input, p: float = 0.5, training: bool = True, inplace: bool = False,
 
     Args:
         input: the tensor.
-        p: drop probability in ``[0, 1]``.
-        training: off means identity.
+        p: drop probability in ``[0, 1]`` (default 0.5).
+        training: off means identity (default True).
+        inplace: accepted for PyTorch compatibility and ignored (tensors are immutable).
         key: a ``fl.random`` key; default: split from ``nn.rng``'s key, else the global generator (eager only).
+
+    Returns:
+        A tensor of the input's shape.
+
+    >>> F.dropout(fl.ones(6), 0.5, key=fl.random.key(0)).tolist()
+    [2.0, 0.0, 2.0, 0.0, 0.0, 0.0]
     """
     check_number(p, "dropout", "p", min=0.0, max=1.0)
     x = as_float(input, "dropout")
@@ -38,7 +45,20 @@ def dropout(input, p: float = 0.5, training: bool = True, inplace: bool = False,
 
 
 def linear(input, weight, bias=None) -> Tensor:
-    """``input @ weight.T + bias`` with ``weight: (out_features, in_features)``."""
+    """``input @ weight.T + bias`` with ``weight: (out_features, in_features)``.
+
+    Args:
+        input: ``(*, in_features)``.
+        weight: ``(out_features, in_features)``.
+        bias: ``(out_features,)`` (default None).
+
+    Returns:
+        ``(*, out_features)``.
+
+    >>> F.linear(fl.ones((2, 3)), fl.ones((4, 3)), fl.zeros(4))
+    Tensor([[3., 3., 3., 3.],
+            [3., 3., 3., 3.]], dtype=float32)
+    """
     x = as_tensor(input, "linear")
     if weight.ndim != 2 or x.ndim < 1 or x.shape[-1] != weight.shape[1]:
         raise ShapeError(
@@ -50,7 +70,20 @@ def linear(input, weight, bias=None) -> Tensor:
 
 
 def bilinear(input1, input2, weight, bias=None) -> Tensor:
-    """``y_k = x1 @ weight[k] @ x2 + bias[k]`` with ``weight: (out, in1, in2)``."""
+    """``y_k = x1 @ weight[k] @ x2 + bias[k]`` with ``weight: (out, in1, in2)``.
+
+    Args:
+        input1: ``(*, in1)``.
+        input2: ``(*, in2)`` with the same leading axes.
+        weight: ``(out, in1, in2)``.
+        bias: ``(out,)`` (default None).
+
+    Returns:
+        ``(*, out)``.
+
+    >>> F.bilinear(fl.ones((1, 2)), fl.ones((1, 3)), fl.ones((4, 2, 3))).shape
+    (1, 4)
+    """
     x1, x2 = as_tensor(input1, "bilinear", "input1"), as_tensor(input2, "bilinear", "input2")
     if weight.ndim != 3 or x1.shape[-1] != weight.shape[1] or x2.shape[-1] != weight.shape[2]:
         raise ShapeError(
@@ -79,11 +112,20 @@ def scaled_dot_product_attention(
     """``softmax(q @ k.T * scale + mask) @ v`` over ``(..., L, E)`` queries and ``(..., S, E)`` keys.
 
     Args:
+        query, key, value: ``(..., L, E)``, ``(..., S, E)`` and ``(..., S, Ev)``.
         attn_mask: boolean (True = may attend) or additive float mask, broadcastable to ``(..., L, S)``.
         dropout_p: dropout on the attention weights (draws from ``dropout_key`` or ``nn.rng``).
         is_causal: mask out keys after each query (upper triangle).
         scale: default ``1 / sqrt(E)``.
         enable_gqa: let query heads (axis -3) share fewer key/value heads.
+        dropout_key: the key for ``dropout_p``.
+
+    Returns:
+        ``(..., L, Ev)``.
+
+    >>> q = fl.ones((2, 4, 8))
+    >>> F.scaled_dot_product_attention(q, q, q, is_causal=True).shape
+    (2, 4, 8)
     """
     op = "scaled_dot_product_attention"
     q, k, v = as_float(query, op, "query"), as_tensor(key, op, "key"), as_tensor(value, op, "value")

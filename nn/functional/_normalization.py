@@ -36,6 +36,24 @@ def batch_norm(
     new_running_var)`` (momentum ``m``: ``new = (1 - m) * old + m * batch``, with the unbiased batch variance;
     ``momentum=None`` is the cumulative average and needs ``num_batches_tracked``, the count after this batch).
     ``nn.BatchNorm*`` stores them for you.
+
+    Args:
+        input: ``(N, C, ...)``.
+        running_mean, running_var: ``(C,)`` or None (then the batch statistics always normalize).
+        weight, bias: a per-channel scale and shift ``(C,)`` (default None).
+        training: normalize with the batch statistics (default False).
+        momentum: the batch's weight in the new running statistics; None for the cumulative average.
+        eps: added to the variance (default 1e-5).
+        num_batches_tracked: the batch count after this one, for ``momentum=None``.
+        return_stats: also return the new running statistics (default False).
+
+    Returns:
+        The normalized tensor, or ``(out, new_running_mean, new_running_var)`` with ``return_stats``.
+
+    >>> y = F.batch_norm(fl.tensor([[1.0], [3.0]]), None, None, training=True)
+    >>> y
+    Tensor([[-0.999995],
+            [ 0.999995]], dtype=float32)
     """
     x = as_float(input, "batch_norm")
     if x.ndim < 2:
@@ -89,7 +107,20 @@ def batch_norm(
 
 
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-5) -> Tensor:
-    """Normalize over the trailing ``normalized_shape`` axes (biased variance), then scale and shift."""
+    """Normalize over the trailing ``normalized_shape`` axes (biased variance), then scale and shift.
+
+    Args:
+        input: ``(*, *normalized_shape)``.
+        normalized_shape: an int or the trailing shape.
+        weight, bias: of that shape (default None).
+        eps: added to the variance (default 1e-5).
+
+    Returns:
+        A tensor of the input's shape.
+
+    >>> F.layer_norm(fl.tensor([[1.0, 3.0]]), 2)
+    Tensor([[-0.999995,  0.999995]], dtype=float32)
+    """
     x = as_float(input, "layer_norm")
     ns = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
     if len(ns) > x.ndim or tuple(x.shape[x.ndim - len(ns) :]) != ns:
@@ -109,7 +140,20 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-
 
 
 def group_norm(input, num_groups: int, weight=None, bias=None, eps: float = 1e-5) -> Tensor:
-    """Normalize over groups of channels (and all spatial axes), then scale and shift per channel."""
+    """Normalize over groups of channels (and all spatial axes), then scale and shift per channel.
+
+    Args:
+        input: ``(N, C, ...)``.
+        num_groups: the groups; ``C`` must be a multiple.
+        weight, bias: a per-channel scale and shift ``(C,)`` (default None).
+        eps: added to the variance (default 1e-5).
+
+    Returns:
+        A tensor of the input's shape.
+
+    >>> F.group_norm(fl.tensor([[[1.0], [3.0], [5.0], [5.0]]]), 2).reshape(-1)
+    Tensor([-0.999995,  0.999995,  0.      ,  0.      ], dtype=float32)
+    """
     x = as_float(input, "group_norm")
     if x.ndim < 2 or x.shape[1] % num_groups:
         raise ShapeError(
@@ -132,7 +176,20 @@ def group_norm(input, num_groups: int, weight=None, bias=None, eps: float = 1e-5
 
 
 def normalize(input, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:
-    """``x / max(||x||_p, eps)`` along ``dim``."""
+    """``x / max(||x||_p, eps)`` along ``dim``.
+
+    Args:
+        input: the tensor.
+        p: the norm's order (default 2).
+        dim: the axis (default 1).
+        eps: the smallest norm divided by (default 1e-12).
+
+    Returns:
+        A tensor of the input's shape.
+
+    >>> F.normalize(fl.tensor([[3.0, 4.0]]))
+    Tensor([[0.6, 0.8]], dtype=float32)
+    """
     x = as_float(input, "normalize")
     normalize_axis(dim, x.ndim, "normalize")
     n = fl.linalg.vector_norm(x, axis=dim, keepdims=True, ord=p)

@@ -13,7 +13,19 @@ from funclib.errors import ShapeError
 from funclib.primitives.conv import conv_patches
 from funclib.primitives.dot import dot_general
 
-from ._args import as_float, batched, channels_first, pool_args
+from ._args import as_float, batched, channels_first, documented, pool_args
+
+_WINDOW_ARGS = """
+        kernel_size: the window, an int or one per spatial axis.
+        stride: an int or one per axis (default: the kernel size).
+        padding: added on both sides, at most half the kernel (default 0)."""
+_MAX_POOL_ARGS = _WINDOW_ARGS + """ Counted as ``-inf``.
+        dilation: spacing of the window's taps (default 1).
+        ceil_mode: round the output size up, so a partial last window counts (default False).
+        return_indices: also return the flat input position of each maximum (default False)."""
+_AVG_POOL_ARGS = _WINDOW_ARGS + """
+        ceil_mode: round the output size up, so a partial last window counts (default False).
+        count_include_pad: divide by the padded window size rather than by the values inside (default True)."""
 
 
 def _pool_geometry(x, nd, kernel_size, stride, padding, dilation, ceil_mode, op):
@@ -82,23 +94,44 @@ def _window_to_input_index(arg, nd, k, s, p, d, out, insz):
     return flat
 
 
+@documented(
+    f"""1-d max pooling over ``(N, C, L)``. Tied maxima share the gradient equally (PyTorch gives it all to the
+    first one).
+
+    Args:
+        input: ``(N, C, L)`` or unbatched ``(C, L)``.{_MAX_POOL_ARGS}
+
+    Returns:
+        ``(N, C, L_out)``, and the indices with ``return_indices``.
+
+    >>> F.max_pool1d(fl.tensor([[[1.0, 3.0, 2.0, 0.0]]]), 2)
+    Tensor([[[3., 2.]]], dtype=float32)
+    """
+)
 def max_pool1d(
     input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False, return_indices: bool = False
 ):
-    """1-d max pooling over ``(N, C, L)``."""
     return max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, 1, "max_pool1d")
 
 
-def max_pool2d(
-    input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False, return_indices: bool = False
-):
-    """2-d max pooling over ``(N, C, H, W)``; padding counts as ``-inf``. Tied maxima share the gradient equally
-    (PyTorch gives it all to the first one).
+@documented(
+    f"""2-d max pooling over ``(N, C, H, W)``. Tied maxima share the gradient equally (PyTorch gives it all to
+    the first one).
+
+    Args:
+        input: ``(N, C, H, W)`` or unbatched ``(C, H, W)``.{_MAX_POOL_ARGS}
+
+    Returns:
+        ``(N, C, H_out, W_out)``, and the indices with ``return_indices``.
 
     >>> F.max_pool2d(fl.arange(16.0).reshape(1, 1, 4, 4), 2)
     Tensor([[[[ 5.,  7.],
               [13., 15.]]]], dtype=float32)
     """
+)
+def max_pool2d(
+    input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False, return_indices: bool = False
+):
     return max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, 2, "max_pool2d")
 
 
@@ -140,16 +173,42 @@ def avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad, 
     return y[0] if unbatched else y
 
 
+@documented(
+    f"""1-d average pooling over ``(N, C, L)``, with PyTorch's divisors for padded windows.
+
+    Args:
+        input: ``(N, C, L)`` or unbatched ``(C, L)``.{_AVG_POOL_ARGS}
+
+    Returns:
+        ``(N, C, L_out)``.
+
+    >>> F.avg_pool1d(fl.tensor([[[1.0, 3.0, 2.0, 0.0]]]), 2)
+    Tensor([[[2., 1.]]], dtype=float32)
+    """
+)
 def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode: bool = False, count_include_pad: bool = True):
-    """1-d average pooling over ``(N, C, L)``."""
     return avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad, None, 1, "avg_pool1d")
 
 
+@documented(
+    f"""2-d average pooling over ``(N, C, H, W)``, with PyTorch's divisors for padded and ceil-mode windows.
+
+    Args:
+        input: ``(N, C, H, W)`` or unbatched ``(C, H, W)``.{_AVG_POOL_ARGS}
+        divisor_override: divide every window by this instead (default None).
+
+    Returns:
+        ``(N, C, H_out, W_out)``.
+
+    >>> F.avg_pool2d(fl.arange(16.0).reshape(1, 1, 4, 4), 2)
+    Tensor([[[[ 2.5,  4.5],
+              [10.5, 12.5]]]], dtype=float32)
+    """
+)
 def avg_pool2d(
     input, kernel_size, stride=None, padding=0, ceil_mode: bool = False, count_include_pad: bool = True,
     divisor_override: int | None = None,
 ):
-    """2-d average pooling over ``(N, C, H, W)``, with PyTorch's divisors for padded and ceil-mode windows."""
     return avg_pool(
         input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, 2, "avg_pool2d"
     )
@@ -191,12 +250,30 @@ def adaptive_avg_pool(input, output_size, nd, op):
 
 
 def adaptive_avg_pool1d(input, output_size) -> Tensor:
-    """Average pooling of ``(N, C, L)`` to ``output_size`` bins (PyTorch's bin edges)."""
+    """Average pooling of ``(N, C, L)`` to ``output_size`` bins (PyTorch's bin edges).
+
+    Args:
+        input: ``(N, C, L)`` or unbatched ``(C, L)``.
+        output_size: the number of bins (None keeps the size).
+
+    Returns:
+        ``(N, C, output_size)``.
+
+    >>> F.adaptive_avg_pool1d(fl.tensor([[[1.0, 3.0, 2.0]]]), 2)
+    Tensor([[[2. , 2.5]]], dtype=float32)
+    """
     return adaptive_avg_pool(input, output_size, 1, "adaptive_avg_pool1d")
 
 
 def adaptive_avg_pool2d(input, output_size) -> Tensor:
-    """Average pooling of ``(N, C, H, W)`` to ``output_size`` (int, pair, ``None`` keeps a size) bins.
+    """Average pooling of ``(N, C, H, W)`` to ``output_size`` bins (``1`` gives global average pooling).
+
+    Args:
+        input: ``(N, C, H, W)`` or unbatched ``(C, H, W)``.
+        output_size: an int or ``(h, w)``; None keeps that axis's size.
+
+    Returns:
+        ``(N, C, h, w)``.
 
     >>> F.adaptive_avg_pool2d(fl.ones((1, 3, 7, 7)), 1).shape
     (1, 3, 1, 1)

@@ -12,7 +12,20 @@ from ._args import as_tensor
 
 def embedding(input, weight, padding_idx: int | None = None) -> Tensor:
     """Rows of ``weight: (num_embeddings, dim)`` at integer indices ``input``; the row at ``padding_idx`` gets no
-    gradient."""
+    gradient.
+
+    Args:
+        input: integer indices of any shape.
+        weight: ``(num_embeddings, dim)``.
+        padding_idx: a row that gets no gradient (default None).
+
+    Returns:
+        ``(*input.shape, dim)``.
+
+    >>> F.embedding(fl.tensor([2, 0]), fl.arange(6.0).reshape(3, 2))
+    Tensor([[4., 5.],
+            [0., 1.]], dtype=float32)
+    """
     idx = as_tensor(input, "embedding")
     if idx.dtype not in dtypes.INTEGER:
         raise DTypeError(f"embedding: indices must be integers, got {idx.dtype.name}")
@@ -34,7 +47,19 @@ def embedding(input, weight, padding_idx: int | None = None) -> Tensor:
 
 
 def one_hot(tensor, num_classes: int = -1) -> Tensor:
-    """One-hot int64 encoding with a new last axis (PyTorch's); ``num_classes=-1`` uses ``max + 1``."""
+    """One-hot int64 encoding with a new last axis (PyTorch's).
+
+    Args:
+        tensor: integer class indices.
+        num_classes: the classes (default -1: ``max + 1``).
+
+    Returns:
+        An int64 tensor ``(*tensor.shape, num_classes)``.
+
+    >>> F.one_hot(fl.tensor([0, 2]), 3)
+    Tensor([[1, 0, 0],
+            [0, 0, 1]], dtype=int64)
+    """
     x = as_tensor(tensor, "one_hot", "tensor")
     if x.dtype not in dtypes.INTEGER:
         raise DTypeError(f"one_hot: expected integer class indices, got {x.dtype.name}")
