@@ -14,21 +14,9 @@ from typing import Any
 
 from . import functional as F
 from ._rows import row_class
-from .functional._loss import legacy_reduction
+from .functional._loss import LOSS_ARG_DOCS, legacy_reduction
 from .module import Module
 
-_ARG_DOCS = {
-    "weight": "per-class (or per-element) weights, kept as a buffer (default None).",
-    "size_average": "deprecated; folded into ``reduction`` as PyTorch does.",
-    "ignore_index": "the target class that contributes nothing (default -100).",
-    "reduce": "deprecated; folded into ``reduction`` as PyTorch does.",
-    "reduction": "``'mean'`` (default), ``'sum'`` or ``'none'`` (one loss per element).",
-    "label_smoothing": "mix the targets with the uniform distribution by this amount (default 0.0).",
-    "beta": "where the loss turns from quadratic to linear (default 1.0).",
-    "delta": "where the loss turns from quadratic to linear (default 1.0).",
-    "pos_weight": "a weight for the positive term, per class, kept as a buffer (default None).",
-    "log_target": "the target holds log-probabilities (default False).",
-}
 _TENSORS = ("weight", "pos_weight")
 _LEGACY = ("size_average", "reduce")
 
@@ -63,7 +51,7 @@ def _loss(name: str, function, summary: str, params: dict[str, Any], example: st
     return row_class(
         _Loss, name, __name__, function, params,
         summary=summary,
-        args={k: _ARG_DOCS[k] for k in params},
+        args={k: LOSS_ARG_DOCS[k] for k in params},
         returns=f"A module whose ``forward(input, target)`` is ``F.{function.__name__}`` with these arguments.",
         example=f"nn.{example}",
         output=f"Tensor({output}, dtype=float32)",

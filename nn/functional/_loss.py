@@ -1,6 +1,9 @@
-"""Loss functions."""
+"""Loss functions. Each states its summary, what its input and target are, and an example in ``@_documented``,
+which writes the docstring from those and the arguments they share (``LOSS_ARG_DOCS``, also ``nn.loss``'s)."""
 
 from __future__ import annotations
+
+import inspect
 
 import numpy as np
 
@@ -12,6 +15,36 @@ from funclib.ops.reductions import stable_shift
 from funclib.primitives.indexing import gather
 
 from ._args import as_float, as_tensor, zero
+
+LOSS_ARG_DOCS = {
+    "weight": "per-class (or per-element) weights (default None).",
+    "size_average": "deprecated; folded into ``reduction`` as PyTorch does.",
+    "ignore_index": "the target class that contributes nothing (default -100).",
+    "reduce": "deprecated; folded into ``reduction`` as PyTorch does.",
+    "reduction": "``'mean'`` (default), ``'sum'`` or ``'none'`` (one loss per element).",
+    "label_smoothing": "mix the targets with the uniform distribution by this amount (default 0.0).",
+    "beta": "where the loss turns from quadratic to linear (default 1.0).",
+    "delta": "where the loss turns from quadratic to linear (default 1.0).",
+    "pos_weight": "a weight for the positive term, per class (default None).",
+    "log_target": "the target holds log-probabilities (default False).",
+}
+
+
+def _documented(summary: str, input: str, target: str, example: str, output: str):
+    """Write a loss's docstring: ``summary``, Args (``input`` and ``target`` described here, the rest from
+    ``LOSS_ARG_DOCS``), Returns, and ``example`` printing ``output``."""
+
+    def document(f):
+        docs = {"input": input, "target": target, **LOSS_ARG_DOCS}
+        args = "".join(f"\n        {k}: {docs[k]}" for k in inspect.signature(f).parameters)
+        f.__doc__ = (
+            f"{summary}\n\n    Args:{args}\n\n    Returns:\n        The loss: a 0-d tensor, or one per element "
+            f"with ``reduction='none'``.\n\n    >>> {example}\n    {output}\n    "
+        )
+        return f
+
+    return document
+
 
 
 def _reduce(loss, reduction: str, op: str):
@@ -32,13 +65,17 @@ def legacy_reduction(size_average, reduce, reduction):
     return "none" if not rd else ("mean" if sa else "sum")
 
 
+@_documented(
+    "Negative log-likelihood of class indices under log-probabilities; the mean divides by the summed weights"
+    "\n    of the non-ignored targets (PyTorch's definition).",
+    "log-probabilities ``(N, C, ...)`` or ``(C,)``.",
+    "class indices ``(N, ...)``.",
+    "F.nll_loss(fl.log(fl.tensor([[0.25, 0.75]])), fl.tensor([1]))",
+    "Tensor(0.2876821, dtype=float32)",
+)
 def nll_loss(
     input, target, weight=None, size_average=None, ignore_index: int = -100, reduce=None, reduction: str = "mean"
 ) -> Tensor:
-    """Negative log-likelihood of class indices ``target`` under log-probabilities ``input: (N, C, ...)``.
-
-    The mean divides by the summed weights of the non-ignored targets (PyTorch's definition).
-    """
     reduction = legacy_reduction(size_average, reduce, reduction)
     x = as_float(input, "nll_loss")
     t = as_tensor(target, "nll_loss", "target")
@@ -110,23 +147,18 @@ def _pick(rows, targets: np.ndarray) -> Tensor:
     return gather(rows, _wrap(idx), (0, 1))
 
 
+@_documented(
+    "Cross entropy of logits against class indices or class probabilities. For index targets the mean divides"
+    "\n    by the summed weights of the non-ignored targets, for probability targets by the number of samples.",
+    "logits ``(N, C, ...)`` or ``(C,)``.",
+    "class indices ``(N, ...)``, or floating probabilities shaped like ``input``.",
+    "F.cross_entropy(fl.tensor([[2.0, 0.0]]), fl.tensor([0]))",
+    "Tensor(0.12692805, dtype=float32)",
+)
 def cross_entropy(
     input, target, weight=None, size_average=None, ignore_index: int = -100, reduce=None, reduction: str = "mean",
     label_smoothing: float = 0.0,
 ) -> Tensor:
-    """Cross entropy of logits ``input: (N, C, ...)`` (or ``(C,)``) against class indices or class probabilities.
-
-    Args:
-        target: integer class indices ``(N, ...)``, or floating probabilities shaped like ``input``.
-        weight: per-class weights ``(C,)``.
-        ignore_index: class index that contributes nothing (index targets only).
-        reduction: ``'none' | 'mean' | 'sum'``; for index targets the mean divides by the summed weights of the
-            non-ignored targets, for probability targets by the number of samples.
-        label_smoothing: mix the target with the uniform distribution by this amount.
-
-    >>> F.cross_entropy(fl.tensor([[2.0, 0.0]]), fl.tensor([0]))
-    Tensor(0.12692805, dtype=float32)
-    """
     reduction = legacy_reduction(size_average, reduce, reduction)
     if reduction not in ("none", "mean", "sum"):
         raise ValueError(f"cross_entropy: reduction must be 'none', 'mean' or 'sum', got {reduction!r}")
@@ -200,21 +232,39 @@ def _pair(input, target, op):
     return x, t.astype(x.dtype) if t.dtype != x.dtype else t
 
 
+@_documented(
+    "Mean squared error ``(x - y)**2``.",
+    "the prediction.",
+    "the target, of the input's shape.",
+    "F.mse_loss(fl.tensor([0.5, 2.0, -1.0]), fl.tensor([0.0, 2.5, 1.0]))",
+    "Tensor(1.5, dtype=float32)",
+)
 def mse_loss(input, target, size_average=None, reduce=None, reduction: str = "mean") -> Tensor:
-    """Mean squared error ``(x - y)**2``."""
     x, t = _pair(input, target, "mse_loss")
     d = x - t
     return _reduce(d * d, legacy_reduction(size_average, reduce, reduction), "mse_loss")
 
 
+@_documented(
+    "Mean absolute error ``|x - y|``.",
+    "the prediction.",
+    "the target, of the input's shape.",
+    "F.l1_loss(fl.tensor([0.5, 2.0, -1.0]), fl.tensor([0.0, 2.5, 1.0]))",
+    "Tensor(1., dtype=float32)",
+)
 def l1_loss(input, target, size_average=None, reduce=None, reduction: str = "mean") -> Tensor:
-    """Mean absolute error ``|x - y|``."""
     x, t = _pair(input, target, "l1_loss")
     return _reduce(fl.abs(x - t), legacy_reduction(size_average, reduce, reduction), "l1_loss")
 
 
+@_documented(
+    "``0.5 d**2 / beta`` for ``|d| < beta``, else ``|d| - 0.5 beta`` (``beta=0`` is L1).",
+    "the prediction.",
+    "the target, of the input's shape.",
+    "F.smooth_l1_loss(fl.tensor([0.5, 2.0, -1.0]), fl.tensor([0.0, 2.5, 1.0]))",
+    "Tensor(0.5833333, dtype=float32)",
+)
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction: str = "mean", beta: float = 1.0) -> Tensor:
-    """``0.5 d**2 / beta`` for ``|d| < beta``, else ``|d| - 0.5 beta`` (``beta=0`` is L1)."""
     x, t = _pair(input, target, "smooth_l1_loss")
     if beta < 0:
         raise ValueError(f"smooth_l1_loss: beta must be non-negative, got {beta}")
@@ -226,8 +276,14 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction: str
     return _reduce(loss, legacy_reduction(size_average, reduce, reduction), "smooth_l1_loss")
 
 
+@_documented(
+    "``0.5 d**2`` for ``|d| <= delta``, else ``delta * (|d| - 0.5 delta)``.",
+    "the prediction.",
+    "the target, of the input's shape.",
+    "F.huber_loss(fl.tensor([0.5, 2.0, -1.0]), fl.tensor([0.0, 2.5, 1.0]), delta=0.5)",
+    "Tensor(0.375, dtype=float32)",
+)
 def huber_loss(input, target, reduction: str = "mean", delta: float = 1.0) -> Tensor:
-    """``0.5 d**2`` for ``|d| <= delta``, else ``delta * (|d| - 0.5 delta)``."""
     x, t = _pair(input, target, "huber_loss")
     if delta <= 0:
         raise ValueError(f"huber_loss: delta must be positive, got {delta}")
@@ -236,8 +292,14 @@ def huber_loss(input, target, reduction: str = "mean", delta: float = 1.0) -> Te
     return _reduce(loss, reduction, "huber_loss")
 
 
+@_documented(
+    "``-w * (y log x + (1 - y) log(1 - x))`` for probabilities ``x``; logs are clamped at -100 (PyTorch).",
+    "probabilities in ``[0, 1]``.",
+    "targets in ``[0, 1]``, of the input's shape.",
+    "F.binary_cross_entropy(fl.tensor([0.9, 0.2]), fl.tensor([1.0, 0.0]))",
+    "Tensor(0.16425206, dtype=float32)",
+)
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction: str = "mean") -> Tensor:
-    """``-w * (y log x + (1 - y) log(1 - x))`` for probabilities ``x``; logs are clamped at -100 (PyTorch)."""
     x, t = _pair(input, target, "binary_cross_entropy")
     if _state.trace is None and x.size and (float(fl.min(x)) < 0.0 or float(fl.max(x)) > 1.0):
         raise ValueError(
@@ -251,10 +313,16 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
     return _reduce(loss, legacy_reduction(size_average, reduce, reduction), "binary_cross_entropy")
 
 
+@_documented(
+    "Sigmoid and binary cross entropy in one stable step; ``pos_weight`` weighs the positive term.",
+    "logits.",
+    "targets in ``[0, 1]``, of the input's shape.",
+    "F.binary_cross_entropy_with_logits(fl.tensor([2.0, -1.0]), fl.tensor([1.0, 0.0]))",
+    "Tensor(0.22009481, dtype=float32)",
+)
 def binary_cross_entropy_with_logits(
     input, target, weight=None, size_average=None, reduce=None, reduction: str = "mean", pos_weight=None
 ) -> Tensor:
-    """Sigmoid + binary cross entropy in one stable step; ``pos_weight`` weighs the positive term."""
     x, t = _pair(input, target, "binary_cross_entropy_with_logits")
     # -log(sigmoid(x)) = softplus(-x) and -log(1 - sigmoid(x)) = softplus(x), sharing log1p(exp(-|x|)); the
     # shorter (1 - t) x + softplus(-x) cancels catastrophically for large |x| (x = -20, t = 0 gives 0, not 2e-9)
@@ -270,12 +338,16 @@ def binary_cross_entropy_with_logits(
     return _reduce(loss, legacy_reduction(size_average, reduce, reduction), "binary_cross_entropy_with_logits")
 
 
+@_documented(
+    "KL divergence with log-probabilities ``input``: ``target * (log(target) - input)`` pointwise."
+    "\n    ``reduction='batchmean'`` divides the sum by the batch size (the mathematically correct mean);"
+    "\n    ``'mean'`` averages over every element, as PyTorch does.",
+    "log-probabilities.",
+    "probabilities (log-probabilities with ``log_target``), of the input's shape.",
+    "F.kl_div(fl.log(fl.tensor([[0.25, 0.75]])), fl.tensor([[0.5, 0.5]]), reduction='batchmean')",
+    "Tensor(0.14384104, dtype=float32)",
+)
 def kl_div(input, target, size_average=None, reduce=None, reduction: str = "mean", log_target: bool = False) -> Tensor:
-    """KL divergence with log-probabilities ``input``: ``target * (log(target) - input)`` pointwise.
-
-    ``reduction='batchmean'`` divides the sum by the batch size (the mathematically correct mean); ``'mean'``
-    averages over every element, as PyTorch does.
-    """
     x, t = _pair(input, target, "kl_div")
     reduction = legacy_reduction(size_average, reduce, reduction)
     if log_target:
