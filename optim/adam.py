@@ -41,8 +41,8 @@ class Adam(Optimizer):
         The optimizer; ``update(model, grads)`` or ``step(grads)`` applies one step.
 
     >>> w = fl.tensor([1.0, -2.0])
-    >>> optim.Adam([w], lr=0.1).step([fl.tensor([0.5, -0.5])])
-    [Tensor([ 0.9, -1.9], dtype=float32)]
+    >>> optim.Adam([w], lr=0.5).step([fl.tensor([0.5, -0.5])])  # the first step moves each entry by lr
+    [Tensor([ 0.50000006, -1.5       ], dtype=float32)]
     """
 
     defaults = {
@@ -136,7 +136,7 @@ class NAdam(Optimizer):
         The optimizer.
 
     >>> optim.NAdam([fl.ones(2)], lr=0.1).step([fl.tensor([1.0, -1.0])])
-    [Tensor([0.9, 1.1], dtype=float32)]
+    [Tensor([0.8943548, 1.1056452], dtype=float32)]
     """
 
     defaults = {

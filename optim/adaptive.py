@@ -33,7 +33,7 @@ class RMSprop(Optimizer):
         The optimizer; ``update(model, grads)`` or ``step(grads)`` applies one step.
 
     >>> optim.RMSprop([fl.ones(2)], lr=0.01).step([fl.tensor([1.0, -1.0])])
-    [Tensor([0.9      , 1.1      ], dtype=float32)]
+    [Tensor([0.90000004, 1.1       ], dtype=float32)]
     """
 
     defaults = {

@@ -136,6 +136,7 @@ def hyperparameters(args: dict) -> dict:
     ``betas`` as a tuple. Call it before the constructor binds any other name (for constructors written out by
     hand; optimizers with a ``defaults`` table get theirs made).
 
+    >>> from funclib.optim.optimizer import hyperparameters
     >>> def __init__(self, params, lr=0.1, betas=[0.9, 0.99]): return hyperparameters(locals())
     >>> __init__(None, [])
     {'lr': 0.1, 'betas': (0.9, 0.99)}
