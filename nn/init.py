@@ -86,7 +86,11 @@ def calculate_gain(nonlinearity: str, param: float | None = None) -> float:
         return math.sqrt(2.0 / (1 + slope**2))
     if nonlinearity == "selu":
         return 3.0 / 4
-    raise ValueError(f"calculate_gain: unsupported nonlinearity {nonlinearity!r}")
+    raise ValueError(
+        f"calculate_gain: unsupported nonlinearity {nonlinearity!r}; use one of 'linear', 'conv1d', 'conv2d', "
+        "'conv3d', 'conv_transpose1d', 'conv_transpose2d', 'conv_transpose3d', 'sigmoid', 'tanh', 'relu', "
+        "'leaky_relu', 'selu'"
+    )
 
 
 def _fans(shape, op) -> tuple[int, int]:

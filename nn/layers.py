@@ -102,10 +102,13 @@ _CHANNEL_DROPOUT_ARGS = """
 
 def _dtype(dtype, device=None):
     if device not in (None, "cpu"):
-        raise ValueError(f"unknown device {device!r}; funclib runs on 'cpu'")
+        raise ValueError(f"unknown device {device!r}; funclib runs on 'cpu': pass device=None or 'cpu'")
     d = dtypes.default_float if dtype is None else dtypes.canonicalize(dtype)
     if d not in dtypes.REAL_FLOATING:
-        raise TypeError(f"layer parameters must be floating point, got dtype {d.name}")
+        raise TypeError(
+            f"layer parameters must be floating point, got dtype {d.name};"
+            " pass dtype=fl.float32 (or float64, ...)"
+        )
     return d
 
 
@@ -173,7 +176,8 @@ class Linear(Module):
         if input.ndim < 1 or input.shape[-1] != self.in_features:
             raise ShapeError(
                 f"Linear(in_features={self.in_features}, out_features={self.out_features}): the input's last axis "
-                f"must have {self.in_features} entries, got input of shape {tuple(input.shape)}"
+                f"must have {self.in_features} entries, got input of shape {tuple(input.shape)}; check in_features or "
+                "reshape the input (features on the last axis)"
             )
         return F.linear(input, self.weight, self.bias)
 
@@ -285,7 +289,7 @@ class Unflatten(Module):
         if (-1 not in want and known != n) or (-1 in want and (known == 0 or n % known)):
             raise ShapeError(
                 f"Unflatten: axis {d} of the input (shape {tuple(input.shape)}) has size {n}, which cannot be split "
-                f"into unflattened_size {want}"
+                f"into unflattened_size {want}; pass sizes whose product is {n} (one of them may be -1)"
             )
         shape = tuple(input.shape[:d]) + want + tuple(input.shape[d + 1 :])
         return fl.reshape(input, shape)
@@ -327,16 +331,21 @@ class _ConvNd(Module):
         if in_channels % groups or out_channels % groups:
             raise ValueError(
                 f"{name}: in_channels={in_channels} and out_channels={out_channels} must be divisible by "
-                f"groups={groups}"
+                f"groups={groups}; choose groups dividing both"
             )
         if padding_mode != "zeros":
-            raise ValueError(f"{name}: only padding_mode='zeros' is supported, got {padding_mode!r}")
+            raise ValueError(
+                f"{name}: only padding_mode='zeros' is supported, got {padding_mode!r}; pad the input with F.pad first"
+            )
         d = _dtype(dtype, device)
         self.in_channels, self.out_channels = in_channels, out_channels
         self.kernel_size = ints(kernel_size, nd, name, "kernel_size")
         self.stride = ints(stride, nd, name, "stride")
         if self._transposed and isinstance(padding, str):
-            raise ValueError(f"{name}: padding must be an int or {nd} ints (no 'same'/'valid'), got {padding!r}")
+            raise ValueError(
+                f"{name}: padding must be an int or {nd} ints (transposed convolutions have no 'same'/'valid'), got "
+                f"{padding!r}; choose output_padding or forward(x, output_size=...) for the output size"
+            )
         self.padding = conv_padding_arg(padding, nd, self.stride, name)
         self.dilation = ints(dilation, nd, name, "dilation")
         self.output_padding = (0,) * nd
@@ -364,8 +373,9 @@ class _ConvNd(Module):
         if input.ndim not in (nd + 1, nd + 2) or input.shape[-nd - 1] != self.in_channels:
             raise ShapeError(
                 f"{type(self).__name__}({self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}): "
-                f"expected input of shape (N, {self.in_channels}, {', '.join('*' * nd)}) or unbatched "
-                f"({self.in_channels}, ...), got {tuple(input.shape)}"
+                f"expected input of shape (N, C, {', '.join('LHW'[-nd:])}) with C={self.in_channels} (or unbatched "
+                f"(C, {', '.join('LHW'[-nd:])})), got {tuple(input.shape)}; check in_channels or transpose your input "
+                "(channels come first)"
             )
 
     def extra_repr(self):
@@ -457,7 +467,7 @@ class _ConvTransposeNd(_ConvNd):
             if not (self.output_padding[i] < self.stride[i] or self.output_padding[i] < self.dilation[i]):
                 raise ValueError(
                     f"{name}: output_padding {self.output_padding} must be smaller than stride {self.stride} or "
-                    f"dilation {self.dilation}"
+                    f"dilation {self.dilation}; lower output_padding"
                 )
 
     def forward(self, input, output_size=None):
@@ -481,7 +491,8 @@ class _ConvTransposeNd(_ConvNd):
             if not 0 <= extra < max(self.stride[i], self.dilation[i]):
                 raise ValueError(
                     f"{type(self).__name__}: output_size {output_size} is not reachable from input {insz}; sizes "
-                    f"between {base} and {base + max(self.stride[i], self.dilation[i]) - 1} are possible on axis {i}"
+                    f"between {base} and {base + max(self.stride[i], self.dilation[i]) - 1} are possible on axis {i}; "
+                    "pick output_size in that range"
                 )
             pads.append(extra)
         return tuple(pads)
@@ -736,11 +747,15 @@ class _BatchNorm(Module):
         name = type(self).__name__
         if input.ndim not in self._ndims:
             want = " or ".join(f"{n}D" for n in self._ndims)
-            raise ShapeError(f"{name}: expected {want} input (got {input.ndim}D input of shape {tuple(input.shape)})")
+            raise ShapeError(
+                f"{name}: expected {want} input (got {input.ndim}D input of shape {tuple(input.shape)}); use "
+                "BatchNorm1d for (N, C) or (N, C, L) and BatchNorm2d for (N, C, H, W)"
+            )
         if input.shape[1] != self.num_features:
             raise ShapeError(
                 f"{name}({self.num_features}): the input has {input.shape[1]} channels on axis 1 (shape "
-                f"{tuple(input.shape)}), expected {self.num_features}"
+                f"{tuple(input.shape)}), expected {self.num_features}; check num_features or transpose your input "
+                "(channels on axis 1)"
             )
         update = self.training and self.track_running_stats
         nbt = self.num_batches_tracked + 1.0 if update else None
@@ -881,7 +896,10 @@ class GroupNorm(Module):
     ):
         super().__init__()
         if num_channels % num_groups:
-            raise ValueError(f"GroupNorm: num_channels={num_channels} must be divisible by num_groups={num_groups}")
+            raise ValueError(
+                f"GroupNorm: num_channels={num_channels} must be divisible by num_groups={num_groups}; choose "
+                "num_groups dividing num_channels"
+            )
         d = _dtype(dtype, device)
         self.num_groups, self.num_channels, self.eps, self.affine = num_groups, num_channels, eps, affine
         if affine:
@@ -895,7 +913,7 @@ class GroupNorm(Module):
         if input.ndim < 2 or input.shape[1] != self.num_channels:
             raise ShapeError(
                 f"GroupNorm({self.num_groups}, {self.num_channels}): expected input (N, {self.num_channels}, ...), "
-                f"got shape {tuple(input.shape)}"
+                f"got shape {tuple(input.shape)}; check num_channels or transpose your input (channels on axis 1)"
             )
         return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
 
@@ -944,7 +962,10 @@ class _ChannelDropout(Dropout):
             return input
         nd = self._nd
         if input.ndim not in (nd + 1, nd + 2):
-            raise ShapeError(f"{type(self).__name__}: expected a {nd + 1}D or {nd + 2}D input, got {input.ndim}D")
+            raise ShapeError(
+                f"{type(self).__name__}: expected a {nd + 1}D or {nd + 2}D input, got {input.ndim}D (shape "
+                f"{tuple(input.shape)}); use Dropout1d for (N, C, L), Dropout2d for (N, C, H, W), Dropout for others"
+            )
         mask_shape = tuple(input.shape[: input.ndim - nd]) + (1,) * nd
         return input * F.dropout(fl.ones(mask_shape, dtype=input.dtype), self.p, True)
 
@@ -1018,7 +1039,10 @@ class Embedding(Module):
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
         if padding_idx is not None:
             if not -num_embeddings <= padding_idx < num_embeddings:
-                raise ValueError(f"Embedding: padding_idx {padding_idx} is out of range for {num_embeddings} rows")
+                raise ValueError(
+                    f"Embedding: padding_idx {padding_idx} is out of range for {num_embeddings} rows; pass an index in "
+                    f"[-{num_embeddings}, {num_embeddings})"
+                )
             padding_idx %= num_embeddings
         self.padding_idx = padding_idx
         if _weight is None:
@@ -1029,7 +1053,8 @@ class Embedding(Module):
             w = fl.asarray(_weight)
             if tuple(w.shape) != (num_embeddings, embedding_dim):
                 raise ShapeError(
-                    f"Embedding: _weight has shape {tuple(w.shape)}, expected ({num_embeddings}, {embedding_dim})"
+                    f"Embedding: _weight has shape {tuple(w.shape)}, expected ({num_embeddings}, {embedding_dim}); "
+                    "pass num_embeddings and embedding_dim matching it (or use Embedding.from_pretrained)"
                 )
         self.weight = Parameter(w, requires_grad=not _freeze)
 
@@ -1038,7 +1063,10 @@ class Embedding(Module):
         """An ``Embedding`` holding ``embeddings`` (frozen by default)."""
         e = fl.asarray(embeddings)
         if e.ndim != 2:
-            raise ShapeError(f"Embedding.from_pretrained: embeddings must be 2-d, got shape {tuple(e.shape)}")
+            raise ShapeError(
+                f"Embedding.from_pretrained: embeddings must be 2-d (num_embeddings, embedding_dim), got shape "
+                f"{tuple(e.shape)}"
+            )
         return cls(e.shape[0], e.shape[1], padding_idx, _weight=e, _freeze=freeze, dtype=e.dtype)
 
     def forward(self, input):

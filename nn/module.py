@@ -430,7 +430,7 @@ class Module:
         if args or kwargs:
             raise TypeError(
                 f"{type(self).__name__}.__init__() got unexpected arguments {args} {kwargs}: Module.__init__ takes "
-                "none"
+                "none; call super().__init__() without arguments"
             )
         d = self.__dict__
         d["_parameters"] = {}
@@ -666,7 +666,9 @@ class Module:
         m = self
         for part in target.split(".") if target else []:
             if not isinstance(m, Module) or part not in m._modules:
-                raise AttributeError(f"{type(self).__name__} has no submodule {target!r} (no {part!r})")
+                raise AttributeError(
+                    f"{type(self).__name__} has no submodule {target!r} (no {part!r}); named_modules() lists the paths"
+                )
             m = m._modules[part]
         return m
 
@@ -746,7 +748,10 @@ class Module:
     def _cast(self, dtype) -> Module:
         dtype = dtypes.canonicalize(dtype)
         if dtype not in dtypes.REAL_FLOATING:
-            raise DTypeError(f"Module.to: only floating dtypes are supported, got {dtype.name}")
+            raise DTypeError(
+                f"Module.to: only floating dtypes are supported, got {dtype.name}; pass fl.float16, fl.bfloat16, "
+                "fl.float32 or fl.float64"
+            )
         for m in self.modules():
             counters = m.__dict__["_counters"]
             for reg in ("_parameters", "_buffers"):
@@ -772,7 +777,7 @@ class Module:
             else:
                 dtype = a
         if device not in (None, "cpu"):
-            raise ValueError(f"Module.to: unknown device {device!r}; funclib runs on 'cpu'")
+            raise ValueError(f"Module.to: unknown device {device!r}; funclib runs on 'cpu': pass 'cpu' or a dtype")
         return self._cast(dtype) if dtype is not None else self
 
     def half(self) -> Module:
@@ -1000,7 +1005,7 @@ def functional_call(
     for dct in dicts:
         for k, v in dct.items():
             if k in given:
-                raise ValueError(f"functional_call: {k!r} appears in more than one dict")
+                raise ValueError(f"functional_call: {k!r} appears in more than one dict; give each name once")
             given[k] = (v, dct)
     clone = _clone(module, {})
     plocs, blocs = _locations(clone, "_parameters"), _locations(clone, "_buffers")
@@ -1010,7 +1015,8 @@ def functional_call(
         unexpected = sorted(set(given) - want)
         if missing or unexpected:
             raise StateDictError(
-                f"functional_call(strict=True): missing keys {missing}, unexpected keys {unexpected}"
+                f"functional_call(strict=True): missing keys {missing}, unexpected keys {unexpected}; pass every "
+                "parameter and buffer by its dotted name, or strict=False"
             )
     orig_ids = {}
     if tie_weights:
@@ -1072,7 +1078,7 @@ def stack_module_state(models) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
     """
     models = list(models)
     if not models:
-        raise ValueError("stack_module_state: expected at least one model")
+        raise ValueError("stack_module_state: expected at least one model; pass a non-empty list of models")
     out = []
     for getter in (lambda m: dict(m.named_parameters()), lambda m: dict(m.named_buffers())):
         dicts = [getter(m) for m in models]

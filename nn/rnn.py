@@ -155,9 +155,10 @@ class _RNNBase(Module):
         name = type(self).__name__
         if input.ndim not in (2, 3) or input.shape[-1] != self.input_size:
             raise ShapeError(
-                f"{name}(input_size={self.input_size}): expected input of shape (L, N, {self.input_size}) "
-                f"({'(N, L, ...)' if self.batch_first else ''}) or unbatched (L, {self.input_size}), got "
-                f"{tuple(input.shape)}"
+                f"{name}(input_size={self.input_size}): expected input of shape "
+                f"{'(N, L, ' if self.batch_first else '(L, N, '}{self.input_size}) or unbatched "
+                f"(L, {self.input_size}), got {tuple(input.shape)}; check input_size, or batch_first="
+                f"{not self.batch_first} if the batch axis comes {'second' if self.batch_first else 'first'}"
             )
 
     def forward(self, input, hx=None):
@@ -187,7 +188,8 @@ class _RNNBase(Module):
                 raise ShapeError(
                     f"{name}: initial state shapes {tuple(h0.shape)}"
                     f"{'' if not lstm else ', ' + str(tuple(c0.shape))} do not match the expected {h_shape}"
-                    f"{'' if not lstm else ', ' + str(c_shape)}"
+                    f"{'' if not lstm else ', ' + str(c_shape)}; pass states of shape (num_layers * directions, N, "
+                    "hidden size)"
                 )
         step = _MODES[self._mode][0]
         h_n, c_n = [], []
@@ -350,7 +352,7 @@ class _CellBase(Module):
         if input.ndim not in (1, 2) or input.shape[-1] != self.input_size:
             raise ShapeError(
                 f"{type(self).__name__}({self.input_size}, {self.hidden_size}): expected input (N, {self.input_size}) "
-                f"or ({self.input_size},), got {tuple(input.shape)}"
+                f"or ({self.input_size},), got {tuple(input.shape)}; check input_size (features on the last axis)"
             )
         lstm = self._mode == "LSTM"
         unbatched = input.ndim == 1

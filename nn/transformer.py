@@ -145,7 +145,8 @@ class MultiheadAttention(Module):
         if query.ndim not in (2, 3) or key.ndim != query.ndim or value.ndim != query.ndim:
             raise ShapeError(
                 f"MultiheadAttention: query, key and value must all be 3-d (or all 2-d unbatched), got shapes "
-                f"{tuple(query.shape)}, {tuple(key.shape)}, {tuple(value.shape)}"
+                f"{tuple(query.shape)}, {tuple(key.shape)}, {tuple(value.shape)}; pass (L, N, E) tensors ((N, L, E) "
+                "with batch_first=True)"
             )
         if unbatched:
             query, key, value = (fl.expand_dims(t, axis=1) for t in (query, key, value))
@@ -157,7 +158,8 @@ class MultiheadAttention(Module):
         if query.shape[-1] != e or key.shape[-1] != self.kdim or value.shape[-1] != self.vdim:
             raise ShapeError(
                 f"MultiheadAttention(embed_dim={e}, kdim={self.kdim}, vdim={self.vdim}): got query/key/value "
-                f"feature sizes {query.shape[-1]}, {key.shape[-1]}, {value.shape[-1]}"
+                f"feature sizes {query.shape[-1]}, {key.shape[-1]}, {value.shape[-1]}; check embed_dim/kdim/vdim or "
+                f"batch_first={self.batch_first}"
             )
         if self._qkv_same_embed_dim:
             w = self.in_proj_weight

@@ -168,7 +168,9 @@ class LBFGS(Optimizer):
             raise ValueError(f"LBFGS: line_search_fn must be None or 'strong_wolfe', got {line_search_fn!r}")
         super().__init__(params, hyperparameters(locals()))
         if len(self.param_groups) != 1:
-            raise ValueError("LBFGS doesn't support per-parameter options (parameter groups)")
+            raise ValueError(
+                "LBFGS doesn't support per-parameter options (parameter groups); build it from one list of tensors"
+            )
         self.lbfgs_state: dict[str, Any] = {"func_evals": 0, "n_iter": 0}
 
     def _init_slot(self, p, group):

@@ -592,8 +592,7 @@ class OneCycleLR(LRScheduler):
         three_phase: bool = False,
         last_epoch: int = -1,
     ):
-        if not isinstance(optimizer, Optimizer):
-            raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
+        _check_optimizer(optimizer, "OneCycleLR")
         self.optimizer = optimizer
         if total_steps is not None:
             if total_steps <= 0 or not isinstance(total_steps, int):
@@ -634,7 +633,8 @@ class OneCycleLR(LRScheduler):
         if cycle_momentum:
             if "momentum" not in optimizer.defaults and "betas" not in optimizer.defaults:
                 raise ValueError(
-                    "OneCycleLR: the optimizer must support momentum or beta1 with cycle_momentum=True"
+                    "OneCycleLR: the optimizer must support momentum or beta1 with cycle_momentum=True; pass "
+                    "cycle_momentum=False"
                 )
             self.use_beta1 = "betas" in optimizer.defaults
             maxm = _per_group("max_momentum", optimizer, max_momentum, "OneCycleLR")
@@ -656,7 +656,10 @@ class OneCycleLR(LRScheduler):
     def get_lr(self):
         t = self.last_epoch
         if t > self.total_steps:
-            raise ValueError(f"OneCycleLR: tried to step {t} times; total_steps is {self.total_steps}")
+            raise ValueError(
+                f"OneCycleLR: tried to step {t} times; total_steps is {self.total_steps}: make total_steps (or epochs "
+                "and steps_per_epoch) cover every step"
+            )
         lrs = []
         for g in self.optimizer.param_groups:
             start = 0.0
@@ -800,9 +803,13 @@ class SequentialLR(LRScheduler):
             raise ValueError("SequentialLR expects at least one scheduler")
         for i, s in enumerate(schedulers):
             if isinstance(s, ReduceLROnPlateau):
-                raise ValueError(f"SequentialLR does not support ReduceLROnPlateau (scheduler {i})")
+                raise ValueError(
+                    f"SequentialLR does not support ReduceLROnPlateau (scheduler {i}); step it with the metric yourself"
+                )
             if s.optimizer is not optimizer:
-                raise ValueError(f"SequentialLR: scheduler {i} belongs to another optimizer")
+                raise ValueError(
+                    f"SequentialLR: scheduler {i} belongs to another optimizer; build every scheduler on this one"
+                )
         if len(milestones) != len(schedulers) - 1:
             raise ValueError(
                 f"SequentialLR: expected {len(schedulers) - 1} milestones for {len(schedulers)} schedulers, got "

@@ -350,7 +350,8 @@ class Optimizer:
         seen = {id(p) for g in self.param_groups for p in g["params"]}
         if any(id(p) in seen for p in tensors) or len({id(p) for p in tensors}) != len(tensors):
             raise ValueError(
-                f"{where}: some parameters appear more than once (in this or another parameter group)"
+                f"{where}: some parameters appear more than once (in this or another parameter group); list each "
+                "tensor once"
             )
         group = dict(param_group)
         group["params"] = tensors
@@ -691,7 +692,7 @@ class Optimizer:
                 )
             if any(n in known for n in names):
                 raise ValueError(
-                    f"{type(self).__name__}: parameters {names} are listed twice in the optimizer"
+                    f"{type(self).__name__}: parameters {names} are listed twice in the optimizer; list each once"
                 )
             self._names[i] = names
             known.update(names)
@@ -717,7 +718,7 @@ class Optimizer:
         if m is None or leaf not in m._parameters:
             raise ValueError(
                 f"{type(self).__name__}: the model has no parameter {name!r}; was the optimizer built for another "
-                "model?"
+                "model? Build it from this model's parameters()"
             )
         return m, leaf
 
@@ -739,7 +740,7 @@ class Optimizer:
             if tuple(g.shape) != tuple(p.shape):
                 raise ValueError(
                     f"{type(self).__name__}: the gradient of {names[0]} has shape {tuple(g.shape)}, the parameter "
-                    f"{tuple(p.shape)}"
+                    f"{tuple(p.shape)}; pass the gradients of this model's parameters"
                 )
             jobs.append((g, p, state[i], self._group_of[i]))
             found.append((i, locs))
@@ -758,7 +759,10 @@ class Optimizer:
                 ``{dotted_name: grad}`` dict or nested dicts.
         """
         if not isinstance(model, Module):
-            raise TypeError(f"{type(self).__name__}.update(model, grads): model must be a Module")
+            raise TypeError(
+                f"{type(self).__name__}.update(model, grads): model must be a Module, got {describe(model)}; for "
+                "tensors use step(grads)"
+            )
         results, self.state = self._model_update(model, grads, self.state, None)
         flat = self._flat_params()
         for i, locs, p2 in results:
@@ -826,7 +830,10 @@ class Optimizer:
             slot = {}
             for k, v in cur.items():
                 if k not in s:
-                    raise ValueError(f"{name}.load_state_dict: state of parameter {i} lacks {k!r}")
+                    raise ValueError(
+                        f"{name}.load_state_dict: state of parameter {i} lacks {k!r}; load a state_dict saved by the "
+                        f"same optimizer class ({name})"
+                    )
                 nv = s[k]
                 if isinstance(v, Tensor):
                     nv = fl.asarray(np.asarray(nv)) if not isinstance(nv, Tensor) else nv

@@ -200,6 +200,9 @@ def glu(input, dim: int = -1) -> Tensor:
     x = as_float(input, "glu")
     n = x.shape[dim]
     if n % 2:
-        raise ShapeError(f"glu: dimension {dim} has odd size {n}; it must split into two halves")
+        raise ShapeError(
+            f"glu: dimension {dim} has odd size {n};"
+            " it must split into two halves: pick a dim of even size"
+        )
     a, b = fl.split(x, 2, axis=dim)
     return a * fl.sigmoid(b)

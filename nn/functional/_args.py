@@ -54,7 +54,10 @@ def pool_args(nd, kernel_size, stride, padding, dilation, op):
     d = ints(dilation, nd, op, "dilation")
     for i in range(nd):
         if p[i] > k[i] // 2:
-            raise ValueError(f"{op}: padding {p} must be at most half the kernel_size {k}")
+            raise ValueError(
+                f"{op}: padding {p} must be at most half the kernel_size {k};"
+                " lower padding or enlarge the kernel"
+            )
     return k, s, p, d
 
 
@@ -64,7 +67,10 @@ def conv_padding_arg(padding, nd, stride, op):
         if padding not in ("valid", "same"):
             raise ValueError(f"{op}: padding must be an int, a tuple of ints, 'valid' or 'same', got {padding!r}")
         if padding == "same" and any(a != 1 for a in stride):
-            raise ValueError(f"{op}: padding='same' needs stride 1 (strided 'same' is ambiguous), got stride {stride}")
+            raise ValueError(
+                f"{op}: padding='same' needs stride 1 (strided 'same' is ambiguous), got stride {stride}; pass "
+                "stride=1 or explicit padding"
+            )
         return padding
     return ints(padding, nd, op, "padding")
 
@@ -76,7 +82,7 @@ def batched(x, nd, op):
         return fl.expand_dims(x, axis=0), True
     raise ShapeError(
         f"{op}: expected a {nd + 2}-d input (N, C, {', '.join('LHW'[-nd:] if nd < 3 else 'DHW')}) or an unbatched "
-        f"{nd + 1}-d one, got shape {tuple(x.shape)}"
+        f"{nd + 1}-d one, got shape {tuple(x.shape)}; reshape the input, channels on the axis after the batch"
     )
 
 

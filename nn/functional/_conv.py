@@ -60,7 +60,8 @@ def conv(input, weight, bias, stride, padding, dilation, groups, nd, op):
         raise ShapeError(
             f"{op}: input with {c} channels (shape {tuple(x.shape)}) does not fit weight of shape "
             f"{tuple(weight.shape)} with groups={groups}: expected in_channels = weight.shape[1] * groups = "
-            f"{cg * groups} and out_channels divisible by groups"
+            f"{cg * groups} and out_channels divisible by groups; check the weight or transpose your input (channels "
+            "on axis 1)"
         )
     stride = ints(stride, nd, op, "stride")
     dilation = ints(dilation, nd, op, "dilation")
@@ -129,7 +130,8 @@ def conv_transpose(input, weight, bias, stride, padding, output_padding, groups,
     if groups < 1 or weight.shape[0] != cin or cin % groups:
         raise ShapeError(
             f"{op}: input with {cin} channels (shape {tuple(x.shape)}) does not fit weight of shape "
-            f"{tuple(weight.shape)} with groups={groups}: expected weight.shape[0] = in_channels, divisible by groups"
+            f"{tuple(weight.shape)} with groups={groups}: expected weight.shape[0] = in_channels, divisible by groups; "
+            "check the weight or transpose your input (channels on axis 1)"
         )
     stride = ints(stride, nd, op, "stride")
     dilation = ints(dilation, nd, op, "dilation")
@@ -141,7 +143,10 @@ def conv_transpose(input, weight, bias, stride, padding, output_padding, groups,
         )
     for i in range(nd):
         if not (opad[i] < stride[i] or opad[i] < dilation[i]):
-            raise ValueError(f"{op}: output_padding {opad} must be smaller than stride {stride} or dilation {dilation}")
+            raise ValueError(
+                f"{op}: output_padding {opad} must be smaller than stride {stride} or dilation {dilation}; lower "
+                "output_padding"
+            )
     insz = tuple(x.shape[2:])
     outsz = tuple((insz[i] - 1) * stride[i] - 2 * pad_[i] + dilation[i] * (k[i] - 1) + opad[i] + 1 for i in range(nd))
     if any(s < 1 for s in outsz):
@@ -229,7 +234,7 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:
     ints(stride, 2, "unfold", "stride")
     x = as_tensor(input, "unfold")
     if x.ndim != 4:
-        raise ShapeError(f"unfold: expected a 4-d input (N, C, H, W), got shape {tuple(x.shape)}")
+        raise ShapeError(f"unfold: expected a 4-d input (N, C, H, W), got shape {tuple(x.shape)}; add the batch axis")
     k = ints(kernel_size, 2, "unfold", "kernel_size")
     cols = conv_patches(
         x,
@@ -260,10 +265,16 @@ def pad(input, pad: Sequence[int], mode: str = "constant", value: float | None =
     """
     x = as_tensor(input, "pad")
     if mode != "constant":
-        raise ValueError(f"pad: only mode='constant' is supported, got {mode!r}")
+        raise ValueError(
+            f"pad: only mode='constant' is supported, got {mode!r}; reflect and replicate padding are not implemented "
+            "here (funclib.numpy.pad has them)"
+        )
     pad = tuple(int(p) for p in pad)
     if len(pad) % 2 or len(pad) // 2 > x.ndim:
-        raise ValueError(f"pad: expected pairs for at most {x.ndim} dims, got {pad}")
+        raise ValueError(
+            f"pad: expected pairs for at most {x.ndim} dims, got {pad}; pass (left, right) widths per axis, last axis "
+            "first"
+        )
     width = [(0, 0)] * x.ndim
     for i in range(len(pad) // 2):
         width[x.ndim - 1 - i] = (pad[2 * i], pad[2 * i + 1])

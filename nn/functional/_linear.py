@@ -88,7 +88,7 @@ def bilinear(input1, input2, weight, bias=None) -> Tensor:
     if weight.ndim != 3 or x1.shape[-1] != weight.shape[1] or x2.shape[-1] != weight.shape[2]:
         raise ShapeError(
             f"bilinear: inputs {tuple(x1.shape)} and {tuple(x2.shape)} do not fit weight {tuple(weight.shape)} "
-            "(expected last axes in1_features and in2_features)"
+            "(expected last axes in1_features and in2_features); check the weight or the inputs' last axes"
         )
     if x1.shape[:-1] != x2.shape[:-1]:
         raise ShapeError(f"bilinear: inputs must share leading dimensions, got {tuple(x1.shape)} and {tuple(x2.shape)}")

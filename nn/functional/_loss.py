@@ -80,7 +80,10 @@ def nll_loss(
     x = as_float(input, "nll_loss")
     t = as_tensor(target, "nll_loss", "target")
     if t.dtype not in dtypes.INTEGER:
-        raise DTypeError(f"nll_loss: target must hold integer class indices, got {t.dtype.name}")
+        raise DTypeError(
+            f"nll_loss: target must hold integer class indices, got {t.dtype.name}; cast it with "
+            "target.astype(fl.int64)"
+        )
     _check_target(x, t, "nll_loss")
     c = x.shape[1] if x.ndim > 1 else x.shape[0]
     rows, tflat, out_shape = _rows(x, t)
@@ -138,7 +141,10 @@ def _check_range_np(idx: np.ndarray, c: int, op: str) -> None:
     if idx.size:
         lo, hi = int(idx.min()), int(idx.max())
         if lo < 0 or hi >= c:
-            raise IndexError(f"{op}: target {hi if hi >= c else lo} is out of bounds for {c} classes")
+            raise IndexError(
+                f"{op}: target {hi if hi >= c else lo} is out of bounds for {c} classes; targets are class indices in "
+                f"[0, {c}) (or ignore_index)"
+            )
 
 
 def _pick(rows, targets: np.ndarray) -> Tensor:
@@ -203,7 +209,8 @@ def cross_entropy(
         return _reduce(loss, reduction, "cross_entropy")
     if t.dtype not in dtypes.INTEGER:
         raise DTypeError(
-            f"cross_entropy: target must be integer class indices or float probabilities, got {t.dtype.name}"
+            f"cross_entropy: target must be integer class indices or float probabilities, got {t.dtype.name}; cast "
+            "indices with .astype(fl.int64) or probabilities with .astype(fl.float32)"
         )
     nll = nll_loss(logp, t, w, ignore_index=ignore_index, reduction=reduction)
     if label_smoothing == 0.0:
@@ -228,7 +235,10 @@ def _pair(input, target, op):
     x = as_float(input, op)
     t = as_tensor(target, op, "target")
     if tuple(x.shape) != tuple(t.shape):
-        raise ShapeError(f"{op}: input shape {tuple(x.shape)} and target shape {tuple(t.shape)} must match")
+        raise ShapeError(
+            f"{op}: input shape {tuple(x.shape)} and target shape {tuple(t.shape)} must match; reshape the target (or "
+            "broadcast it with fl.broadcast_to)"
+        )
     return x, t.astype(x.dtype) if t.dtype != x.dtype else t
 
 

@@ -67,7 +67,8 @@ def batch_norm(
     ):
         if t is not None and tuple(t.shape) != (c,):
             raise ShapeError(
-                f"batch_norm: {name} has shape {tuple(t.shape)} but the input {tuple(x.shape)} has {c} channels"
+                f"batch_norm: {name} has shape {tuple(t.shape)} but the input {tuple(x.shape)} has {c} channels; pass "
+                f"one value per channel, shape ({c},)"
             )
     axes = (0,) + tuple(range(2, x.ndim))
     cs = _channel_shape(x)
@@ -77,6 +78,7 @@ def batch_norm(
         if training and count <= 1:
             raise ValueError(
                 f"batch_norm: expected more than 1 value per channel when training, got input of shape {tuple(x.shape)}"
+                "; use a larger batch or evaluation mode (model.eval())"
             )
         mean = fl.mean(x, axis=axes, keepdims=True)
         xc = x - mean
@@ -84,7 +86,10 @@ def batch_norm(
         if training and running_mean is not None:
             if momentum is None:
                 if num_batches_tracked is None:
-                    raise ValueError("batch_norm: momentum=None (cumulative average) needs num_batches_tracked")
+                    raise ValueError(
+                        "batch_norm: momentum=None (cumulative average) needs num_batches_tracked; pass the count "
+                        "after this batch, or a momentum"
+                    )
                 factor = 1.0 / fl.astype(num_batches_tracked, x.dtype)
             else:
                 factor = momentum
@@ -125,7 +130,8 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-
     ns = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
     if len(ns) > x.ndim or tuple(x.shape[x.ndim - len(ns) :]) != ns:
         raise ShapeError(
-            f"layer_norm: normalized_shape {ns} does not match the trailing dimensions of the input {tuple(x.shape)}"
+            f"layer_norm: normalized_shape {ns} does not match the trailing dimensions of the input {tuple(x.shape)}; "
+            "pass the input's trailing shape"
         )
     axes = tuple(range(x.ndim - len(ns), x.ndim))
     mean = fl.mean(x, axis=axes, keepdims=True)
@@ -158,7 +164,7 @@ def group_norm(input, num_groups: int, weight=None, bias=None, eps: float = 1e-5
     if x.ndim < 2 or x.shape[1] % num_groups:
         raise ShapeError(
             f"group_norm: the {x.shape[1] if x.ndim > 1 else '?'} channels of input {tuple(x.shape)} do not split "
-            f"into num_groups={num_groups} groups"
+            f"into num_groups={num_groups} groups; choose num_groups dividing the channels (axis 1)"
         )
     n, c = x.shape[0], x.shape[1]
     g = fl.reshape(x, (n, num_groups, c // num_groups) + tuple(x.shape[2:]))

@@ -37,7 +37,8 @@ def _pool_geometry(x, nd, kernel_size, stride, padding, dilation, ceil_mode, op)
         span = insz[i] + 2 * p[i] - eff
         if span < 0:
             raise ShapeError(
-                f"{op}: input spatial shape {insz} (padding {p}) is smaller than the kernel {k} (dilation {d})"
+                f"{op}: input spatial shape {insz} (padding {p}) is smaller than the kernel {k} (dilation {d}); use a "
+                "smaller kernel or pad the input"
             )
         o = (-(-span // s[i]) if ceil_mode else span // s[i]) + 1
         if ceil_mode and (o - 1) * s[i] >= insz[i] + p[i]:

@@ -28,7 +28,7 @@ def embedding(input, weight, padding_idx: int | None = None) -> Tensor:
     """
     idx = as_tensor(input, "embedding")
     if idx.dtype not in dtypes.INTEGER:
-        raise DTypeError(f"embedding: indices must be integers, got {idx.dtype.name}")
+        raise DTypeError(f"embedding: indices must be integers, got {idx.dtype.name}; cast them with .astype(fl.int64)")
     if weight.ndim != 2:
         raise ShapeError(f"embedding: weight must be 2-d (num_embeddings, dim), got shape {tuple(weight.shape)}")
     if _state.trace is None and idx.size:
@@ -36,7 +36,7 @@ def embedding(input, weight, padding_idx: int | None = None) -> Tensor:
         if lo < -weight.shape[0] or hi >= weight.shape[0]:
             raise IndexError(
                 f"embedding: index {hi if hi >= weight.shape[0] else lo} is out of range for {weight.shape[0]} "
-                "embeddings"
+                f"embeddings; indices must lie in [-{weight.shape[0]}, {weight.shape[0]})"
             )
     out = fl.take(weight, idx, axis=0)
     if padding_idx is not None:
@@ -62,7 +62,10 @@ def one_hot(tensor, num_classes: int = -1) -> Tensor:
     """
     x = as_tensor(tensor, "one_hot", "tensor")
     if x.dtype not in dtypes.INTEGER:
-        raise DTypeError(f"one_hot: expected integer class indices, got {x.dtype.name}")
+        raise DTypeError(
+            f"one_hot: expected integer class indices, got {x.dtype.name};"
+            " cast them with .astype(fl.int64)"
+        )
     if num_classes == -1:
         num_classes = int(fl.max(x)) + 1 if x.size else 0
     return fl.one_hot(x, num_classes, dtype=fl.int64)
