@@ -454,7 +454,7 @@ class Optimizer:
     def _update_leaves(self, jobs, hyper) -> list:
         """``(new_p, new_slot)`` for each ``(g, p, slot, group_index)`` of one step: the rule per leaf, or for the
         concrete leaves that ``fused`` selects, the fused helper."""
-        scalars: dict = {}  # (group, dtype, step) -> (coefficients, choices), shared by the leaves of a group
+        scalars: dict = {}  # (group, dtype, step) -> (coefficients, choices, concrete), shared by a group's leaves
         leaves = []
         for g, p, s, gi in jobs:
             if self.param_groups[gi].get("maximize"):
@@ -463,21 +463,23 @@ class Optimizer:
                 g = g.astype(p.dtype)
             step = s["step"] + 1
             key = (gi, p.dtype, step) if isinstance(step, int) else None
-            c, cfg = scalars.get(key) or self._scalars(gi, hyper, step, p.dtype)
+            c, cfg, concrete = scalars.get(key) or self._scalars(gi, hyper, step, p.dtype)
             if key is not None:
-                scalars[key] = (c, cfg)
-            leaves.append((g, p, step, {n: v for n, v in s.items() if n != "step"}, c, cfg))
-        fuse = [self._fusable(*leaf) for leaf in leaves] if self._fusing(leaves) else [False] * len(leaves)
-        fused = iter(self._fused_update([leaf for leaf, f in zip(leaves, fuse) if f]) if any(fuse) else ())
+                scalars[key] = (c, cfg, concrete)
+            s = {n: v for n, v in s.items() if n != "step"}
+            leaves.append((g, p, step, s, c, cfg, concrete and self._fusable(g, p, s)))
+        if not self._fusing(leaves):
+            leaves = [(*leaf[:-1], False) for leaf in leaves]
+        fused = iter(self._fused_update([leaf for leaf in leaves if leaf[-1]]))
         out = []
-        for (g, p, step, s, c, cfg), f in zip(leaves, fuse):
+        for g, p, step, s, c, cfg, f in leaves:
             p2, s2 = next(fused) if f else self.update_one(g, p, s, c, dict(cfg))
             out.append((p2, {"step": step, **s2}))
         return out
 
     def _scalars(self, gi: int, hyper, step, dtype):
         """Group ``gi``'s coefficients for ``step`` (its numeric hyperparameters cast for ``dtype`` first, see
-        ``coef``) and its choices."""
+        ``coef``), its choices, and whether all of them are concrete (so its leaves may be fused)."""
         group = self.param_groups[gi]
         h = dict(group) if hyper is None else {**group, **hyper[gi]}
         h = {
@@ -485,29 +487,34 @@ class Optimizer:
             for k, v in h.items()
             if k not in _STRUCTURAL
         }
-        return self.coefficients(step, h, dtype), _choices(group)
+        c, cfg = self.coefficients(step, h, dtype), _choices(group)
+        concrete = not any(isinstance(v, Tracer) for v in (step, *c.values(), *(v for _, v in cfg)))
+        return c, cfg, concrete
 
     def _fusing(self, leaves) -> bool:
         if self.fused is None:
-            return sum(p._value.size for _, p, *_ in leaves if type(p) is Tensor) >= _FUSE_MIN_SIZE
-        return self.fused
+            return sum(leaf[1]._value.size for leaf in leaves if leaf[-1]) >= _FUSE_MIN_SIZE
+        return bool(self.fused)
 
-    def _fusable(self, g, p, step, s, c, cfg) -> bool:
-        """Whether a leaf can join the fused call: concrete float32/float64 operands, state and coefficients."""
+    @staticmethod
+    def _fusable(g, p, s) -> bool:
+        """Whether a leaf can join the fused call: concrete float32/float64 operands and state."""
         if type(g) is not Tensor or type(p) is not Tensor or p._value.dtype not in _FUSE_DTYPES:
             return False
-        return not any(isinstance(v, Tracer) for v in (step, *s.values(), *c.values(), *(v for _, v in cfg)))
+        return not any(isinstance(v, Tracer) for v in s.values())
 
     def _fused_update(self, leaves) -> list:
         """The fused helper: ``update_one`` of every leaf in one compiled call, traced once for all steps (the
         coefficients enter as 0-d arrays, Python numbers in the parameter's dtype, so the bits are the eager
         rule's). Returns ``(new_p, new_state)`` per leaf, the state without ``step``."""
+        if not leaves:
+            return []
         fn = self.__dict__.get("_fused")
         if fn is None:
             fn = self.__dict__["_fused"] = fl.jit(self._rule_of_leaves, static_argnums=(4,))
         gs, ps, ss, cs, static = [], [], [], [], []
         index: dict = {}
-        for g, p, _, s, c, cfg in leaves:
+        for g, p, _, s, c, cfg, _ in leaves:
             ci = index.get(id(c))
             if ci is None:
                 ci = index[id(c)] = len(cs)
