@@ -265,8 +265,6 @@ class Optimizer:
 
     >>> class SignSGD(optim.Optimizer):
     ...     defaults = {"lr": 0.01, "maximize": False}
-    ...     def coefficients(self, step, h, dtype):
-    ...         return {"lr": h["lr"]}
     ...     def update_one(self, g, p, s, c, cfg):
     ...         return p - fl.sign(g) * c["lr"], s
     >>> SignSGD([fl.ones(2)], lr=0.5).step([fl.tensor([3.0, -1.0])])
@@ -413,8 +411,9 @@ class Optimizer:
         """The scalars of step ``step`` (a Python int, or a tensor under a transform) from the numeric
         hyperparameters ``h``: Python numbers (weak: an array operation rounds them to the parameter's dtype),
         bools, or tensors, which keep their dtype (cast those meant to multiply arrays of ``dtype`` with
-        ``coef``). Scalar-only arithmetic belongs here, so the fused and the eager step compute it alike."""
-        return {}
+        ``coef``). Scalar-only arithmetic belongs here, so the fused and the eager step compute it alike. The
+        default is the numeric hyperparameters as they are (a rule with no derived scalars reads ``c["lr"]``)."""
+        return {k: v for k, v in h.items() if _numeric(v)}
 
     def update_one(self, g: Tensor, p: Tensor, s: dict[str, Any], c: dict[str, Any], cfg: dict[str, Any]):
         """``(new_p, new_state)`` for one leaf from its gradient, parameter, state (without ``step``), this step's
