@@ -752,3 +752,22 @@ def test_group_names_relative_to_a_submodule_update_the_right_tensors():
     _, grads = nn.value_and_grad(model, lambda m: m(fl.ones((3, 2))).sum())(model)
     opt.update(model, grads)
     np.testing.assert_allclose(model.sub.bias.numpy(), -0.1 * grads.sub.bias.numpy(), rtol=1e-6)
+
+
+def test_a_custom_optimizer_needs_only_its_rule():
+    class SignSGD(optim.Optimizer):
+        def __init__(self, params, lr=0.1):  # PyTorch's way: a constructor of its own and the defaults dict
+            super().__init__(params, dict(lr=lr))
+
+        def update_one(self, g, p, s, c, cfg):
+            return p - fl.sign(g) * c["lr"], s
+
+    assert optim.Optimizer.__init__ is SignSGD.__mro__[1].__init__  # nothing generated for it
+    g = np.random.default_rng(0).standard_normal((300, 300)).astype(np.float32)
+    outs = []
+    for fused in (True, False):
+        opt = SignSGD([fl.zeros((300, 300))], lr=0.5)
+        opt.fused = fused
+        outs.append(opt.step([fl.asarray(g)])[0].numpy())
+    np.testing.assert_array_equal(outs[0], -0.5 * np.sign(g))
+    np.testing.assert_array_equal(outs[0], outs[1])
