@@ -529,19 +529,26 @@ def _gamma_one(k0, k1, i, a):
     return z
 
 
-@diskcache.njit(**_OPTS)
-def gamma(keys, alpha, out):
-    """Gamma(alpha, 1) samples; ``alpha`` and ``out`` are ``(L, n)``. Non-positive or nan alpha gives nan."""
+@njit(inline="always")
+def fill_each(keys, param, out, f):
+    """``out[l, i] = f(k0, k1, i, param[l, i])`` with lane ``l``'s key words: one stream per element."""
     for lane in range(out.shape[0]):
         k0, k1 = keys[lane, 0], keys[lane, 1]
         for i in range(out.shape[1]):
-            a = np.float64(alpha[lane, i])
-            if not a > 0.0:
-                out[lane, i] = np.nan
-            elif a == np.inf:
-                out[lane, i] = np.inf
-            else:
-                out[lane, i] = _gamma_one(k0, k1, i, a)
+            out[lane, i] = f(k0, k1, i, np.float64(param[lane, i]))
+
+
+@njit(inline="always")
+def _gamma_element(k0, k1, i, a):
+    if not a > 0.0:
+        return np.nan
+    return np.inf if a == np.inf else _gamma_one(k0, k1, i, a)
+
+
+@diskcache.njit(**_OPTS)
+def gamma(keys, alpha, out):
+    """Gamma(alpha, 1) samples; ``alpha`` and ``out`` are ``(L, n)``. Non-positive or nan alpha gives nan."""
+    fill_each(keys, alpha, out, _gamma_element)
 
 
 @njit(inline="always")
@@ -628,16 +635,14 @@ def _poisson_one(k0, k1, i, lam):
             return np.int64(k)
 
 
+@njit(inline="always")
+def _poisson_element(k0, k1, i, r):
+    if not r >= 0.0 or r == np.inf:
+        return np.int64(-1)
+    return np.int64(0) if r == 0.0 else np.int64(_poisson_one(k0, k1, i, r))
+
+
 @diskcache.njit(**_OPTS)
 def poisson(keys, lam, out):
     """Poisson(lam) counts; ``lam`` and ``out`` are ``(L, n)``. Negative or nan rates give -1."""
-    for lane in range(out.shape[0]):
-        k0, k1 = keys[lane, 0], keys[lane, 1]
-        for i in range(out.shape[1]):
-            r = np.float64(lam[lane, i])
-            if not r >= 0.0 or r == np.inf:
-                out[lane, i] = -1
-            elif r == 0.0:
-                out[lane, i] = 0
-            else:
-                out[lane, i] = _poisson_one(k0, k1, i, r)
+    fill_each(keys, lam, out, _poisson_element)
