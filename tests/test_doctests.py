@@ -17,9 +17,16 @@ from funclib.optim import lr_scheduler
 
 import funclib as fl
 
-NAMESPACES = {"nn": nn, "nn.functional": F, "nn.init": nn.init, "optim": optim, "optim.lr_scheduler": lr_scheduler}
+NAMESPACES = {
+    "nn": nn,
+    "nn.functional": F,
+    "nn.init": nn.init,
+    "nn.parallel": nn.parallel,
+    "optim": optim,
+    "optim.lr_scheduler": lr_scheduler,
+}
 # submodules that are part of the public API (the rest are where the names are defined)
-PUBLIC_MODULES = {"functional", "init", "lr_scheduler"}
+PUBLIC_MODULES = {"functional", "init", "lr_scheduler", "parallel"}
 GLOBS = {"fl": fl, "nn": nn, "F": F, "optim": optim, "np": np}
 
 
