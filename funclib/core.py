@@ -17,6 +17,7 @@ import numpy as np
 
 from . import dtypes
 from .errors import ConcretizationError, ImmutableError, MissingRuleError, TracerLeakError
+from .kernels import fusion
 
 
 class ShapedArray:
@@ -168,6 +169,7 @@ class Primitive:
         # why a rule is absent on purpose, e.g. {"jvp": "integer output"}; the meta-test accepts only these
         self.no_rule: dict[str, str] = {}
         self.kernel: str | None = None  # name of the fused-kernel scalar op, if any (jit lowering)
+        self.lowering: fusion.Lowering | None = None
         self.family = "other"
         frame = sys._getframe(1)
         self.defined_in = os.path.relpath(frame.f_globals.get("__file__", "?"), _ROOT)
@@ -195,6 +197,14 @@ class Primitive:
     def def_vmap(self, f):
         self.vmap = f
         return f
+
+    def def_lowering(self, lowering: fusion.Lowering) -> fusion.Lowering:
+        """How jit's fused kernels compute this elementwise primitive: its scalar expression, handed to the kernel
+        layer as op ``self.kernel`` (``kernels.fusion.register_op``)."""
+        self.kernel = self.kernel or self.name
+        self.lowering = lowering
+        fusion.register_op(self.kernel, lowering)
+        return lowering
 
     def def_partial_eval(self, f):
         """``f(trace, args, params) -> outputs``: stage only the part that depends on unknown inputs."""

@@ -204,13 +204,12 @@ def _same_bytes(path: str, data: bytes) -> bool:
 
 
 def kernel_key(src: str) -> str:
+    """The cache key of a generated kernel module: its source (which names the vmath version it calls) and the
+    versions of its generator and of numba."""
     h = hashlib.sha256()
     h.update(src.encode())
     h.update(FUNCLIB_KERNEL_VERSION.encode())
     h.update(numba.__version__.encode())
-    from . import vmath
-
-    h.update(getattr(vmath, "VERSION", "0").encode())
     return h.hexdigest()[:24]
 
 

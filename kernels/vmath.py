@@ -56,7 +56,8 @@ Example:
     array([1.       , 2.7182817], dtype=float32)
 
 Cached kernels that call these functions are not invalidated when this file changes (a cache entry is keyed
-by its own module): put ``VERSION`` (a hash of this file) into the kernel cache key.
+by its own module), so ``VERSION`` (a hash of this file) is written into every generated kernel's source
+(``fusion.KERNEL_IMPORTS``), which its cache key hashes.
 """
 
 from __future__ import annotations
@@ -76,6 +77,7 @@ from . import diskcache
 
 __all__ = [
     "FUNCS",
+    "SCALAR_FUNCTIONS",
     "VERSION",
     "fcos",
     "ferf",
@@ -633,3 +635,5 @@ FUNCS = {
     "cos": fcos,
     "pow": fpow,
 }
+# what generated kernels import (``fusion.KERNEL_IMPORTS``)
+SCALAR_FUNCTIONS = tuple(f.__name__ for f in FUNCS.values())

@@ -12,6 +12,7 @@ import funclib
 from funclib import dtypes as D
 from funclib.core import PRIMITIVES, Primitive
 from funclib.errors import MissingRuleError
+from funclib.kernels import fusion
 
 REQUIRED = ("impl", "abstract_eval", "jvp", "vmap")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -59,10 +60,38 @@ def test_primitive_has_every_rule_or_says_why(prim):
             f"{prim.name}_p.no_rule['transpose'] ({prim.defined_in})"
         )
     for kind, reason in prim.no_rule.items():
-        assert kind in ("impl", "abstract_eval", "jvp", "transpose", "vmap"), (
+        assert kind in ("impl", "abstract_eval", "jvp", "transpose", "vmap", "lowering"), (
             f"{prim.name}.no_rule has an unknown rule name {kind!r}"
         )
         assert isinstance(reason, str) and reason.strip(), f"{prim.name}.no_rule[{kind!r}] is empty"
+
+
+ELEMENTWISE = [p for p in PRIMS if p.family in ("unary", "binary", "select")]
+
+
+@pytest.mark.parametrize("prim", ELEMENTWISE, ids=[p.name for p in ELEMENTWISE])
+def test_elementwise_primitive_has_a_lowering_or_says_why(prim):
+    """An elementwise row declares its scalar expression for jit's fused kernels, handed to the kernel layer under
+    its kernel op name, or records why it has none."""
+    if prim.lowering is None:
+        reason = prim.no_rule.get("lowering", "")
+        assert isinstance(reason, str) and reason.strip(), (
+            f"elementwise primitive '{prim.name}' has no lowering and no reason in {prim.name}_p.no_rule['lowering']; "
+            f"give its row lowering=Lowering(...) in {prim.defined_in} (float32 math from kernels/vmath.py), or "
+            "no_lowering='why'"
+        )
+        assert not fusion.supports(prim.kernel or prim.name, [D.float32], D.float32), (
+            f"'{prim.name}' says it has no lowering ({reason!r}) but the kernel layer fuses op {prim.kernel!r}"
+        )
+        return
+    assert "lowering" not in prim.no_rule, f"'{prim.name}' has a lowering and a reason for having none"
+    assert fusion.OPS.get(prim.kernel) is prim.lowering, (
+        f"'{prim.name}' declares a lowering that kernels.fusion does not hold under its kernel op {prim.kernel!r}; "
+        f"set it with {prim.name}_p.def_lowering (or the family's lowering=) so it reaches fusion.register_op"
+    )
+    supported = [d for d in (D.bool_, D.int32, D.float16, D.float32, D.float64)
+                 if fusion.supports(prim.kernel, [d] * 3, d) or fusion.supports(prim.kernel, [d] * 3, D.bool_)]
+    assert supported, f"'{prim.name}''s lowering has no template for any dtype: {prim.lowering}"
 
 
 @pytest.mark.parametrize("prim", PRIMS, ids=[p.name for p in PRIMS])

@@ -16,6 +16,7 @@ from ..checks import check_int, describe
 from ..core import Primitive, ShapedArray, Tensor, Zero, _state, _wrap, aval_of, is_undefined
 from ..errors import DTypeError, NotLinearError, OutOfRangeError, ShapeError
 from ..kernels import special, ufuncs
+from ..kernels.fusion import CONVERT, INTEGER_POW, Lowering
 from ._util import broadcast_shapes, instantiate, unbroadcast
 
 FLOAT = frozenset(dtypes.FLOATING)
@@ -54,6 +55,20 @@ def _to_tensor(x, op):
 # unary family
 
 
+def _lower(p, lowering, no_lowering):
+    if lowering is not None:
+        p.def_lowering(lowering)
+    elif no_lowering:
+        p.no_rule["lowering"] = no_lowering
+
+
+# why a row has no lowering: jit then runs its impl on whole arrays between fused kernels
+NO_F32_MATH = "no branch-free float32 version in kernels/vmath.py yet, so jit runs NumPy's loop for it"
+NO_COMPLEX = "its operands or its result are complex, which fused kernels do not take"
+NO_SCALAR_SPECIAL = "kernels/special.py computes it on whole arrays; it has no scalar form for a fused loop"
+NO_TEMPLATE = "NumPy's edge cases for it (signs, infinities, zero divisors, shift counts) have no scalar template yet"
+
+
 def _elementwise_vmap(prim):
     def rule(args, dims, **params):
         return prim.bind(*args, **params), dims[0]
@@ -70,20 +85,22 @@ def unary(
     out_dtype=None,
     promote_int=True,
     linear=False,
-    kernel: str | None = None,
+    lowering: Lowering | None = None,
+    no_lowering: str = "",
     doc: str = "",
     public: str | None = None,
 ):
     """Define an elementwise unary primitive and its public wrapper. ``jvp(x, y, t)`` gives the output tangent;
-    ``public`` is the wrapper's name where it differs from the primitive's (errors name what the user called).
+    ``lowering`` its scalar expression in jit's fused kernels (or ``no_lowering`` why it has none); ``public`` is
+    the wrapper's name where it differs from the primitive's (errors name what the user called).
 
     Returns ``(primitive, wrapper)``.
     """
     public = public or name
     p = Primitive(name, linear=linear)
     p.family = "unary"
-    p.kernel = kernel or name
     p.ok_dtypes = ok
+    _lower(p, lowering, no_lowering)
 
     @p.def_impl
     def _impl(x):
@@ -189,21 +206,22 @@ def binary(
     jvp=None,
     out_bool=False,
     linear_in=None,
-    kernel: str | None = None,
+    lowering: Lowering | None = None,
+    no_lowering: str = "",
     doc: str = "",
     public: str | None = None,
 ):
     """Define an elementwise binary primitive with implicit broadcasting and its public wrapper.
 
     ``jvp`` is a pair ``(dx, dy)`` of functions ``(x, y, out, t) -> tangent contribution`` (``None`` for an
-    argument with zero derivative); ``public`` names the wrapper where it differs from the primitive. Returns
-    ``(primitive, wrapper)``.
+    argument with zero derivative); ``lowering`` and ``no_lowering`` as for ``unary``; ``public`` names the wrapper
+    where it differs from the primitive. Returns ``(primitive, wrapper)``.
     """
     public = public or name
     p = Primitive(name, linear=linear_in is not None)
     p.family = "binary"
-    p.kernel = kernel or name
     p.ok_dtypes = ok
+    _lower(p, lowering, no_lowering)
 
     @p.def_impl
     def _impl(x, y):
@@ -376,6 +394,7 @@ def broadcast_pair(op: str, x, y):
 convert_p = Primitive("convert_element_type", linear=True)
 convert_p.family = "unary"
 convert_p.kernel = "convert"
+convert_p.def_lowering(CONVERT)
 
 
 @convert_p.def_impl
@@ -425,7 +444,7 @@ def convert(x, dtype):
 
 select_p = Primitive("select", linear=True)
 select_p.family = "select"
-select_p.kernel = "select"
+select_p.def_lowering(Lowering("({1} if {0} else {2})"))
 
 
 _BLEND_MIN_SIZE = 512
@@ -511,40 +530,89 @@ def _real_like(d):
     return dtypes.real_dtype(d)
 
 
-neg_p, negative = unary("neg", np.negative, public="negative", ok=NUMERIC, jvp=lambda x, y, t: negative(t), linear=True)
+neg_p, negative = unary(
+    "neg", np.negative, public="negative", ok=NUMERIC, jvp=lambda x, y, t: negative(t), linear=True,
+    lowering=Lowering("(-{0})"),
+)
 neg_p.def_transpose(lambda ct, x: [negative(ct)])
-sign_p, sign = unary("sign", np.sign, ok=NUMERIC)
-floor_p, floor = unary("floor", np.floor, ok=REAL_FLOAT)
-ceil_p, ceil = unary("ceil", np.ceil, ok=REAL_FLOAT)
-round_p, round = unary("round", np.round, ok=REAL_FLOAT)
-trunc_p, trunc = unary("trunc", np.trunc, ok=REAL_FLOAT)
-is_finite_p, isfinite = unary("is_finite", np.isfinite, public="isfinite", ok=FLOAT, out_dtype=lambda d: dtypes.bool_)
-isnan_p, isnan = unary("isnan", np.isnan, ok=FLOAT, out_dtype=lambda d: dtypes.bool_)
-isinf_p, isinf = unary("isinf", np.isinf, ok=FLOAT, out_dtype=lambda d: dtypes.bool_)
-not_p, bitwise_invert = unary("not", np.invert, public="bitwise_invert", ok=INT_BOOL, promote_int=False)
+sign_p, sign = unary("sign", np.sign, ok=NUMERIC, lowering=Lowering("np.sign({0})"))
+floor_p, floor = unary("floor", np.floor, ok=REAL_FLOAT, lowering=Lowering("np.floor({0})", float_inputs=True))
+ceil_p, ceil = unary("ceil", np.ceil, ok=REAL_FLOAT, lowering=Lowering("np.ceil({0})", float_inputs=True))
+round_p, round = unary("round", np.round, ok=REAL_FLOAT, lowering=Lowering("np.rint({0})", float_inputs=True))
+trunc_p, trunc = unary("trunc", np.trunc, ok=REAL_FLOAT, lowering=Lowering("np.trunc({0})", float_inputs=True))
+is_finite_p, isfinite = unary(
+    "is_finite", np.isfinite, public="isfinite", ok=FLOAT, out_dtype=lambda d: dtypes.bool_,
+    lowering=Lowering("np.isfinite({0})", float_inputs=True),
+)
+isnan_p, isnan = unary(
+    "isnan", np.isnan, ok=FLOAT, out_dtype=lambda d: dtypes.bool_, lowering=Lowering("np.isnan({0})", float_inputs=True)
+)
+isinf_p, isinf = unary(
+    "isinf", np.isinf, ok=FLOAT, out_dtype=lambda d: dtypes.bool_, lowering=Lowering("np.isinf({0})", float_inputs=True)
+)
+not_p, bitwise_invert = unary(
+    "not", np.invert, public="bitwise_invert", ok=INT_BOOL, promote_int=False,
+    lowering=Lowering(boolean="(not {0})", integer="(~{0})"),
+)
 
 # A tangent times a coefficient that can be infinite or NaN (exp overflowing, cos(inf), a pole of lgamma, ...) is
 # a safe_mul: a zero tangent or cotangent (the unselected side of a where) stays exactly zero instead of 0 * inf.
 # Divisions by a coefficient that can vanish are safe_div for the same reason.
-exp_p, exp = unary("exp", np.exp, jvp=lambda x, y, t: safe_mul(t, y))
-log_p, log = unary("log", np.log, jvp=lambda x, y, t: safe_div(t, x))
-log1p_p, log1p = unary("log1p", np.log1p, jvp=lambda x, y, t: safe_div(t, x + 1.0))
-expm1_p, expm1 = unary("expm1", np.expm1, jvp=lambda x, y, t: safe_mul(t, y + 1.0))
-sin_p, sin = unary("sin", np.sin, jvp=lambda x, y, t: safe_mul(t, cos(x)))
-cos_p, cos = unary("cos", np.cos, jvp=lambda x, y, t: safe_mul(t, negative(sin(x))))
-tan_p, tan = unary("tan", np.tan, jvp=lambda x, y, t: safe_mul(t, y * y + 1.0))
-asin_p, asin = unary("asin", np.arcsin, jvp=lambda x, y, t: safe_div(t, sqrt(1.0 - x * x)))
-acos_p, acos = unary("acos", np.arccos, jvp=lambda x, y, t: negative(safe_div(t, sqrt(1.0 - x * x))))
-atan_p, atan = unary("atan", np.arctan, jvp=lambda x, y, t: safe_div(t, x * x + 1.0))
-sinh_p, sinh = unary("sinh", np.sinh, jvp=lambda x, y, t: safe_mul(t, cosh(x)))
-cosh_p, cosh = unary("cosh", np.cosh, jvp=lambda x, y, t: safe_mul(t, sinh(x)))
-tanh_p, tanh = unary("tanh", np.tanh, jvp=lambda x, y, t: safe_mul(t, 1.0 - y * y))
-asinh_p, asinh = unary("asinh", np.arcsinh, jvp=lambda x, y, t: safe_div(t, sqrt(x * x + 1.0)))
-acosh_p, acosh = unary("acosh", np.arccosh, jvp=lambda x, y, t: safe_div(t, sqrt(x - 1.0) * sqrt(x + 1.0)))
-atanh_p, atanh = unary("atanh", np.arctanh, jvp=lambda x, y, t: safe_div(t, 1.0 - x * x))
+# Float32 math from kernels/vmath.py, float64 from libm. vector_constants: registers its float32 loop keeps live
+# (the fusion planner's register_pressure); split: loop fission may start a new loop before it (sin/cos measured
+# no faster split: their own instruction count dominates).
+exp_p, exp = unary(
+    "exp", np.exp, jvp=lambda x, y, t: safe_mul(t, y),
+    lowering=Lowering(f32="fexp({0})", f64="np.exp({0})", vector_constants=14, split=True),
+)
+log_p, log = unary(
+    "log", np.log, jvp=lambda x, y, t: safe_div(t, x),
+    lowering=Lowering(f32="flog({0})", f64="np.log({0})", vector_constants=18, split=True),
+)
+log1p_p, log1p = unary(
+    "log1p", np.log1p, jvp=lambda x, y, t: safe_div(t, x + 1.0),
+    lowering=Lowering(f32="flog1p({0})", f64="np.log1p({0})", vector_constants=18, split=True),
+)
+expm1_p, expm1 = unary(
+    "expm1", np.expm1, jvp=lambda x, y, t: safe_mul(t, y + 1.0),
+    lowering=Lowering(f32="fexpm1({0})", f64="np.expm1({0})", vector_constants=16, split=True),
+)
+sin_p, sin = unary(
+    "sin", np.sin, jvp=lambda x, y, t: safe_mul(t, cos(x)),
+    lowering=Lowering(f32="fsin({0})", f64="np.sin({0})", vector_constants=25),
+)
+cos_p, cos = unary(
+    "cos", np.cos, jvp=lambda x, y, t: safe_mul(t, negative(sin(x))),
+    lowering=Lowering(f32="fcos({0})", f64="np.cos({0})", vector_constants=25),
+)
+tan_p, tan = unary("tan", np.tan, jvp=lambda x, y, t: safe_mul(t, y * y + 1.0), no_lowering=NO_F32_MATH)
+asin_p, asin = unary(
+    "asin", np.arcsin, jvp=lambda x, y, t: safe_div(t, sqrt(1.0 - x * x)), no_lowering=NO_F32_MATH
+)
+acos_p, acos = unary(
+    "acos", np.arccos, jvp=lambda x, y, t: negative(safe_div(t, sqrt(1.0 - x * x))), no_lowering=NO_F32_MATH
+)
+atan_p, atan = unary("atan", np.arctan, jvp=lambda x, y, t: safe_div(t, x * x + 1.0), no_lowering=NO_F32_MATH)
+sinh_p, sinh = unary("sinh", np.sinh, jvp=lambda x, y, t: safe_mul(t, cosh(x)), no_lowering=NO_F32_MATH)
+cosh_p, cosh = unary("cosh", np.cosh, jvp=lambda x, y, t: safe_mul(t, sinh(x)), no_lowering=NO_F32_MATH)
+tanh_p, tanh = unary(
+    "tanh", np.tanh, jvp=lambda x, y, t: safe_mul(t, 1.0 - y * y),
+    lowering=Lowering(f32="ftanh({0})", f64="np.tanh({0})", vector_constants=20, split=True),
+)
+asinh_p, asinh = unary(
+    "asinh", np.arcsinh, jvp=lambda x, y, t: safe_div(t, sqrt(x * x + 1.0)), no_lowering=NO_F32_MATH
+)
+acosh_p, acosh = unary(
+    "acosh", np.arccosh, jvp=lambda x, y, t: safe_div(t, sqrt(x - 1.0) * sqrt(x + 1.0)), no_lowering=NO_F32_MATH
+)
+atanh_p, atanh = unary("atanh", np.arctanh, jvp=lambda x, y, t: safe_div(t, 1.0 - x * x), no_lowering=NO_F32_MATH)
 # d sqrt(x) = t / (2 sqrt(x)) is infinite at 0; safe_div keeps a zero tangent or cotangent exactly zero there
-sqrt_p, sqrt = unary("sqrt", np.sqrt, jvp=lambda x, y, t: safe_div(t, y + y))
-cbrt_p, cbrt = unary("cbrt", np.cbrt, ok=REAL_FLOAT, jvp=lambda x, y, t: safe_div(t, 3.0 * y * y))
+sqrt_p, sqrt = unary(
+    "sqrt", np.sqrt, jvp=lambda x, y, t: safe_div(t, y + y), lowering=Lowering(f32="np.sqrt({0})", f64="np.sqrt({0})")
+)
+cbrt_p, cbrt = unary(
+    "cbrt", np.cbrt, ok=REAL_FLOAT, jvp=lambda x, y, t: safe_div(t, 3.0 * y * y), no_lowering=NO_F32_MATH
+)
 
 
 def _abs_jvp(x, y, t):
@@ -556,7 +624,9 @@ def _abs_jvp(x, y, t):
     return safe_mul(t, sign(x))
 
 
-abs_p, abs = unary("abs", np.abs, ok=NUMERIC, jvp=_abs_jvp, out_dtype=_real_like, promote_int=False)
+abs_p, abs = unary(
+    "abs", np.abs, ok=NUMERIC, jvp=_abs_jvp, out_dtype=_real_like, promote_int=False, lowering=Lowering("abs({0})")
+)
 
 
 def _logistic_np(x):
@@ -573,10 +643,12 @@ def _erf_np(x):
 
 
 logistic_p, sigmoid = unary(
-    "logistic", _logistic_np, public="sigmoid", ok=REAL_FLOAT, jvp=lambda x, y, t: safe_mul(t, y * (1.0 - y))
+    "logistic", _logistic_np, public="sigmoid", ok=REAL_FLOAT, jvp=lambda x, y, t: safe_mul(t, y * (1.0 - y)),
+    lowering=Lowering(f32="flogistic({0})", f64="_logistic64({0})", vector_constants=16, split=True),
 )
 erf_p, erf = unary(
-    "erf", _erf_np, ok=REAL_FLOAT, jvp=lambda x, y, t: safe_mul(t, 1.1283791670955126 * exp(negative(x * x)))
+    "erf", _erf_np, ok=REAL_FLOAT, jvp=lambda x, y, t: safe_mul(t, 1.1283791670955126 * exp(negative(x * x))),
+    lowering=Lowering(f32="ferf({0})", f64="math.erf({0})", vector_constants=26, split=True),
 )
 erf_inv_p, erfinv = unary(
     "erf_inv",
@@ -584,13 +656,17 @@ erf_inv_p, erfinv = unary(
     public="erfinv",
     ok=REAL_FLOAT,
     jvp=lambda x, y, t: safe_mul(t, 0.886226925452758 * exp(y * y)),
+    no_lowering=NO_SCALAR_SPECIAL,
 )
-lgamma_p, lgamma = unary("lgamma", special.lgamma, ok=REAL_FLOAT, jvp=lambda x, y, t: safe_mul(t, digamma(x)))
+lgamma_p, lgamma = unary(
+    "lgamma", special.lgamma, ok=REAL_FLOAT, jvp=lambda x, y, t: safe_mul(t, digamma(x)),
+    no_lowering=NO_SCALAR_SPECIAL,
+)
 
 # polygamma(n, x) = d^n/dx^n digamma(x); n is static, so every order of derivative of lgamma is a primitive call
 polygamma_p = Primitive("polygamma")
 polygamma_p.family = "unary"
-polygamma_p.kernel = "polygamma"
+polygamma_p.no_rule["lowering"] = NO_SCALAR_SPECIAL
 polygamma_p.no_rule["transpose"] = "not linear"
 
 
@@ -640,9 +716,15 @@ def digamma(x):
     return _polygamma(0, x, "digamma")
 
 
-real_p, real = unary("real", np.real, ok=COMPLEX, jvp=lambda x, y, t: real(t), out_dtype=_real_like, linear=True)
-imag_p, imag = unary("imag", np.imag, ok=COMPLEX, jvp=lambda x, y, t: imag(t), out_dtype=_real_like, linear=True)
-conj_p, conj = unary("conj", np.conj, ok=COMPLEX, jvp=lambda x, y, t: conj(t), linear=True)
+real_p, real = unary(
+    "real", np.real, ok=COMPLEX, jvp=lambda x, y, t: real(t), out_dtype=_real_like, linear=True,
+    no_lowering=NO_COMPLEX,
+)
+imag_p, imag = unary(
+    "imag", np.imag, ok=COMPLEX, jvp=lambda x, y, t: imag(t), out_dtype=_real_like, linear=True,
+    no_lowering=NO_COMPLEX,
+)
+conj_p, conj = unary("conj", np.conj, ok=COMPLEX, jvp=lambda x, y, t: conj(t), linear=True, no_lowering=NO_COMPLEX)
 real_p.def_transpose(lambda ct, x: [complex_from(ct, _wrap(np.zeros((), ct.dtype)))])
 imag_p.def_transpose(lambda ct, x: [complex_from(_wrap(np.zeros((), ct.dtype)), negative(ct))])
 conj_p.def_transpose(lambda ct, x: [conj(ct)])
@@ -677,10 +759,11 @@ def _safe_div_np(x, y):
 
 
 add_p, add = binary(
-    "add", np.add, jvp=(lambda x, y, o, t: t, lambda x, y, o, t: t), linear_in="both"
+    "add", np.add, jvp=(lambda x, y, o, t: t, lambda x, y, o, t: t), linear_in="both", lowering=Lowering("({0} + {1})")
 )
 sub_p, subtract = binary(
-    "sub", np.subtract, public="subtract", jvp=(lambda x, y, o, t: t, lambda x, y, o, t: negative(t)), linear_in="both"
+    "sub", np.subtract, public="subtract", jvp=(lambda x, y, o, t: t, lambda x, y, o, t: negative(t)), linear_in="both",
+    lowering=Lowering("({0} - {1})"),
 )
 mul_p, multiply = binary(
     "mul",
@@ -688,6 +771,7 @@ mul_p, multiply = binary(
     public="multiply",
     jvp=(lambda x, y, o, t: safe_mul(t, y), lambda x, y, o, t: safe_mul(t, x)),
     linear_in="either",
+    lowering=Lowering("({0} * {1})"),
 )
 div_p, divide = binary(
     "div",
@@ -695,13 +779,19 @@ div_p, divide = binary(
     ok=FLOAT,
     jvp=(lambda x, y, o, t: safe_div(t, y), lambda x, y, o, t: negative(safe_div(safe_mul(t, o), y))),
     linear_in="first",
+    lowering=Lowering(f32="({0} / {1})", f64="({0} / {1})"),
 )
+# in a fused kernel a safe product is a select
 safe_mul_p, safe_mul = binary(
     "safe_mul",
     _safe_mul_np,
     ok=FLOAT,
     jvp=(lambda x, y, o, t: safe_mul(t, y), lambda x, y, o, t: safe_mul(x, t)),
     linear_in="either",
+    lowering=Lowering(
+        f32="(_ZERO_float32 if ({0} == 0 or {1} == 0) else {0} * {1})",
+        f64="(_ZERO_float64 if ({0} == 0 or {1} == 0) else {0} * {1})",
+    ),
     doc="``x * y`` where a zero in either factor gives exactly 0 (even against inf or nan).",
 )
 # x / y with 0 / anything = 0: tangent maps divide by coefficients that are 0 at singular points (log, sqrt at 0)
@@ -711,6 +801,9 @@ safe_div_p, safe_div = binary(
     ok=FLOAT,
     jvp=(lambda x, y, o, t: safe_div(t, y), lambda x, y, o, t: negative(safe_div(safe_mul(t, o), y))),
     linear_in="first",
+    lowering=Lowering(
+        f32="(_ZERO_float32 if {0} == 0 else {0} / {1})", f64="(_ZERO_float64 if {0} == 0 else {0} / {1})"
+    ),
     doc="``x / y`` where a zero numerator gives exactly 0 (even against a zero or non-finite denominator).",
 )
 
@@ -735,7 +828,10 @@ def _pow_np(x, y):
     return out
 
 
-pow_p, pow = binary("pow", _pow_np, ok=NUMERIC, jvp=(_pow_dx, _pow_dy))
+pow_p, pow = binary(
+    "pow", _pow_np, ok=NUMERIC, jvp=(_pow_dx, _pow_dy),
+    lowering=Lowering(f32="fpow({0}, {1})", f64="({0} ** {1})", vector_constants=30),
+)
 
 
 def _max_dx(x, y, o, t):
@@ -767,8 +863,18 @@ def _zero(o):
     return _wrap(np.zeros((), o.dtype))
 
 
-max_p, maximum = binary("max", np.maximum, public="maximum", ok=REAL_NUMERIC, jvp=(_max_dx, _max_dy))
-min_p, minimum = binary("min", np.minimum, public="minimum", ok=REAL_NUMERIC, jvp=(_min_dx, _min_dy))
+def _extremum(cmp: str) -> Lowering:
+    # floats propagate NaN, as np.maximum/np.minimum do
+    nan_aware = f"({{0}} if ({{0}} {cmp} {{1}} or {{0}} != {{0}}) else {{1}})"
+    return Lowering(f"({{0}} if {{0}} {cmp} {{1}} else {{1}})", f32=nan_aware, f64=nan_aware)
+
+
+max_p, maximum = binary(
+    "max", np.maximum, public="maximum", ok=REAL_NUMERIC, jvp=(_max_dx, _max_dy), lowering=_extremum(">")
+)
+min_p, minimum = binary(
+    "min", np.minimum, public="minimum", ok=REAL_NUMERIC, jvp=(_min_dx, _min_dy), lowering=_extremum("<")
+)
 atan2_p, atan2 = binary(
     "atan2",
     np.arctan2,
@@ -777,12 +883,14 @@ atan2_p, atan2 = binary(
         lambda x, y, o, t: safe_div(safe_mul(t, y), x * x + y * y),
         lambda x, y, o, t: negative(safe_div(safe_mul(t, x), x * x + y * y)),
     ),
+    no_lowering=NO_F32_MATH,
 )
 rem_p, remainder = binary(
     "rem",
     np.remainder, public="remainder",
     ok=REAL_NUMERIC,
     jvp=(lambda x, y, o, t: t, lambda x, y, o, t: negative(safe_mul(t, floor_divide(x, y)))),
+    no_lowering=NO_TEMPLATE,
 )
 
 
@@ -797,13 +905,14 @@ def _floor_divide_np(x, y):
     return out
 
 
-floor_divide_p, floor_divide = binary("floor_divide", _floor_divide_np, ok=REAL_NUMERIC)
-nextafter_p, nextafter = binary("nextafter", np.nextafter, ok=REAL_FLOAT)
+floor_divide_p, floor_divide = binary("floor_divide", _floor_divide_np, ok=REAL_NUMERIC, no_lowering=NO_TEMPLATE)
+nextafter_p, nextafter = binary("nextafter", np.nextafter, ok=REAL_FLOAT, no_lowering=NO_TEMPLATE)
 copysign_p, copysign = binary(
     "copysign",
     np.copysign,
     ok=REAL_FLOAT,
     jvp=(lambda x, y, o, t: safe_mul(t, sign(x) * select(_signbit(y), _neg_one(o), _one(o))), None),
+    no_lowering=NO_TEMPLATE,
 )
 
 
@@ -815,17 +924,31 @@ def _signbit(y):
     return signbit(y)
 
 
-signbit_p, signbit = unary("signbit", np.signbit, ok=REAL_FLOAT, out_dtype=lambda d: dtypes.bool_)
+signbit_p, signbit = unary(
+    "signbit", np.signbit, ok=REAL_FLOAT, out_dtype=lambda d: dtypes.bool_, no_lowering=NO_TEMPLATE
+)
 
-eq_p, equal = binary("eq", np.equal, public="equal", ok=ALL, out_bool=True)
-ne_p, not_equal = binary("ne", np.not_equal, public="not_equal", ok=ALL, out_bool=True)
-lt_p, less = binary("lt", np.less, public="less", ok=REAL_NUMERIC, out_bool=True)
-le_p, less_equal = binary("le", np.less_equal, public="less_equal", ok=REAL_NUMERIC, out_bool=True)
-gt_p, greater = binary("gt", np.greater, public="greater", ok=REAL_NUMERIC, out_bool=True)
-ge_p, greater_equal = binary("ge", np.greater_equal, public="greater_equal", ok=REAL_NUMERIC, out_bool=True)
-and_p, bitwise_and = binary("and", np.bitwise_and, public="bitwise_and", ok=INT_BOOL)
-or_p, bitwise_or = binary("or", np.bitwise_or, public="bitwise_or", ok=INT_BOOL)
-xor_p, bitwise_xor = binary("xor", np.bitwise_xor, public="bitwise_xor", ok=INT_BOOL)
+eq_p, equal = binary("eq", np.equal, public="equal", ok=ALL, out_bool=True, lowering=Lowering("({0} == {1})"))
+ne_p, not_equal = binary(
+    "ne", np.not_equal, public="not_equal", ok=ALL, out_bool=True, lowering=Lowering("({0} != {1})")
+)
+lt_p, less = binary("lt", np.less, public="less", ok=REAL_NUMERIC, out_bool=True, lowering=Lowering("({0} < {1})"))
+le_p, less_equal = binary(
+    "le", np.less_equal, public="less_equal", ok=REAL_NUMERIC, out_bool=True, lowering=Lowering("({0} <= {1})")
+)
+gt_p, greater = binary(
+    "gt", np.greater, public="greater", ok=REAL_NUMERIC, out_bool=True, lowering=Lowering("({0} > {1})")
+)
+ge_p, greater_equal = binary(
+    "ge", np.greater_equal, public="greater_equal", ok=REAL_NUMERIC, out_bool=True, lowering=Lowering("({0} >= {1})")
+)
+and_p, bitwise_and = binary(
+    "and", np.bitwise_and, public="bitwise_and", ok=INT_BOOL, lowering=Lowering("({0} & {1})")
+)
+or_p, bitwise_or = binary("or", np.bitwise_or, public="bitwise_or", ok=INT_BOOL, lowering=Lowering("({0} | {1})"))
+xor_p, bitwise_xor = binary(
+    "xor", np.bitwise_xor, public="bitwise_xor", ok=INT_BOOL, lowering=Lowering("({0} ^ {1})")
+)
 
 
 def _shift_left_np(x, y):
@@ -842,8 +965,12 @@ def _shift_right_np(x, y):
     return out
 
 
-shift_left_p, bitwise_left_shift = binary("shift_left", _shift_left_np, ok=INTEGER, public="bitwise_left_shift")
-shift_right_p, bitwise_right_shift = binary("shift_right", _shift_right_np, ok=INTEGER, public="bitwise_right_shift")
+shift_left_p, bitwise_left_shift = binary(
+    "shift_left", _shift_left_np, ok=INTEGER, public="bitwise_left_shift", no_lowering=NO_TEMPLATE
+)
+shift_right_p, bitwise_right_shift = binary(
+    "shift_right", _shift_right_np, ok=INTEGER, public="bitwise_right_shift", no_lowering=NO_TEMPLATE
+)
 
 
 def _complex_np(x, y):
@@ -857,7 +984,7 @@ def _complex_np(x, y):
 
 complex_p = Primitive("complex", linear=True)
 complex_p.family = "binary"
-complex_p.kernel = "complex"
+complex_p.no_rule["lowering"] = NO_COMPLEX
 complex_p.def_impl(_complex_np)
 
 
@@ -956,7 +1083,7 @@ safe_div_p.def_transpose(_div_transpose_for("safe_div"))
 
 integer_pow_p = Primitive("integer_pow")
 integer_pow_p.family = "unary"
-integer_pow_p.kernel = "integer_pow"
+integer_pow_p.def_lowering(INTEGER_POW)
 integer_pow_p.no_rule["transpose"] = "not linear"
 
 
@@ -1007,6 +1134,7 @@ def integer_pow(x, y: int):
 stop_gradient_p = Primitive("stop_gradient")
 stop_gradient_p.family = "unary"
 stop_gradient_p.kernel = "copy"
+stop_gradient_p.def_lowering(Lowering("{0}"))
 stop_gradient_p.def_impl(lambda x: x)
 stop_gradient_p.def_abstract_eval(lambda x: ShapedArray(x.shape, x.dtype))
 stop_gradient_p.no_rule["transpose"] = "its tangent is always zero, so no cotangent flows through it"
