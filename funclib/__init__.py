@@ -7,14 +7,7 @@ Tensor([0.84147096, 0.9092974 ], dtype=float32)
 
 import math as _math
 
-from . import (  # noqa: F401
-    config,
-    dtypes,
-    errors,
-    primitives,
-    random,  # noqa: F401, E402
-    tree,
-)
+from . import config, dtypes, errors, ops, primitives, random, tree  # noqa: F401
 from .core import ShapedArray, Tensor, Tracer  # noqa: F401
 from .dtypes import (  # noqa: F401
     bfloat16,
@@ -39,30 +32,16 @@ from .dtypes import (  # noqa: F401
 )
 from .dtypes import bool_ as bool  # noqa: F401, A001
 from .jaxpr import ClosedJaxpr, Jaxpr, eval_jaxpr, typecheck  # noqa: F401
+from .namespace import NAMESPACE as _NAMESPACE
 from .ops import fft, linalg  # noqa: F401
-from .ops import methods as _methods  # noqa: F401
-from .ops.creation import *  # noqa: F401, F403
-from .ops.elementwise import *  # noqa: F401, F403
-from .ops.elementwise import pow, round  # noqa: F401, A004
-from .ops.indexing import take, take_along_axis  # noqa: F401
-from .ops.info import __array_namespace_info__  # noqa: F401
-from .ops.linalg_basic import diagonal, einsum, inner, matmul, outer, tensordot, vecdot  # noqa: F401
-from .ops.manipulation import *  # noqa: F401, F403
-from .ops.manipulation import matrix_transpose  # noqa: F401
-from .ops.misc import no_grad, stop_gradient  # noqa: F401
-from .ops.nn import *  # noqa: F401, F403
-from .ops.reductions import *  # noqa: F401, F403
-from .ops.reductions import all, any, max, min, sum  # noqa: F401, A004
-from .ops.searching import *  # noqa: F401, F403
-from .ops.sets import *  # noqa: F401, F403
-from .ops.sorting import *  # noqa: F401, F403
-from .primitives.collectives import all_gather, axis_index, pmax, pmean, pmin, psum  # noqa: F401
-from .primitives.elementwise import stop_gradient  # noqa: F401, F811
-from .primitives.shape import dynamic_slice, dynamic_update_slice  # noqa: F401
 from .pt_reader import UnsafePickleError  # noqa: F401
 from .random import global_randint as randint  # noqa: F401
 from .random import manual_seed, rand, rand_like, randn, randn_like, randperm  # noqa: F401
 from .serialization import SerializationError, load, save  # noqa: F401
+
+# the Array API namespace and the research staples: every function a record declared public
+globals().update(_NAMESPACE)
+del _NAMESPACE
 
 __version__ = "0.1.0"
 __array_api_version__ = "2023.12"

@@ -6,13 +6,13 @@ from __future__ import annotations
 import os
 
 import pytest
+from funclib.kernels import fusion
 from op_table import ROWS, rows_by_name
 
 import funclib
 from funclib import dtypes as D
 from funclib.core import PRIMITIVES, Primitive
 from funclib.errors import MissingRuleError
-from funclib.kernels import fusion
 
 REQUIRED = ("impl", "abstract_eval", "jvp", "vmap")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

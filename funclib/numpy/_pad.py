@@ -10,9 +10,8 @@ import builtins
 
 import numpy as np
 
-from .. import dtypes
+from .. import dtypes, ops
 from ..core import Tensor, _wrap
-from ..ops import elementwise as E
 from ..ops import reductions as R
 from ..primitives import shape as S
 from ..primitives.elementwise import convert
@@ -88,7 +87,7 @@ def _join(parts, axis):
 
 
 def _round_like(v, d):
-    return convert(E.round(v), d) if d in dtypes.INTEGER and v.dtype != d else v
+    return convert(ops.round(v), d) if d in dtypes.INTEGER and v.dtype != d else v
 
 
 def _stat(mode, chunk, axis, d):
@@ -118,7 +117,7 @@ def _reflect_axis(x, axis, left, right, odd, symmetric):
             k = builtins.min(old, left)
             chunk = _rev(_sl(x, axis, 1 - edge, 1 - edge + k), axis)
             if odd:
-                chunk = E.subtract(E.multiply(_sl(x, axis, 0, 1), 2), chunk)
+                chunk = ops.subtract(ops.multiply(_sl(x, axis, 0, 1), 2), chunk)
             parts.append(chunk)
             left -= k
         parts.append(x)
@@ -127,7 +126,7 @@ def _reflect_axis(x, axis, left, right, odd, symmetric):
             hi = n - 1 + edge
             chunk = _rev(_sl(x, axis, hi - k, hi), axis)
             if odd:
-                chunk = E.subtract(E.multiply(_sl(x, axis, n - 1, n), 2), chunk)
+                chunk = ops.subtract(ops.multiply(_sl(x, axis, n - 1, n), 2), chunk)
             parts.append(chunk)
             right -= k
         x = _join(parts, axis)

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes
+from .. import dtypes, ops
 from ..core import Tensor, _wrap
 from ..errors import DTypeError
-from ..ops import elementwise as E
 from ..ops import reductions as R
 from ..ops import sets as _sets
 from ..ops.indexing import take
@@ -63,7 +62,7 @@ def _prep(a, axis, kind, order, op):
 
 def _keys(x):
     if x.dtype in dtypes.COMPLEX:
-        return [E.real(x), E.imag(x)]
+        return [ops.real(x), ops.imag(x)]
     return [convert(x, dtypes.int8) if x.dtype == dtypes.bool_ else x]
 
 
@@ -294,9 +293,9 @@ def isin(element, test_elements, assume_unique=False, invert=False, *, kind=None
     x, t = asarray(element, "isin"), S.reshape(asarray(test_elements, "isin"), (-1,))
     if type(x) is Tensor and type(t) is Tensor:
         return _wrap(np.isin(x.numpy(), t.numpy(), invert=invert))
-    hit = R.any(E.equal(S.expand_dims(x, [x.ndim]), t), axis=-1) if t.shape[0] else S.full(
+    hit = R.any(ops.equal(S.expand_dims(x, [x.ndim]), t), axis=-1) if t.shape[0] else S.full(
         tuple(x.shape), False, dtypes.bool_)
-    return E.logical_not(hit) if invert else hit
+    return ops.logical_not(hit) if invert else hit
 
 
 def top_k(operand, k):

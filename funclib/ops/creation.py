@@ -11,6 +11,7 @@ from .. import dtypes
 from ..checks import check_int, check_number, check_shape, describe
 from ..core import Tensor, Tracer, _state, _wrap
 from ..errors import DTypeError, OutOfRangeError, ShapeError
+from ..namespace import public, tensor_method
 from ..primitives import shape as S
 from ..primitives.elementwise import convert
 
@@ -50,6 +51,7 @@ def _infer_python_dtype(obj) -> np.dtype | None:
     return dtypes.default_float  # empty list
 
 
+@public
 def asarray(obj, /, *, dtype=None, device=None, copy: bool | None = None) -> Tensor:
     """Convert ``obj`` (a Tensor, NumPy array, nested sequence or Python scalar) to a Tensor.
 
@@ -185,6 +187,13 @@ def _check_scalar_fits(v, d):
             )
 
 
+@tensor_method("astype")
+def _astype_method(self, dtype, /, *, copy: bool = True, device=None):
+    """Cast to ``dtype``."""
+    return convert(self, dtypes.canonicalize(dtype))
+
+
+@public
 def astype(x, dtype, /, *, copy: bool = True, device=None) -> Tensor:
     """Cast ``x`` to ``dtype`` (any cast NumPy allows: float to int truncates, complex to real is an error).
 
@@ -205,6 +214,7 @@ def astype(x, dtype, /, *, copy: bool = True, device=None) -> Tensor:
     return convert(x, d)
 
 
+@public
 def tensor(data, dtype=None) -> Tensor:
     """PyTorch spelling of ``asarray``.
 
@@ -225,6 +235,7 @@ def _varargs_shape(shape, op):
     return _shape_arg(shape, op)
 
 
+@public
 def zeros(shape, *, dtype=None, device=None) -> Tensor:
     """A tensor of zeros (float32 by default).
 
@@ -235,18 +246,21 @@ def zeros(shape, *, dtype=None, device=None) -> Tensor:
     return S.full(_shape_arg(shape, "zeros"), 0, dtypes.canonicalize(dtype or dtypes.default_float))
 
 
+@public
 def ones(shape, *, dtype=None, device=None) -> Tensor:
     """A tensor of ones (float32 by default)."""
     _check_device(device, "ones")
     return S.full(_shape_arg(shape, "ones"), 1, dtypes.canonicalize(dtype or dtypes.default_float))
 
 
+@public
 def empty(shape, *, dtype=None, device=None) -> Tensor:
     """A tensor of ``shape`` filled with zeros (an immutable tensor is never observed uninitialized)."""
     _check_device(device, "empty")
     return S.full(_shape_arg(shape, "empty"), 0, dtypes.canonicalize(dtype or dtypes.default_float))
 
 
+@public
 def full(shape, fill_value, *, dtype=None, device=None) -> Tensor:
     """A tensor of ``shape`` filled with ``fill_value``; the dtype follows the value when not given.
 
@@ -269,6 +283,7 @@ def _like(x, dtype):
     return dtypes.canonicalize(dtype) if dtype is not None else x.dtype
 
 
+@public
 def zeros_like(x, /, *, dtype=None, device=None) -> Tensor:
     """Zeros with ``x``'s shape (and dtype unless given)."""
     _check_device(device, "zeros_like")
@@ -276,6 +291,7 @@ def zeros_like(x, /, *, dtype=None, device=None) -> Tensor:
     return S.full(tuple(x.shape), 0, _like(x, dtype))
 
 
+@public
 def ones_like(x, /, *, dtype=None, device=None) -> Tensor:
     """Ones with ``x``'s shape (and dtype unless given)."""
     _check_device(device, "ones_like")
@@ -283,6 +299,7 @@ def ones_like(x, /, *, dtype=None, device=None) -> Tensor:
     return S.full(tuple(x.shape), 1, _like(x, dtype))
 
 
+@public
 def empty_like(x, /, *, dtype=None, device=None) -> Tensor:
     """``zeros_like`` (an immutable tensor is never observed uninitialized)."""
     _check_device(device, "empty_like")
@@ -290,6 +307,7 @@ def empty_like(x, /, *, dtype=None, device=None) -> Tensor:
     return S.full(tuple(x.shape), 0, _like(x, dtype))
 
 
+@public
 def full_like(x, /, fill_value, *, dtype=None, device=None) -> Tensor:
     """``fill_value`` with ``x``'s shape (and dtype unless given)."""
     _check_device(device, "full_like")
@@ -298,6 +316,7 @@ def full_like(x, /, fill_value, *, dtype=None, device=None) -> Tensor:
     return S.full(tuple(x.shape), fill_value, _like(x, dtype))
 
 
+@public
 def arange(start, /, stop=None, step=1, *, dtype=None, device=None) -> Tensor:
     """Evenly spaced values in ``[start, stop)``.
 
@@ -341,6 +360,7 @@ def arange(start, /, stop=None, step=1, *, dtype=None, device=None) -> Tensor:
     return add(multiply(base, step), start) if (start, step) != (0, 1) else base
 
 
+@public
 def linspace(start, stop, /, num: int, *, dtype=None, device=None, endpoint: bool = True) -> Tensor:
     """``num`` evenly spaced values from ``start`` to ``stop``.
 
@@ -366,6 +386,7 @@ def linspace(start, stop, /, num: int, *, dtype=None, device=None, endpoint: boo
     return _wrap(np.linspace(start, stop, num, endpoint=endpoint, dtype=wide).astype(d))
 
 
+@public
 def eye(n_rows: int, n_cols: int | None = None, /, *, k: int = 0, dtype=None, device=None) -> Tensor:
     """The identity matrix (ones on diagonal ``k``).
 
@@ -381,6 +402,7 @@ def eye(n_rows: int, n_cols: int | None = None, /, *, k: int = 0, dtype=None, de
     return _wrap(np.eye(n_rows, n_cols, k=k, dtype=d))
 
 
+@public
 def from_dlpack(x, /, *, device=None, copy: bool | None = None) -> Tensor:
     """A Tensor over the memory of any DLPack producer (NumPy, PyTorch, JAX, ...), without a copy.
 
@@ -415,6 +437,7 @@ def from_dlpack(x, /, *, device=None, copy: bool | None = None) -> Tensor:
     return _shared(arr, "from_dlpack")
 
 
+@public
 def from_numpy(a: np.ndarray, /) -> Tensor:
     """A read-only Tensor sharing ``a``'s memory (no copy), like ``torch.from_numpy``.
 
@@ -451,6 +474,7 @@ def _shared(arr: np.ndarray, op: str) -> Tensor:
     return _wrap(arr)
 
 
+@public
 def meshgrid(*arrays, indexing: str = "xy") -> list[Tensor]:
     """Coordinate matrices from 1-D tensors (``indexing`` is 'xy' or 'ij')."""
     if indexing not in ("xy", "ij"):
@@ -474,7 +498,7 @@ def meshgrid(*arrays, indexing: str = "xy") -> list[Tensor]:
 
 
 def _tri_mask(x, k, lower):
-    from .elementwise import add, greater_equal, less_equal
+    from ..primitives.elementwise import add, greater_equal, less_equal
 
     n, m = x.shape[-2], x.shape[-1]
     rows = S.iota(dtypes.int64, (n, m), 0)
@@ -482,6 +506,7 @@ def _tri_mask(x, k, lower):
     return less_equal(cols, add(rows, k)) if lower else greater_equal(cols, add(rows, k))
 
 
+@public
 def tril(x, /, *, k: int = 0) -> Tensor:
     """The lower triangle of the last two axes (zeros above diagonal ``k``)."""
     from .searching import where
@@ -491,6 +516,7 @@ def tril(x, /, *, k: int = 0) -> Tensor:
     return where(_tri_mask(x, k, True), x, 0)
 
 
+@public
 def triu(x, /, *, k: int = 0) -> Tensor:
     """The upper triangle of the last two axes (zeros below diagonal ``k``)."""
     from .searching import where
@@ -498,25 +524,3 @@ def triu(x, /, *, k: int = 0) -> Tensor:
     if x.ndim < 2:
         raise ShapeError(f"triu: needs at least 2 dimensions, got shape {tuple(x.shape)}")
     return where(_tri_mask(x, k, False), x, 0)
-
-__all__ = [
-    "arange",
-    "asarray",
-    "astype",
-    "empty",
-    "empty_like",
-    "eye",
-    "from_dlpack",
-    "from_numpy",
-    "full",
-    "full_like",
-    "linspace",
-    "meshgrid",
-    "ones",
-    "ones_like",
-    "tensor",
-    "tril",
-    "triu",
-    "zeros",
-    "zeros_like",
-]

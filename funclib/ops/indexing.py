@@ -17,6 +17,7 @@ import numpy as np
 from .. import dtypes
 from ..core import Tensor, Tracer, _wrap, concrete_or_none
 from ..errors import DataDependentShapeError, ImmutableError, ShapeError
+from ..namespace import public, tensor_method
 from ..primitives import shape as S
 from ..primitives.elementwise import _to_tensor, convert, select
 from ..primitives.indexing import gather, scatter, scatter_add, scatter_max, scatter_min, scatter_mul
@@ -116,6 +117,7 @@ def _is_array_index(k):
     return isinstance(k, (Tensor, np.ndarray))
 
 
+@tensor_method("__getitem__")
 def getitem(x, key, /):
     """``x[key]`` with NumPy semantics (out-of-bounds integer indices raise IndexError)."""
     x = _to_tensor(x, "indexing")
@@ -365,6 +367,7 @@ class _AtHelper:
         )
 
 
+@public
 def take(x, indices, /, *, axis: int | None = None) -> Tensor:
     """Elements of ``x`` at integer ``indices`` along ``axis`` (flattened when None)."""
     x = _to_tensor(x, "take")
@@ -382,6 +385,7 @@ def take(x, indices, /, *, axis: int | None = None) -> Tensor:
         raise IndexError(f"take: {e}") from None
 
 
+@public
 def take_along_axis(x, indices, /, *, axis: int = -1) -> Tensor:
     """Pick values along ``axis`` with an index tensor of the same rank (as ``np.take_along_axis``)."""
     x = _to_tensor(x, "take_along_axis")
@@ -417,3 +421,8 @@ def take_along_axis(x, indices, /, *, axis: int = -1) -> Tensor:
         cols.append(S.reshape(c, oshape + (1,)))
     idx = S.concatenate(cols, len(oshape))
     return gather(x, idx, tuple(range(x.ndim)))
+
+
+@tensor_method("at", prop=True)
+def _at(self):
+    return _AtHelper(self)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .. import dtypes
 from ..errors import DTypeError, ShapeError
+from ..namespace import public, tensor_method
 from ..primitives import shape as S
 from ..primitives._util import broadcast_shapes, normalize_axis
 from ..primitives.dot import dot_general
@@ -19,6 +20,7 @@ def _promote(a, b, op):
     return (a if a.dtype == d else convert(a, d)), (b if b.dtype == d else convert(b, d))
 
 
+@public(method=True, dunder="__matmul__", rdunder="__rmatmul__")
 def matmul(x1, x2, /):
     """Matrix product with NumPy semantics (1-D operands are promoted; leading axes broadcast).
 
@@ -59,6 +61,7 @@ def matmul(x1, x2, /):
     return out
 
 
+@public
 def tensordot(x1, x2, /, *, axes=2):
     """Contract ``axes`` (an int: the last/first n axes; or a pair of axis sequences)."""
     a, b = _promote(x1, x2, "tensordot")
@@ -84,6 +87,7 @@ def _contract(a, b, ca, cb, op):
     return dot_general(a, b, ((ca, cb), ((), ())))
 
 
+@public
 def vecdot(x1, x2, /, *, axis: int = -1):
     """``sum(conj(x1) * x2, axis)`` with broadcasting."""
     a, b = _promote(x1, x2, "vecdot")
@@ -99,6 +103,7 @@ def vecdot(x1, x2, /, *, axis: int = -1):
     return sum(E.multiply(a, b), axis=ax, dtype=a.dtype)  # keep the promoted dtype (no int widening)
 
 
+@public
 def outer(x1, x2, /):
     a, b = _promote(x1, x2, "outer")
     if a.ndim != 1 or b.ndim != 1:
@@ -106,6 +111,7 @@ def outer(x1, x2, /):
     return dot_general(S.reshape(a, (-1, 1)), S.reshape(b, (1, -1)), (((1,), (0,)), ((), ())))
 
 
+@public
 def inner(x1, x2, /):
     """Contract the last axes of ``x1`` and ``x2``."""
     a, b = _promote(x1, x2, "inner")
@@ -114,6 +120,7 @@ def inner(x1, x2, /):
     return _contract(a, b, (a.ndim - 1,), (b.ndim - 1,), "inner")
 
 
+@public
 def einsum(subscripts: str, *operands):
     """Einstein summation over explicit subscripts (``'ij,jk->ik'``); ``...`` broadcasts leading axes.
 
@@ -218,6 +225,7 @@ def _einsum_pair(a, ta, b, tb, keep_letters):
     return res, "".join(batch + ta_free + tb_free)
 
 
+@public
 def diagonal(x, /, *, offset: int = 0, axis1: int = -2, axis2: int = -1):
     """The diagonal of the (axis1, axis2) planes, as a new last axis."""
     import numpy as np
@@ -237,3 +245,6 @@ def diagonal(x, /, *, offset: int = 0, axis1: int = -2, axis2: int = -1):
     idx = _wrap(np.stack([np.arange(start1, start1 + k), np.arange(start2, start2 + k)], -1).astype(np.int64))
     g = gather(xt, idx, (0, 1))  # (k, *rest)
     return S.transpose(g, tuple(range(1, g.ndim)) + (0,))
+
+
+tensor_method("dot")(matmul)

@@ -20,6 +20,7 @@ import numpy as np
 from .. import tree as tree_util
 from ..core import Primitive, ShapedArray, Zero, _wrap, aval_of, current_trace, is_undefined
 from ..errors import DTypeError, FunclibError
+from ..namespace import public
 from ._util import bdim_to_front
 
 
@@ -268,6 +269,7 @@ def _flat(x, op: str):
     return [_to_tensor(v, op) for v in leaves], tree
 
 
+@public
 def psum(x, axis_name):
     """Sum ``x`` over the lanes of the named vmap axes: every lane gets the total.
 
@@ -291,6 +293,7 @@ def _counts(leaves):
     return [convert(v, np.int64) if v.dtype == np.bool_ else v for v in leaves]
 
 
+@public
 def pmean(x, axis_name):
     """Mean of ``x`` (a tensor or pytree) over the lanes of the named vmap axes (a name or a tuple of names).
 
@@ -309,6 +312,7 @@ def pmean(x, axis_name):
     return tree_util.unflatten(tree, [s / n for s, n in zip(sums[:k], sums[k:])])
 
 
+@public
 def pmax(x, axis_name):
     """Maximum of ``x`` (a tensor or pytree) over the lanes of the named vmap axes (a name or a tuple of names).
 
@@ -320,6 +324,7 @@ def pmax(x, axis_name):
     return tree_util.unflatten(tree, pmax_p.bind(*leaves, axes=names)) if leaves else x
 
 
+@public
 def pmin(x, axis_name):
     """Minimum of ``x`` (a tensor or pytree) over the lanes of the named vmap axes (a name or a tuple of names).
 
@@ -331,6 +336,7 @@ def pmin(x, axis_name):
     return tree_util.unflatten(tree, pmin_p.bind(*leaves, axes=names)) if leaves else x
 
 
+@public
 def all_gather(x, axis_name, *, axis_size: int | None = None):
     """Every lane's ``x`` (a tensor or pytree) stacked along a new leading axis, in lane order.
 
@@ -373,6 +379,7 @@ def axis_size_of(axis_name) -> int:
     raise UnboundAxisError(f"no enclosing vmap has axis_name={axis_name!r}")
 
 
+@public
 def axis_index(axis_name):
     """This lane's index along the named vmap axis; for a tuple of names, the row-major index over all of them.
 

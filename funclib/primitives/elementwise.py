@@ -11,7 +11,7 @@ import builtins
 
 import numpy as np
 
-from .. import dtypes
+from .. import dtypes, namespace
 from ..checks import check_int, describe
 from ..core import Primitive, ShapedArray, Tensor, Zero, _state, _wrap, aval_of, is_undefined
 from ..errors import DTypeError, NotLinearError, OutOfRangeError, ShapeError
@@ -89,10 +89,16 @@ def unary(
     no_lowering: str = "",
     doc: str = "",
     public: str | None = None,
+    export: bool = True,
+    method: bool | str = False,
+    dunder: str | None = None,
+    rdunder: str | None = None,
 ):
     """Define an elementwise unary primitive and its public wrapper. ``jvp(x, y, t)`` gives the output tangent;
     ``lowering`` its scalar expression in jit's fused kernels (or ``no_lowering`` why it has none); ``public`` is
-    the wrapper's name where it differs from the primitive's (errors name what the user called).
+    the wrapper's name where it differs from the primitive's (errors name what the user called). ``export`` makes
+    the wrapper ``fl.<public>``, ``method``, ``dunder`` and ``rdunder`` also a Tensor method or operator (see
+    ``namespace.public``).
 
     Returns ``(primitive, wrapper)``.
     """
@@ -152,6 +158,8 @@ def unary(
 
     wrapper.__name__ = wrapper.__qualname__ = public
     wrapper.__doc__ = doc or f"Elementwise ``{public}``.\n\n>>> fl.{public}(fl.tensor([0.5]))"
+    if export:
+        namespace.public(wrapper, method=method, dunder=dunder, rdunder=rdunder)
     return p, wrapper
 
 
@@ -210,12 +218,17 @@ def binary(
     no_lowering: str = "",
     doc: str = "",
     public: str | None = None,
+    export: bool = True,
+    method: bool | str = False,
+    dunder: str | None = None,
+    rdunder: str | None = None,
 ):
     """Define an elementwise binary primitive with implicit broadcasting and its public wrapper.
 
     ``jvp`` is a pair ``(dx, dy)`` of functions ``(x, y, out, t) -> tangent contribution`` (``None`` for an
-    argument with zero derivative); ``lowering`` and ``no_lowering`` as for ``unary``; ``public`` names the wrapper
-    where it differs from the primitive. Returns ``(primitive, wrapper)``.
+    argument with zero derivative); ``lowering``, ``no_lowering``, ``export``, ``method``, ``dunder``, ``rdunder``
+    as for ``unary``; ``public`` names the wrapper where it differs from the primitive. Returns
+    ``(primitive, wrapper)``.
     """
     public = public or name
     p = Primitive(name, linear=linear_in is not None)
@@ -320,6 +333,8 @@ def binary(
 
     wrapper.__name__ = wrapper.__qualname__ = public
     wrapper.__doc__ = doc or f"Elementwise ``{public}`` with broadcasting and Array API type promotion."
+    if export:
+        namespace.public(wrapper, method=method, dunder=dunder, rdunder=rdunder)
     return p, wrapper
 
 
@@ -532,14 +547,23 @@ def _real_like(d):
 
 neg_p, negative = unary(
     "neg", np.negative, public="negative", ok=NUMERIC, jvp=lambda x, y, t: negative(t), linear=True,
-    lowering=Lowering("(-{0})"),
+    lowering=Lowering("(-{0})"), dunder="__neg__",
 )
 neg_p.def_transpose(lambda ct, x: [negative(ct)])
-sign_p, sign = unary("sign", np.sign, ok=NUMERIC, lowering=Lowering("np.sign({0})"))
-floor_p, floor = unary("floor", np.floor, ok=REAL_FLOAT, lowering=Lowering("np.floor({0})", float_inputs=True))
-ceil_p, ceil = unary("ceil", np.ceil, ok=REAL_FLOAT, lowering=Lowering("np.ceil({0})", float_inputs=True))
-round_p, round = unary("round", np.round, ok=REAL_FLOAT, lowering=Lowering("np.rint({0})", float_inputs=True))
-trunc_p, trunc = unary("trunc", np.trunc, ok=REAL_FLOAT, lowering=Lowering("np.trunc({0})", float_inputs=True))
+# fl.sign, fl.floor, ... (funclib/ops) also take complex or integer tensors
+sign_p, sign = unary("sign", np.sign, ok=NUMERIC, lowering=Lowering("np.sign({0})"), export=False)
+floor_p, floor = unary(
+    "floor", np.floor, ok=REAL_FLOAT, lowering=Lowering("np.floor({0})", float_inputs=True), export=False
+)
+ceil_p, ceil = unary(
+    "ceil", np.ceil, ok=REAL_FLOAT, lowering=Lowering("np.ceil({0})", float_inputs=True), export=False
+)
+round_p, round = unary(
+    "round", np.round, ok=REAL_FLOAT, lowering=Lowering("np.rint({0})", float_inputs=True), export=False
+)
+trunc_p, trunc = unary(
+    "trunc", np.trunc, ok=REAL_FLOAT, lowering=Lowering("np.trunc({0})", float_inputs=True), export=False
+)
 is_finite_p, isfinite = unary(
     "is_finite", np.isfinite, public="isfinite", ok=FLOAT, out_dtype=lambda d: dtypes.bool_,
     lowering=Lowering("np.isfinite({0})", float_inputs=True),
@@ -552,7 +576,7 @@ isinf_p, isinf = unary(
 )
 not_p, bitwise_invert = unary(
     "not", np.invert, public="bitwise_invert", ok=INT_BOOL, promote_int=False,
-    lowering=Lowering(boolean="(not {0})", integer="(~{0})"),
+    lowering=Lowering(boolean="(not {0})", integer="(~{0})"), dunder="__invert__",
 )
 
 # A tangent times a coefficient that can be infinite or NaN (exp overflowing, cos(inf), a pole of lgamma, ...) is
@@ -563,11 +587,11 @@ not_p, bitwise_invert = unary(
 # no faster split: their own instruction count dominates).
 exp_p, exp = unary(
     "exp", np.exp, jvp=lambda x, y, t: safe_mul(t, y),
-    lowering=Lowering(f32="fexp({0})", f64="np.exp({0})", vector_constants=14, split=True),
+    lowering=Lowering(f32="fexp({0})", f64="np.exp({0})", vector_constants=14, split=True), method=True,
 )
 log_p, log = unary(
     "log", np.log, jvp=lambda x, y, t: safe_div(t, x),
-    lowering=Lowering(f32="flog({0})", f64="np.log({0})", vector_constants=18, split=True),
+    lowering=Lowering(f32="flog({0})", f64="np.log({0})", vector_constants=18, split=True), method=True,
 )
 log1p_p, log1p = unary(
     "log1p", np.log1p, jvp=lambda x, y, t: safe_div(t, x + 1.0),
@@ -579,11 +603,11 @@ expm1_p, expm1 = unary(
 )
 sin_p, sin = unary(
     "sin", np.sin, jvp=lambda x, y, t: safe_mul(t, cos(x)),
-    lowering=Lowering(f32="fsin({0})", f64="np.sin({0})", vector_constants=25),
+    lowering=Lowering(f32="fsin({0})", f64="np.sin({0})", vector_constants=25), method=True,
 )
 cos_p, cos = unary(
     "cos", np.cos, jvp=lambda x, y, t: safe_mul(t, negative(sin(x))),
-    lowering=Lowering(f32="fcos({0})", f64="np.cos({0})", vector_constants=25),
+    lowering=Lowering(f32="fcos({0})", f64="np.cos({0})", vector_constants=25), method=True,
 )
 tan_p, tan = unary("tan", np.tan, jvp=lambda x, y, t: safe_mul(t, y * y + 1.0), no_lowering=NO_F32_MATH)
 asin_p, asin = unary(
@@ -597,7 +621,7 @@ sinh_p, sinh = unary("sinh", np.sinh, jvp=lambda x, y, t: safe_mul(t, cosh(x)), 
 cosh_p, cosh = unary("cosh", np.cosh, jvp=lambda x, y, t: safe_mul(t, sinh(x)), no_lowering=NO_F32_MATH)
 tanh_p, tanh = unary(
     "tanh", np.tanh, jvp=lambda x, y, t: safe_mul(t, 1.0 - y * y),
-    lowering=Lowering(f32="ftanh({0})", f64="np.tanh({0})", vector_constants=20, split=True),
+    lowering=Lowering(f32="ftanh({0})", f64="np.tanh({0})", vector_constants=20, split=True), method=True,
 )
 asinh_p, asinh = unary(
     "asinh", np.arcsinh, jvp=lambda x, y, t: safe_div(t, sqrt(x * x + 1.0)), no_lowering=NO_F32_MATH
@@ -608,7 +632,8 @@ acosh_p, acosh = unary(
 atanh_p, atanh = unary("atanh", np.arctanh, jvp=lambda x, y, t: safe_div(t, 1.0 - x * x), no_lowering=NO_F32_MATH)
 # d sqrt(x) = t / (2 sqrt(x)) is infinite at 0; safe_div keeps a zero tangent or cotangent exactly zero there
 sqrt_p, sqrt = unary(
-    "sqrt", np.sqrt, jvp=lambda x, y, t: safe_div(t, y + y), lowering=Lowering(f32="np.sqrt({0})", f64="np.sqrt({0})")
+    "sqrt", np.sqrt, jvp=lambda x, y, t: safe_div(t, y + y), lowering=Lowering(f32="np.sqrt({0})", f64="np.sqrt({0})"),
+    method=True,
 )
 cbrt_p, cbrt = unary(
     "cbrt", np.cbrt, ok=REAL_FLOAT, jvp=lambda x, y, t: safe_div(t, 3.0 * y * y), no_lowering=NO_F32_MATH
@@ -625,7 +650,8 @@ def _abs_jvp(x, y, t):
 
 
 abs_p, abs = unary(
-    "abs", np.abs, ok=NUMERIC, jvp=_abs_jvp, out_dtype=_real_like, promote_int=False, lowering=Lowering("abs({0})")
+    "abs", np.abs, ok=NUMERIC, jvp=_abs_jvp, out_dtype=_real_like, promote_int=False, lowering=Lowering("abs({0})"),
+    method=True, dunder="__abs__",
 )
 
 
@@ -645,6 +671,7 @@ def _erf_np(x):
 logistic_p, sigmoid = unary(
     "logistic", _logistic_np, public="sigmoid", ok=REAL_FLOAT, jvp=lambda x, y, t: safe_mul(t, y * (1.0 - y)),
     lowering=Lowering(f32="flogistic({0})", f64="_logistic64({0})", vector_constants=16, split=True),
+    method=True,
 )
 erf_p, erf = unary(
     "erf", _erf_np, ok=REAL_FLOAT, jvp=lambda x, y, t: safe_mul(t, 1.1283791670955126 * exp(negative(x * x))),
@@ -695,6 +722,7 @@ def _polygamma_vmap(args, dims, *, n):
     return polygamma_p.bind(args[0], n=n), dims[0]
 
 
+@namespace.public
 def polygamma(n: int, x):
     """The n-th derivative of the digamma function (``n`` a static non-negative int).
 
@@ -711,6 +739,7 @@ def _polygamma(n: int, x, op: str):
     return polygamma_p.bind(x, n=n)
 
 
+@namespace.public
 def digamma(x):
     """The digamma function, d/dx lgamma(x)."""
     return _polygamma(0, x, "digamma")
@@ -718,13 +747,15 @@ def digamma(x):
 
 real_p, real = unary(
     "real", np.real, ok=COMPLEX, jvp=lambda x, y, t: real(t), out_dtype=_real_like, linear=True,
-    no_lowering=NO_COMPLEX,
+    no_lowering=NO_COMPLEX, export=False,  # fl.real, fl.imag, fl.conj (funclib/ops) also take real tensors
 )
 imag_p, imag = unary(
     "imag", np.imag, ok=COMPLEX, jvp=lambda x, y, t: imag(t), out_dtype=_real_like, linear=True,
-    no_lowering=NO_COMPLEX,
+    no_lowering=NO_COMPLEX, export=False,
 )
-conj_p, conj = unary("conj", np.conj, ok=COMPLEX, jvp=lambda x, y, t: conj(t), linear=True, no_lowering=NO_COMPLEX)
+conj_p, conj = unary(
+    "conj", np.conj, ok=COMPLEX, jvp=lambda x, y, t: conj(t), linear=True, no_lowering=NO_COMPLEX, export=False
+)
 real_p.def_transpose(lambda ct, x: [complex_from(ct, _wrap(np.zeros((), ct.dtype)))])
 imag_p.def_transpose(lambda ct, x: [complex_from(_wrap(np.zeros((), ct.dtype)), negative(ct))])
 conj_p.def_transpose(lambda ct, x: [conj(ct)])
@@ -759,11 +790,12 @@ def _safe_div_np(x, y):
 
 
 add_p, add = binary(
-    "add", np.add, jvp=(lambda x, y, o, t: t, lambda x, y, o, t: t), linear_in="both", lowering=Lowering("({0} + {1})")
+    "add", np.add, jvp=(lambda x, y, o, t: t, lambda x, y, o, t: t), linear_in="both", lowering=Lowering("({0} + {1})"),
+    dunder="__add__", rdunder="__radd__",
 )
 sub_p, subtract = binary(
     "sub", np.subtract, public="subtract", jvp=(lambda x, y, o, t: t, lambda x, y, o, t: negative(t)), linear_in="both",
-    lowering=Lowering("({0} - {1})"),
+    lowering=Lowering("({0} - {1})"), dunder="__sub__", rdunder="__rsub__",
 )
 mul_p, multiply = binary(
     "mul",
@@ -772,6 +804,8 @@ mul_p, multiply = binary(
     jvp=(lambda x, y, o, t: safe_mul(t, y), lambda x, y, o, t: safe_mul(t, x)),
     linear_in="either",
     lowering=Lowering("({0} * {1})"),
+    dunder="__mul__",
+    rdunder="__rmul__",
 )
 div_p, divide = binary(
     "div",
@@ -780,6 +814,7 @@ div_p, divide = binary(
     jvp=(lambda x, y, o, t: safe_div(t, y), lambda x, y, o, t: negative(safe_div(safe_mul(t, o), y))),
     linear_in="first",
     lowering=Lowering(f32="({0} / {1})", f64="({0} / {1})"),
+    export=False,  # fl.divide (funclib/ops) promotes integers to float first
 )
 # in a fused kernel a safe product is a select
 safe_mul_p, safe_mul = binary(
@@ -792,6 +827,7 @@ safe_mul_p, safe_mul = binary(
         f32="(_ZERO_float32 if ({0} == 0 or {1} == 0) else {0} * {1})",
         f64="(_ZERO_float64 if ({0} == 0 or {1} == 0) else {0} * {1})",
     ),
+    export=False,
     doc="``x * y`` where a zero in either factor gives exactly 0 (even against inf or nan).",
 )
 # x / y with 0 / anything = 0: tangent maps divide by coefficients that are 0 at singular points (log, sqrt at 0)
@@ -804,6 +840,7 @@ safe_div_p, safe_div = binary(
     lowering=Lowering(
         f32="(_ZERO_float32 if {0} == 0 else {0} / {1})", f64="(_ZERO_float64 if {0} == 0 else {0} / {1})"
     ),
+    export=False,
     doc="``x / y`` where a zero numerator gives exactly 0 (even against a zero or non-finite denominator).",
 )
 
@@ -831,6 +868,7 @@ def _pow_np(x, y):
 pow_p, pow = binary(
     "pow", _pow_np, ok=NUMERIC, jvp=(_pow_dx, _pow_dy),
     lowering=Lowering(f32="fpow({0}, {1})", f64="({0} ** {1})", vector_constants=30),
+    export=False,  # fl.pow (funclib/ops) takes x ** n for a static int n as integer_pow
 )
 
 
@@ -891,6 +929,8 @@ rem_p, remainder = binary(
     ok=REAL_NUMERIC,
     jvp=(lambda x, y, o, t: t, lambda x, y, o, t: negative(safe_mul(t, floor_divide(x, y)))),
     no_lowering=NO_TEMPLATE,
+    dunder="__mod__",
+    rdunder="__rmod__",
 )
 
 
@@ -905,7 +945,10 @@ def _floor_divide_np(x, y):
     return out
 
 
-floor_divide_p, floor_divide = binary("floor_divide", _floor_divide_np, ok=REAL_NUMERIC, no_lowering=NO_TEMPLATE)
+floor_divide_p, floor_divide = binary(
+    "floor_divide", _floor_divide_np, ok=REAL_NUMERIC, no_lowering=NO_TEMPLATE, dunder="__floordiv__",
+    rdunder="__rfloordiv__",
+)
 nextafter_p, nextafter = binary("nextafter", np.nextafter, ok=REAL_FLOAT, no_lowering=NO_TEMPLATE)
 copysign_p, copysign = binary(
     "copysign",
@@ -928,26 +971,39 @@ signbit_p, signbit = unary(
     "signbit", np.signbit, ok=REAL_FLOAT, out_dtype=lambda d: dtypes.bool_, no_lowering=NO_TEMPLATE
 )
 
-eq_p, equal = binary("eq", np.equal, public="equal", ok=ALL, out_bool=True, lowering=Lowering("({0} == {1})"))
-ne_p, not_equal = binary(
-    "ne", np.not_equal, public="not_equal", ok=ALL, out_bool=True, lowering=Lowering("({0} != {1})")
+eq_p, equal = binary(
+    "eq", np.equal, public="equal", ok=ALL, out_bool=True, lowering=Lowering("({0} == {1})"), dunder="__eq__"
 )
-lt_p, less = binary("lt", np.less, public="less", ok=REAL_NUMERIC, out_bool=True, lowering=Lowering("({0} < {1})"))
+ne_p, not_equal = binary(
+    "ne", np.not_equal, public="not_equal", ok=ALL, out_bool=True, lowering=Lowering("({0} != {1})"),
+    dunder="__ne__",
+)
+lt_p, less = binary("lt", np.less, public="less", ok=REAL_NUMERIC, out_bool=True, lowering=Lowering("({0} < {1})"),
+    dunder="__lt__",
+)
 le_p, less_equal = binary(
-    "le", np.less_equal, public="less_equal", ok=REAL_NUMERIC, out_bool=True, lowering=Lowering("({0} <= {1})")
+    "le", np.less_equal, public="less_equal", ok=REAL_NUMERIC, out_bool=True, lowering=Lowering("({0} <= {1})"),
+    dunder="__le__",
 )
 gt_p, greater = binary(
-    "gt", np.greater, public="greater", ok=REAL_NUMERIC, out_bool=True, lowering=Lowering("({0} > {1})")
+    "gt", np.greater, public="greater", ok=REAL_NUMERIC, out_bool=True, lowering=Lowering("({0} > {1})"),
+    dunder="__gt__",
 )
 ge_p, greater_equal = binary(
-    "ge", np.greater_equal, public="greater_equal", ok=REAL_NUMERIC, out_bool=True, lowering=Lowering("({0} >= {1})")
+    "ge", np.greater_equal, public="greater_equal", ok=REAL_NUMERIC, out_bool=True, lowering=Lowering("({0} >= {1})"),
+    dunder="__ge__",
 )
 and_p, bitwise_and = binary(
-    "and", np.bitwise_and, public="bitwise_and", ok=INT_BOOL, lowering=Lowering("({0} & {1})")
+    "and", np.bitwise_and, public="bitwise_and", ok=INT_BOOL, lowering=Lowering("({0} & {1})"),
+    dunder="__and__", rdunder="__rand__",
 )
-or_p, bitwise_or = binary("or", np.bitwise_or, public="bitwise_or", ok=INT_BOOL, lowering=Lowering("({0} | {1})"))
+or_p, bitwise_or = binary(
+    "or", np.bitwise_or, public="bitwise_or", ok=INT_BOOL, lowering=Lowering("({0} | {1})"), dunder="__or__",
+    rdunder="__ror__",
+)
 xor_p, bitwise_xor = binary(
-    "xor", np.bitwise_xor, public="bitwise_xor", ok=INT_BOOL, lowering=Lowering("({0} ^ {1})")
+    "xor", np.bitwise_xor, public="bitwise_xor", ok=INT_BOOL, lowering=Lowering("({0} ^ {1})"),
+    dunder="__xor__", rdunder="__rxor__",
 )
 
 
@@ -966,10 +1022,12 @@ def _shift_right_np(x, y):
 
 
 shift_left_p, bitwise_left_shift = binary(
-    "shift_left", _shift_left_np, ok=INTEGER, public="bitwise_left_shift", no_lowering=NO_TEMPLATE
+    "shift_left", _shift_left_np, ok=INTEGER, public="bitwise_left_shift", no_lowering=NO_TEMPLATE,
+    dunder="__lshift__", rdunder="__rlshift__",
 )
 shift_right_p, bitwise_right_shift = binary(
-    "shift_right", _shift_right_np, ok=INTEGER, public="bitwise_right_shift", no_lowering=NO_TEMPLATE
+    "shift_right", _shift_right_np, ok=INTEGER, public="bitwise_right_shift", no_lowering=NO_TEMPLATE,
+    dunder="__rshift__", rdunder="__rrshift__",
 )
 
 
@@ -1150,6 +1208,7 @@ def _stop_gradient_jvp(primals, tangents):
 stop_gradient_p.def_vmap(lambda args, dims: (stop_gradient_p.bind(args[0]), dims[0]))
 
 
+@namespace.public
 def stop_gradient(x):
     """The identity, with a zero derivative: gradients do not flow through it.
 

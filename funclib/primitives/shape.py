@@ -11,6 +11,7 @@ from .. import dtypes
 from ..checks import check_shape
 from ..core import Primitive, ShapedArray, Tensor, Zero, _state, _wrap, aval_of, is_undefined
 from ..errors import ShapeError
+from ..namespace import public
 from ._util import bdim_to_front, instantiate, moveaxis
 from .reduce import reduce_sum
 
@@ -552,6 +553,7 @@ def convert_int(s):
     return convert(s, np.int64) if s.dtype != np.int64 else s
 
 
+@public
 def dynamic_slice(x, starts, slice_sizes):
     """``x[s0:s0+z0, ...]`` with traced starts; starts are clamped so the window stays in bounds (as in XLA)."""
     from ..ops.creation import asarray
@@ -631,6 +633,7 @@ def _dus_vmap(args, dims):
     return scatter(x, idx, u, tuple(range(x.ndim))), 0
 
 
+@public
 def dynamic_update_slice(x, update, starts):
     """Write ``update`` into ``x`` at traced ``starts`` (clamped so it fits)."""
     from ..ops.creation import asarray
