@@ -31,13 +31,12 @@ from .dtypes import (  # noqa: F401
     uint64,
 )
 from .dtypes import bool_ as bool  # noqa: F401, A001
+from .errors import SerializationError, UnsafePickleError  # noqa: F401
 from .jaxpr import ClosedJaxpr, Jaxpr, eval_jaxpr, typecheck  # noqa: F401
 from .namespace import NAMESPACE as _NAMESPACE
 from .ops import fft, linalg  # noqa: F401
-from .pt_reader import UnsafePickleError  # noqa: F401
 from .random import global_randint as randint  # noqa: F401
 from .random import manual_seed, rand, rand_like, randn, randn_like, randperm  # noqa: F401
-from .serialization import SerializationError, load, save  # noqa: F401
 
 # the Array API namespace and the research staples: every function a record declared public
 globals().update(_NAMESPACE)
@@ -53,3 +52,17 @@ pi = _math.pi
 newaxis = None
 
 from .transforms import *  # noqa: E402, F401, F403
+
+
+def __getattr__(name: str):
+    if name in ("save", "load"):
+        # fl.save/fl.load live in the facade beside state_dicts (funclib.nn.serialization); importing it on first
+        # use keeps `import funclib` from loading funclib.nn and the PyTorch reader
+        from .nn import serialization
+
+        return getattr(serialization, name)
+    raise AttributeError(f"module 'funclib' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | {"save", "load"})

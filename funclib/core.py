@@ -16,7 +16,14 @@ from typing import Any
 import numpy as np
 
 from . import dtypes
-from .errors import ConcretizationError, ImmutableError, MissingRuleError, TracerLeakError
+from .errors import (
+    ConcretizationError,
+    DTypeError,
+    ImmutableError,
+    MissingRuleError,
+    OutOfRangeError,
+    TracerLeakError,
+)
 from .kernels import fusion
 
 
@@ -333,9 +340,7 @@ class Tensor:
     __array_priority__ = 100
 
     def __init__(self, data, dtype=None):
-        from .ops.creation import asarray
-
-        self._value = asarray(data, dtype=dtype)._value
+        self._value = array_from(data, dtype)
 
     # --- metadata -------------------------------------------------------------------------------------------
     @property
@@ -398,9 +403,7 @@ class Tensor:
     def __array_namespace__(self, /, *, api_version=None):
         if api_version not in (None, "2021.12", "2022.12", "2023.12"):
             raise ValueError(f"funclib implements the Array API 2023.12, not {api_version!r}")
-        import funclib
-
-        return funclib
+        return sys.modules[__package__]  # the package holding this module: imported before it, so never partial
 
     def __dlpack__(self, /, *, stream=None, max_version=None, dl_device=None, copy=None):
         """Export the buffer through DLPack, shared (``copy=True`` copies).
@@ -570,3 +573,157 @@ def concrete_or_none(x):
 
 def is_tensorlike(x: Any) -> bool:
     return isinstance(x, Tensor)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Conversion of concrete values
+
+PY_SCALARS = (bool, int, float, complex)
+
+
+def array_from(obj, dtype=None, *, copy: bool | None = None, op: str = "asarray") -> np.ndarray:
+    """The NumPy array of a concrete value, as ``fl.asarray`` builds a Tensor from it.
+
+    A Tensor gives its own buffer; a writable NumPy array is copied (nobody may change a Tensor behind its back)
+    and a read-only one shared; Python scalars and nested sequences take funclib's default dtypes (float32,
+    int64, complex64); DLPack, ``__array__`` and buffer-protocol objects are read through NumPy. A traced value
+    has no array yet and raises ``TypeError`` (``fl.asarray`` keeps it traced, stacking a sequence of them).
+
+    >>> array_from([1.0, 2.0])
+    array([1., 2.], dtype=float32)
+    """
+    want = dtypes.canonicalize(dtype) if dtype is not None else None
+    if isinstance(obj, Tensor):
+        if isinstance(obj, Tracer):
+            raise TypeError(_traced_message(op, f"a traced {obj.aval.str_short()}"))
+        v = obj._value
+        if want is None or v.dtype == want:
+            return v
+        if copy is False:
+            raise ValueError(f"{op}: converting {v.dtype.name} to {want.name} needs a copy, but copy=False")
+        check_no_imaginary(v.dtype in dtypes.COMPLEX, want, op)
+        return v.astype(want)
+    if type(obj) in PY_SCALARS:
+        d = want or dtypes.python_scalar_dtype(obj)
+        check_scalar_fits(obj, d, op)
+        check_no_imaginary(type(obj) is complex, d, op)
+        return np.asarray(obj, dtype=d)
+    if isinstance(obj, (np.ndarray, np.generic)):
+        arr = np.asarray(obj)
+        if arr.dtype not in dtypes._KNOWN and arr.dtype.byteorder not in ("=", "|"):
+            arr = arr.astype(arr.dtype.newbyteorder("="))
+        if arr.dtype not in dtypes._KNOWN:
+            raise DTypeError(f"{op}: NumPy dtype {arr.dtype} is not supported by funclib")
+        if want is not None and arr.dtype != want:
+            if copy is False:
+                raise ValueError(f"{op}: the dtype conversion needs a copy, but copy=False")
+            check_no_imaginary(arr.dtype in dtypes.COMPLEX, want, op)
+            return arr.astype(want)
+        if isinstance(obj, np.generic) or not arr.flags.writeable:
+            return arr.copy() if copy else arr
+        if copy is False:
+            raise ValueError(
+                f"{op}: copy=False would share a writable NumPy buffer with an immutable Tensor; make the "
+                "array read-only first (arr.flags.writeable = False) or allow a copy"
+            )
+        return arr.copy()
+    if hasattr(obj, "__dlpack__") and not isinstance(obj, (list, tuple)):
+        arr = np.from_dlpack(obj)
+        return array_from(arr if not arr.flags.writeable else arr.copy(), dtype, op=op)
+    if isinstance(obj, (list, tuple)):
+        if holds_tracer(obj):
+            raise TypeError(_traced_message(op, "a sequence holding traced values"))
+        if any(isinstance(e, Tensor) for e in _leaves(obj)):
+            obj = _tensors_to_numpy(obj)
+        d = want or _python_dtype(obj)
+        try:
+            arr = np.asarray(obj, dtype=d)
+        except (ValueError, OverflowError) as e:
+            raise ValueError(f"{op}: cannot convert the sequence to a tensor: {e}") from None
+        if d is None and arr.dtype not in dtypes._KNOWN:
+            raise DTypeError(f"{op}: the sequence holds values of unsupported type (NumPy dtype {arr.dtype})")
+        return arr
+    if hasattr(obj, "__array__"):
+        return array_from(np.asarray(obj), dtype, copy=copy, op=op)
+    try:
+        view = memoryview(obj)
+    except TypeError:
+        view = None
+    if view is not None:
+        # buffer protocol: shared when read-only (bytes), else copied like a writable NumPy array
+        return array_from(np.asarray(view), dtype, copy=copy, op=op)
+    raise TypeError(
+        f"{op}: cannot convert {type(obj).__name__} to a Tensor; pass a Tensor, a NumPy array, a Python "
+        "scalar, a buffer or a nested list of them"
+    )
+
+
+def holds_tracer(seq) -> bool:
+    """Whether a nested list/tuple holds a traced value anywhere."""
+    return any(isinstance(e, Tracer) for e in _leaves(seq))
+
+
+def check_scalar_fits(v, d: np.dtype, op: str = "asarray") -> None:
+    """Raise ``OutOfRangeError`` if the Python int ``v`` does not fit the integer dtype ``d``."""
+    if d in dtypes.INTEGER and isinstance(v, int) and not isinstance(v, bool):
+        info = np.iinfo(d)
+        if not info.min <= v <= info.max:
+            raise OutOfRangeError(
+                f"{op}: Python int {v} does not fit in {d.name} [{info.min}, {info.max}]; pass a wider dtype"
+            )
+
+
+def _traced_message(op: str, what: str) -> str:
+    return (
+        f"{op}: got {what}, which has no concrete value here; fl.asarray keeps traced values traced (and "
+        "fl.stack stacks them), or return the value from the transformed function to get a concrete Tensor"
+    )
+
+
+def check_no_imaginary(is_complex: bool, d: np.dtype, op: str) -> None:
+    """Refuse a conversion of complex values to the real dtype ``d`` (it would drop the imaginary part)."""
+    if is_complex and d not in dtypes.COMPLEX:
+        raise DTypeError(
+            f"{op}: converting complex values to {d.name} would drop the imaginary part; use fl.real(x) or fl.abs(x)"
+        )
+
+
+def _leaves(obj):
+    if isinstance(obj, (list, tuple)):
+        for e in obj:
+            yield from _leaves(e)
+    else:
+        yield obj
+
+
+def _tensors_to_numpy(obj):
+    if isinstance(obj, (list, tuple)):
+        return [_tensors_to_numpy(e) for e in obj]
+    if isinstance(obj, Tensor):
+        return obj.numpy()
+    return obj
+
+
+def _python_dtype(obj) -> np.dtype | None:
+    """The Array API default dtype for nested Python scalars (None if ``obj`` holds non-Python values)."""
+    kinds = set()
+
+    def walk(o):
+        if isinstance(o, (list, tuple)):
+            return all(walk(e) for e in o)
+        if type(o) in PY_SCALARS:
+            kinds.add(type(o))
+            return True
+        return False
+
+    if not walk(obj):
+        return None
+    if complex in kinds:
+        return dtypes.default_complex
+    if float in kinds:
+        return dtypes.default_float
+    if int in kinds:
+        return dtypes.default_int
+    if bool in kinds:
+        return dtypes.bool_
+    return dtypes.default_float  # empty list

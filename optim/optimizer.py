@@ -29,6 +29,7 @@ functions of ``namespace(p)`` (funclib for tensors, NumPy for the arrays of a co
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -154,8 +155,6 @@ def _numeric_hyperparameters(cls) -> dict[str, Any]:
     ``lr`` always."""
     hit = _NUMERIC_HYPER.get(cls)
     if hit is None:
-        import inspect
-
         hit = {"lr": 0.0}
         for k, p in inspect.signature(cls.__init__).parameters.items():
             d = p.default

@@ -1273,7 +1273,7 @@ def _sin_times_bwd(res, g):
 
 
 def _unbroadcast(g, x):
-    from funclib.primitives._util import unbroadcast
+    from funclib.primitives.shape import unbroadcast
 
     return unbroadcast(g, x.aval)
 

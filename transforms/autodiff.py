@@ -29,9 +29,9 @@ from funclib.core import (
     aval_of,
 )
 from funclib.errors import ConcretizationError, DTypeError, FunclibError, MissingRuleError, NotLinearError
-from funclib.jaxpr import Jaxpr, JaxprTrace, JaxprTracer, Literal, Var
-from funclib.primitives._util import instantiate, zeros
+from funclib.jaxpr import Jaxpr, JaxprTrace, JaxprTracer, Literal, Var, eval_jaxpr, trace_to_jaxpr
 from funclib.primitives.elementwise import add, mul_p, safe_mul_p
+from funclib.primitives.shape import instantiate, zeros
 
 from ._api_util import as_tensor_leaf, check_argnums, check_float_input, flatten_args
 
@@ -392,7 +392,6 @@ def linearize(fun: Callable, *primals):
         if t_tree != in_tree:
             raise ValueError(f"linearize: tangent structure {t_tree} does not match the primals' {in_tree}")
         ts = [as_tensor_leaf(t, "linearize") for t, m in zip(t_leaves, mask) if m]
-        from funclib.jaxpr import eval_jaxpr
 
         return tree_util.unflatten(out_tree, eval_jaxpr(lin.jaxpr, lin.consts, *ts))
 
@@ -583,7 +582,6 @@ def linear_transpose(fun: Callable, *primals) -> Callable:
     >>> t(fl.tensor([1.0, 3.0]))
     (Tensor([2., 6.], dtype=float32),)
     """
-    from funclib.jaxpr import trace_to_jaxpr
 
     check_callable(fun, "linear_transpose")
     leaves, in_tree = tree_util.flatten(tuple(primals))

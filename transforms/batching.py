@@ -23,9 +23,8 @@ from funclib import tree as tree_util
 from funclib.checks import check_callable
 from funclib.core import ShapedArray, Trace, Tracer, _state, aval_of
 from funclib.errors import ConcretizationError, FunclibError
-from funclib.jaxpr import ClosedJaxpr, Jaxpr, eval_jaxpr
-from funclib.primitives._util import moveaxis
-from funclib.primitives.shape import broadcast_in_dim, concatenate, slice_
+from funclib.jaxpr import ClosedJaxpr, Jaxpr, eval_jaxpr, trace_to_jaxpr
+from funclib.primitives.shape import broadcast_in_dim, concatenate, moveaxis, slice_
 
 from ._api_util import as_tensor_leaf, broadcast_prefix
 
@@ -363,7 +362,6 @@ class _AxisFrame(Trace):
 
 def lane_bytes(fun, leaves, axes, in_tree, axis: NamedAxis | None = None) -> int:
     """Bytes of every intermediate of one lane of ``fun`` (an upper bound on its live memory)."""
-    from funclib.jaxpr import trace_to_jaxpr
 
     mapped = [i for i, ax in enumerate(axes) if ax is not None]
     avals = []

@@ -22,9 +22,12 @@ from funclib.checks import check_callable, check_int
 from funclib.core import Primitive, ShapedArray, Zero, _state, _wrap, aval_of, is_undefined, set_trace
 from funclib.errors import DTypeError, ShapeError
 from funclib.jaxpr import JaxprTrace, JaxprTracer, trace_to_jaxpr
-from funclib.primitives._util import instantiate, zeros
+from funclib.primitives.shape import bdim_to_front, broadcast_in_dim, instantiate, zeros
 
 from ._api_util import as_tensor_leaf
+from .autodiff import jvp as jvp_fn
+from .autodiff import vjp
+from .batching import vmap
 
 
 def _flat_fun(fun, in_tree, store, key="out_tree"):
@@ -79,8 +82,6 @@ def _cjvp_jvp(primals, tangents, *, fun, jvp, out_tree_store):
 
 @custom_jvp_call_p.def_vmap
 def _cjvp_vmap(args, dims, *, fun, jvp, out_tree_store, axis=None, lanes=None):
-    from .batching import vmap
-
     size = next((a.shape[d] for a, d in zip(args, dims) if d is not None), lanes)
     moved = [_to_front(a, d, size) for a, d in zip(args, dims)]
     bfun = vmap(lambda *xs: fun(*xs), axis_name=axis)
@@ -97,9 +98,6 @@ def _cjvp_vmap(args, dims, *, fun, jvp, out_tree_store, axis=None, lanes=None):
 
 
 def _to_front(a, d, size):
-    from funclib.primitives._util import bdim_to_front
-    from funclib.primitives.shape import broadcast_in_dim
-
     if d is None:
         return broadcast_in_dim(a, (size,) + tuple(a.shape), tuple(range(1, a.ndim + 1)))
     return bdim_to_front(a, d)
@@ -229,8 +227,6 @@ def _cvjp_abstract(*avals, fun, fwd, bwd, store):
 def _cvjp_jvp(primals, tangents, *, fun, fwd, bwd, store):
     if not any(_is_linearize_tangent(t) for t in tangents):
         # forward mode (jvp, jacfwd, hessian): differentiate the primal function itself
-        from .autodiff import jvp as jvp_fn
-
         ts = [instantiate(t) for t in tangents]
         outs, touts = jvp_fn(lambda *xs: fun(*xs), tuple(primals), tuple(ts))
         return list(outs), list(touts)
@@ -251,8 +247,6 @@ def _cvjp_jvp(primals, tangents, *, fun, fwd, bwd, store):
 
 @custom_vjp_call_p.def_vmap
 def _cvjp_vmap(args, dims, *, fun, fwd, bwd, store, axis=None, lanes=None):
-    from .batching import vmap
-
     size = next((a.shape[d] for a, d in zip(args, dims) if d is not None), lanes)
     moved = [_to_front(a, d, size) for a, d in zip(args, dims)]
     bfun = vmap(lambda *xs: fun(*xs), axis_name=axis)
@@ -282,8 +276,6 @@ def _lin_split(args, n_res):
 
 @custom_lin_p.def_impl
 def _lin_impl(*args, fun, bwd, n_res, out_avals):
-    from .autodiff import jvp as jvp_fn
-
     _, primals, tangents = _lin_split([_wrap(a) for a in args], n_res)
     with set_trace(None):
         _, touts = jvp_fn(lambda *xs: fun(*xs), tuple(primals), tuple(tangents))
@@ -298,8 +290,6 @@ def _lin_abstract(*avals, fun, bwd, n_res, out_avals):
 @custom_lin_p.def_jvp
 def _lin_jvp(primals, tangents, *, fun, bwd, n_res, out_avals):
     # custom_lin evaluated forwards is the JVP of the primal function; differentiate that composite
-    from .autodiff import jvp as jvp_fn
-
     def composite(*args):
         _, p, t = _lin_split(list(args), n_res)
         return jvp_fn(lambda *xs: fun(*xs), tuple(p), tuple(t))[1]
@@ -323,8 +313,6 @@ def _lin_transpose(cts, *args, fun, bwd, n_res, out_avals):
 
 @custom_lin_p.def_vmap
 def _lin_vmap(args, dims, *, fun, bwd, n_res, out_avals, axis=None, lanes=None):
-    from .batching import vmap
-
     size = next((a.shape[d] for a, d in zip(args, dims) if d is not None), lanes)
     moved = [_to_front(a, d, size) for a, d in zip(args, dims)]
 
@@ -506,7 +494,6 @@ def checkpoint(fun: Callable, *, static_argnums: Sequence[int] = ()) -> Callable
 
     >>> g = fl.grad(lambda x: fl.checkpoint(lambda y: fl.sin(fl.sin(y)))(x))
     """
-    from .autodiff import vjp
 
     check_callable(fun, "checkpoint")
     static_argnums = _nondiff_tuple(static_argnums, "checkpoint", "static_argnums")

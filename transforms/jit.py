@@ -42,9 +42,11 @@ from funclib.jaxpr import (
     trace_to_jaxpr,
 )
 from funclib.passes import optimize
-from funclib.primitives._util import instantiate, zeros
+from funclib.primitives.shape import instantiate, zeros
 
 from ._api_util import as_tensor_leaf, check_argnames
+from .autodiff import backward_pass, jvp
+from .batching import vmap
 from .lowering import Program, compile_program
 
 log = logging.getLogger("funclib.jit")
@@ -149,8 +151,6 @@ def _derive(jaxpr: Jaxpr, key, build):
 
 @jit_p.def_jvp
 def _jit_jvp(primals, tangents, *, jaxpr, name):
-    from .autodiff import jvp
-
     n = len(primals)
     float_mask = tuple(aval_of(p).dtype in dtypes.INEXACT for p in primals)
 
@@ -175,8 +175,6 @@ def _jit_jvp(primals, tangents, *, jaxpr, name):
 
 @jit_p.def_vmap
 def _jit_vmap(args, dims, *, jaxpr, name, axis=None, lanes=None):
-    from .batching import vmap
-
     size = next((a.shape[d] for a, d in zip(args, dims) if d is not None), lanes)
     dims = tuple(dims)
 
@@ -216,8 +214,6 @@ def _jit_partial_eval(trace: JaxprTrace, args, params):
 
 @jit_p.def_transpose
 def _jit_transpose(cts, *args, jaxpr, name):
-    from .autodiff import backward_pass
-
     lin = tuple(is_undefined(a) for a in args)
     res_vals = [a for a, u in zip(args, lin) if not u]
     lin_avals = [a.aval for a, u in zip(args, lin) if u]

@@ -123,6 +123,7 @@ def _lower_scan(eqn):
 
     if config.fuse_kernels and config.native_loops:
         # the whole loop as one generated numba function where the body allows; the executor loop otherwise
+        # (imported here: native_scan imports this module, a circle the lowering split removes)
         from .native_scan import native_scan
 
         native = native_scan(eqn, run)

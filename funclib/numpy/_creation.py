@@ -12,7 +12,9 @@ from .. import dtypes, ops
 from ..core import Tensor, Tracer, _wrap
 from ..errors import ShapeError
 from ..ops import creation as C
+from ..ops.linalg_basic import diagonal
 from ..ops.manipulation import moveaxis
+from ..ops.reductions import cumprod
 from ..ops.searching import where
 from ..primitives import shape as S
 from ..primitives.elementwise import convert
@@ -423,8 +425,6 @@ def diag(v, k=0) -> Tensor:
     v = _as(v, "diag")
     k = static_int(k, "diag", "k")
     if v.ndim == 2:
-        from ..ops.linalg_basic import diagonal
-
         return diagonal(v, offset=k, axis1=0, axis2=1)
     if v.ndim != 1:
         raise ShapeError(f"numpy.diag: input must be 1-D or 2-D, got shape {tuple(v.shape)}")
@@ -455,7 +455,6 @@ def vander(x, N=None, increasing=False) -> Tensor:
     Tensor([[4, 2, 1],
            [9, 3, 1]], dtype=int64)
     """
-    from ..ops.reductions import cumprod
 
     x = _as(x, "vander")
     if x.ndim != 1:

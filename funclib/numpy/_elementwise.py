@@ -17,10 +17,13 @@ from .. import dtypes, ops
 from ..core import Tensor, _wrap
 from ..errors import DTypeError
 from ..ops import reductions as R
+from ..ops.manipulation import broadcast_arrays
+from ..ops.misc import stop_gradient
 from ..ops.searching import where as _where
 from ..primitives import shape as S
-from ..primitives.elementwise import convert, promote_pair
-from ._ufunc import binary, binary2, ufunc, unary, unary2
+from ..primitives.elementwise import complex_from, convert, promote_pair
+from ..transforms import while_loop
+from ._ufunc import binary, binary2, prepare, ufunc, unary, unary2
 from ._util import NoValue, asarray, inexact, no_out
 
 _LN2 = math.log(2.0)
@@ -215,8 +218,6 @@ def _gcd(x1, x2):
     a, b = _int_pair("gcd", x1, x2)
     if type(a) is Tensor and type(b) is Tensor:
         return _wrap(np.gcd(a._value, b._value))
-    from ..ops.manipulation import broadcast_arrays
-    from ..transforms import while_loop
 
     a, b = broadcast_arrays(ops.abs(a), ops.abs(b))
 
@@ -245,8 +246,6 @@ def _logical(fn, name):
 
 
 def _spacing(x):
-    from ..ops.misc import stop_gradient
-
     # piecewise constant: its derivative is 0, which the difference of nextafter and x would not give
     x = stop_gradient(_f(x, "spacing"))
     ax = ops.abs(x)
@@ -490,8 +489,6 @@ def round(a, decimals=0, out=None) -> Tensor:
 
 
 def _complex_round(x, decimals):
-    from ..primitives.elementwise import complex_from
-
     return complex_from(round(ops.real(x), decimals), round(ops.imag(x), decimals))
 
 
@@ -512,8 +509,6 @@ def clip(a, a_min=NoValue, a_max=NoValue, out=None, *, min=NoValue, max=NoValue,
     if extra:
         raise TypeError(f"numpy.clip: unexpected keyword arguments {sorted(extra)}")
     if kwargs:
-        from ._ufunc import prepare
-
         (a,) = prepare("clip", (a,), None, kwargs.get("where", True), kwargs.get("casting", "same_kind"),
                        kwargs.get("order", "K"), kwargs.get("dtype"), kwargs.get("signature"))
     if min is not NoValue:
@@ -543,8 +538,6 @@ def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None) -> Tensor:
     if x.dtype not in dtypes.INEXACT:
         return x
     if x.dtype in dtypes.COMPLEX:
-        from ..primitives.elementwise import complex_from
-
         return complex_from(nan_to_num(ops.real(x), nan=nan, posinf=posinf, neginf=neginf),
                             nan_to_num(ops.imag(x), nan=nan, posinf=posinf, neginf=neginf))
     info = dtypes.finfo(x.dtype)

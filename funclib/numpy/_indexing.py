@@ -19,6 +19,7 @@ from ..ops.indexing import take_along_axis as _take_along_axis
 from ..ops.manipulation import broadcast_arrays, stack
 from ..ops.searching import nonzero as _nonzero
 from ..ops.searching import where as _where
+from ..ops.sorting import argsort
 from ..primitives import shape as S
 from ..primitives.elementwise import convert
 from ._util import asarray, axis_int, concrete, no_out, static_int
@@ -327,7 +328,6 @@ def _static_nonzero(x, size, fill_value):
     """The first ``size`` nonzero positions in C order, padded with ``fill_value``: a static shape."""
     flat = S.reshape(ops.not_equal(x, 0) if x.dtype != dtypes.bool_ else x, (-1,))
     n = flat.shape[0]
-    from ..ops.sorting import argsort
 
     order = argsort(convert(ops.logical_not(flat), dtypes.int8), axis=0)
     first = order[:size] if size <= n else S.concatenate([order, S.full((size - n,), 0, dtypes.int64)], 0)

@@ -15,6 +15,8 @@ from ..core import Tensor, _wrap
 from ..ops import reductions as R
 from ..primitives import shape as S
 from ..primitives.elementwise import convert
+from ._creation import linspace
+from ._statistics import median
 from ._util import asarray
 
 __all__ = ["pad"]
@@ -98,7 +100,6 @@ def _stat(mode, chunk, axis, d):
     c = chunk if chunk.dtype in dtypes.INEXACT else convert(chunk, dtypes.float64)
     if mode == "mean":
         return _round_like(R.mean(c, axis=axis, keepdims=True), d)
-    from ._statistics import median
 
     return _round_like(median(c, axis=axis, keepdims=True), d)
 
@@ -153,8 +154,6 @@ def _wrap_axis(x, axis, left, right):
 
 
 def _ramp(end, edge, width, axis, d):
-    from ._creation import linspace
-
     if not width:
         return None
     end_t = end if isinstance(end, Tensor) else _wrap(np.asarray(end))

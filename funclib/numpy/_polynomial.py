@@ -8,9 +8,13 @@ import numpy as np
 from .. import dtypes, ops
 from ..core import Tensor, _wrap
 from ..ops import reductions as R
+from ..ops.linalg_basic import matmul
 from ..primitives import shape as S
 from ..primitives.elementwise import convert
+from ._creation import vander
+from ._signal import convolve
 from ._util import asarray, concrete, inexact, static_int
+from .linalg import eigvals, inv, lstsq
 
 __all__ = ["poly", "polyadd", "polysub", "polymul", "polydiv", "polyder", "polyint", "polyfit", "polyval", "roots"]
 
@@ -68,7 +72,6 @@ def polymul(a1, a2) -> Tensor:
     >>> fnp.polymul(fnp.array([1, 1]), fnp.array([1, -1]))
     Tensor([ 1,  0, -1], dtype=int64)
     """
-    from ._signal import convolve
 
     return convolve(_coefs(a1, "polymul"), _coefs(a2, "polymul"))
 
@@ -148,8 +151,6 @@ def polyfit(x, y, deg, rcond=None, full=False, w=None, cov=False):
     >>> fnp.round(fnp.polyfit(fnp.array([0.0, 1.0, 2.0]), fnp.array([1.0, 3.0, 5.0]), 1), 4)
     Tensor([2., 1.], dtype=float32)
     """
-    from ._creation import vander
-    from .linalg import inv, lstsq
 
     order = static_int(deg, "polyfit", "deg") + 1
     if order < 1:
@@ -178,7 +179,6 @@ def polyfit(x, y, deg, rcond=None, full=False, w=None, cov=False):
         return c, resids, rank, s, rcond
     if cov:
         lhs_s = ops.divide(lhs, scale_c)
-        from ..ops.linalg_basic import matmul
 
         base = ops.divide(inv(matmul(S.transpose(ops.conj(lhs_s), (1, 0)), lhs_s)),
                         ops.multiply(S.reshape(scale_c, (-1, 1)), S.reshape(scale_c, (1, -1))))
@@ -203,8 +203,6 @@ def poly(seq_of_zeros) -> Tensor:
     """
     r = asarray(seq_of_zeros, "poly")
     if r.ndim == 2 and r.shape[0] == r.shape[1] and r.shape[0] != 0:
-        from .linalg import eigvals
-
         r = eigvals(r)
     elif r.ndim == 0 or r.ndim == 1:
         r = S.reshape(r, (-1,))
@@ -213,7 +211,6 @@ def poly(seq_of_zeros) -> Tensor:
     if r.shape[0] == 0:
         return _wrap(np.ones((), dtypes.default_float))
     r = inexact(r)
-    from ._signal import convolve
 
     a = _wrap(np.ones((1,), r.dtype))
     for i in range(r.shape[0]):
@@ -246,7 +243,6 @@ def roots(p, *, strip_zeros=True) -> Tensor:
     cd = dtypes.complex_dtype(c.dtype if c.dtype in dtypes.REAL_FLOATING else dtypes.real_dtype(c.dtype))
     if n < 1:
         return S.full((trailing,), 0, cd)
-    from .linalg import eigvals
 
     top = S.reshape(ops.divide(ops.negative(c[1:]), c[0]), (1, n))
     below = _wrap(np.eye(n - 1, n, dtype=c.dtype)) if n > 1 else None

@@ -13,7 +13,7 @@ from ..core import Tensor
 from ..errors import ShapeError
 from ..ops import linalg_basic as L
 from ..ops import reductions as R
-from ..ops.manipulation import moveaxis
+from ..ops.manipulation import broadcast_arrays, moveaxis, stack
 from ..primitives import shape as S
 from ..primitives.elementwise import convert
 from ._ufunc import prepare
@@ -313,7 +313,6 @@ def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None) -> Tensor:
 
     cx = sub(mul(x1, y2), mul(x2, y1))
     cy = sub(mul(x2, y0), mul(x0, y2))
-    from ..ops.manipulation import broadcast_arrays, stack
 
     c = stack(broadcast_arrays(cx, cy, z), axis=-1)
     return moveaxis(c, -1, axis_int(axisc, c.ndim, "cross"))

@@ -11,12 +11,18 @@ import numpy as np
 
 from .. import dtypes, ops
 from ..core import Tensor, Tracer, _wrap
+from ..ops import fft as F
 from ..ops import reductions as R
 from ..ops.indexing import take
+from ..ops.linalg_basic import matmul
 from ..ops.searching import searchsorted
 from ..ops.searching import where as _where
 from ..primitives import shape as S
+from ..primitives.conv import conv_patches
 from ..primitives.elementwise import convert
+from ..primitives.sort import sort as _sort_multi
+from ._elementwise import i0
+from ._manipulation import concatenate
 from ._util import NoValue, asarray, axis_int, concrete, inexact, static_int
 
 __all__ = [
@@ -78,8 +84,6 @@ def diff(a, n=1, axis=-1, prepend=NoValue, append=NoValue) -> Tensor:
     if append is not NoValue:
         parts.append(_edge_piece(append, x, ax))
     if len(parts) > 1:
-        from ._manipulation import concatenate
-
         x = concatenate(parts, axis=ax)
     for _ in range(n):
         m = x.shape[ax]
@@ -267,7 +271,6 @@ def interp(x, xp, fp, left=None, right=None, period=None) -> Tensor:
         left = right = None
         xv = ops.remainder(xv, period)
         xpv = ops.remainder(xpv, period)
-        from ..primitives.sort import sort as _sort_multi
 
         xpv, fpv = _sort_multi([xpv, fpv], 0, num_keys=1)
         n = xpv.shape[0]
@@ -324,9 +327,6 @@ def _correlate_full(a, v):
     im2col, channels first: ``m`` contiguous rows) times ``v``. For long floating-point inputs, by FFT, whose
     rounding is relative to the largest output rather than to each one.
     """
-    from ..ops import fft as F
-    from ..ops.linalg_basic import matmul
-    from ..primitives.conv import conv_patches
 
     n, m = a.shape[0], v.shape[0]
     length = n + m - 1
@@ -471,7 +471,6 @@ def kaiser(M, beta) -> Tensor:
     M = static_int(M, "kaiser", "M")
     if not isinstance(beta, Tracer):
         return _wrap(np.kaiser(M, float(concrete(beta, "kaiser", ""))).astype(dtypes.default_float))
-    from ._elementwise import i0
 
     b = inexact(beta)
     if M < 1:

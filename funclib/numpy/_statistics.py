@@ -18,11 +18,15 @@ from ..core import Tensor, Tracer, _wrap
 from ..errors import DTypeError, ShapeError
 from ..ops import reductions as R
 from ..ops.indexing import take, take_along_axis
+from ..ops.linalg_basic import diagonal, matmul
+from ..ops.searching import searchsorted
 from ..ops.searching import where as _where
 from ..ops.sorting import sort as _sort
 from ..primitives import shape as S
-from ..primitives.elementwise import convert
-from ._util import asarray, axes_tuple, concrete, inexact, no_out, static_int
+from ..primitives.elementwise import complex_from, convert
+from ..primitives.sort import sort as _sort_multi
+from ._creation import linspace
+from ._util import asarray, axes_tuple, concrete, inexact, keepdims_arg, no_out, static_int
 
 __all__ = [
     "median",
@@ -208,7 +212,6 @@ def _weighted(x, xm, weights, qv, axes, rshape, method, op):
     if type(w) is Tensor and bool(concrete(R.any(ops.less(w, 0)), op, "")):
         raise ValueError(f"numpy.{op}: weights must be non-negative")
     wm, _ = _to_last(inexact(w), axes)
-    from ..primitives.sort import sort as _sort_multi
 
     s, ws = _sort_multi([xm, wm if wm.dtype == xm.dtype else convert(wm, xm.dtype)], xm.ndim - 1, num_keys=1)
     cdf = R.cumsum(convert(ws, _F64), axis=-1)
@@ -306,7 +309,6 @@ def median(a, axis=None, out=None, overwrite_input=False, keepdims=False) -> Ten
 def nanmedian(a, axis=None, out=None, overwrite_input=False, keepdims=False) -> Tensor:
     """The median of the non-NaN elements (NaN for slices with none)."""
     no_out(out, "nanmedian")
-    from ._util import keepdims_arg
 
     return _median(a, axis, keepdims_arg(keepdims), "nanmedian", True)
 
@@ -318,7 +320,6 @@ def average(a, axis=None, weights=None, returned=False, *, keepdims=np._NoValue)
     >>> fnp.average([1.0, 2.0, 3.0], weights=[3.0, 0.0, 1.0])
     Tensor(1.5, dtype=float32)
     """
-    from ._util import keepdims_arg
 
     x = asarray(a, "average")
     kd = keepdims_arg(keepdims)
@@ -418,7 +419,6 @@ def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=N
         fact = ops.real(ops.maximum(ops.real(fact), 0.0)) if fact.dtype in dtypes.COMPLEX else ops.maximum(fact, 0.0)
         Xc = ops.subtract(X, avg)
         XT = S.transpose(ops.multiply(Xc, w), (1, 0))
-    from ..ops.linalg_basic import matmul
 
     c = matmul(Xc, ops.conj(XT))
     c = ops.divide(c, fact if fact.dtype == c.dtype else convert(fact, c.dtype))
@@ -436,14 +436,11 @@ def corrcoef(x, y=None, rowvar=True, *, dtype=None) -> Tensor:
     c = cov(x, y, rowvar, dtype=dtype)
     if c.ndim == 0:
         return ops.divide(c, c)
-    from ..ops.linalg_basic import diagonal
 
     sd = ops.sqrt(ops.real(diagonal(c)))
     sd = convert(sd, c.dtype) if sd.dtype != c.dtype else sd
     c = ops.divide(ops.divide(c, S.reshape(sd, (-1, 1))), S.reshape(sd, (1, -1)))
     if c.dtype in dtypes.COMPLEX:
-        from ..primitives.elementwise import complex_from
-
         return complex_from(ops.clip(ops.real(c), -1.0, 1.0), ops.clip(ops.imag(c), -1.0, 1.0))
     return ops.clip(c, -1.0, 1.0)
 
@@ -476,7 +473,6 @@ def _outer_edges(x, range_, op):
 
 def _edges(x, bins, range_, weights, op):
     """``(edges, uniform)``: the bin edges, and whether they are evenly spaced from ``linspace``."""
-    from ._creation import linspace
 
     if isinstance(bins, str):
         v = concrete(x, op, "pass an integer number of bins or explicit edges")
@@ -508,15 +504,12 @@ def _bin_index(x, edges, uniform):
         norm = ops.divide(float(nb), ops.subtract(hi, lo))
         f = ops.multiply(ops.subtract(x, lo), norm)
         i = ops.clip(convert(ops.floor(_where(ops.isfinite(f), f, _c(0, f.dtype))), dtypes.int64), 0, nb - 1)
-        from ..ops.indexing import take
 
         left = take(edges, i)
         right = take(edges, ops.add(i, 1))
         i = _where(ops.less(x, left), ops.subtract(i, 1), i)
         i = _where(ops.logical_and(ops.greater_equal(x, right), ops.not_equal(i, nb - 1)), ops.add(i, 1), i)
     else:
-        from ..ops.searching import searchsorted
-
         i = ops.subtract(searchsorted(edges, x, side="right"), 1)
         i = _where(ops.equal(x, hi), _c(nb - 1, dtypes.int64), i)
     inside = ops.logical_and(ops.greater_equal(x, lo), ops.less_equal(x, hi))
@@ -669,7 +662,6 @@ def digitize(x, bins, right=False) -> Tensor:
     >>> fnp.digitize(fnp.array([0.5, 1.5, 3.0]), fnp.array([0.0, 1.0, 2.0]))
     Tensor([1, 2, 3], dtype=int64)
     """
-    from ..ops.searching import searchsorted
 
     v = asarray(x, "digitize")
     b = asarray(bins, "digitize")

@@ -27,9 +27,11 @@ from ..ops import reductions as R
 from ..ops.indexing import take_along_axis
 from ..ops.manipulation import moveaxis
 from ..ops.searching import where as _where
+from ..ops.sorting import argsort, sort
 from ..primitives import linalg as P
 from ..primitives import shape as S
 from ..primitives.elementwise import convert
+from ._products import tensordot as _td
 from ._util import NoValue, asarray, axis_int, inexact, no_out, static_int
 
 __all__ = [
@@ -193,14 +195,10 @@ def svd(a, full_matrices=True, compute_uv=True, hermitian=False):
 
 
 def _sort_last(x):
-    from ..ops.sorting import sort
-
     return sort(x, axis=-1)
 
 
 def _argsort_last(x):
-    from ..ops.sorting import argsort
-
     return argsort(x, axis=-1)
 
 
@@ -524,7 +522,6 @@ def outer(x1, x2, /) -> Tensor:
 
 def tensordot(x1, x2, /, *, axes=2) -> Tensor:
     """The sum product over ``axes`` (see ``fnp.tensordot``)."""
-    from ._products import tensordot as _td
 
     return _td(x1, x2, axes)
 

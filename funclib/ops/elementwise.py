@@ -13,26 +13,25 @@ from ..core import Tensor, _state, _wrap
 from ..errors import DTypeError
 from ..namespace import public
 from ..primitives import elementwise as E
+from ..primitives import transcendental as T
 from ..primitives.elementwise import (
     _to_tensor,
     abs,
     add,
     convert,
     equal,
-    exp,
     integer_pow,
     isfinite,
     isinf,
-    log,
-    log1p,
     maximum,
     minimum,
     multiply,
     negative,
     not_equal,
-    sqrt,
     subtract,
 )
+from ..primitives.shape import select
+from ..primitives.transcendental import exp, log, log1p, sqrt
 
 _LN2 = 0.6931471805599453
 _LN10 = 2.302585092994046
@@ -76,7 +75,7 @@ def pow(x1, x2, /):
     if isinstance(x2, builtins.int) and not isinstance(x2, builtins.bool) and isinstance(x1, Tensor):
         if x1.dtype in dtypes.INEXACT or x2 >= 0:
             return integer_pow(x1, x2)
-    return E.pow(x1, x2)
+    return T.pow(x1, x2)
 
 
 def _real_identity(name, complex_fn, real_fn, doc):
@@ -109,7 +108,7 @@ real = public(_real_identity(
 imag = public(_real_identity(
     "imag",
     E.imag,
-    lambda x: E.select(_wrap(np.zeros((), dtypes.bool_)), x, _wrap(np.zeros((), x.dtype))),
+    lambda x: select(_wrap(np.zeros((), dtypes.bool_)), x, _wrap(np.zeros((), x.dtype))),
     "Imaginary part (zeros on real tensors).\n\n>>> fl.imag(fl.asarray([1 + 2j]))\nTensor([2.], dtype=float32)",
 ), prop="imag")
 
@@ -136,7 +135,7 @@ def square(x, /):
 def exp2(x, /):
     """``2 ** x``, exact at integer ``x``."""
     x = _float(x, "exp2")
-    return E.pow(_wrap(np.full((), 2, x.dtype)), x)
+    return T.pow(_wrap(np.full((), 2, x.dtype)), x)
 
 
 def _log_base(x, ln_base, name):
@@ -180,9 +179,9 @@ def logaddexp(x1, x2, /):
     m = maximum(x1, x2)
     # where both are -inf (or +inf) the difference is nan; the max alone is the answer there
     finite = isfinite(m)
-    safe_m = E.select(finite, m, _wrap(np.zeros((), m.dtype)))
+    safe_m = select(finite, m, _wrap(np.zeros((), m.dtype)))
     res = add(safe_m, log1p(exp(negative(abs(subtract(x1, x2))))))
-    return E.select(finite, res, m)
+    return select(finite, res, m)
 
 
 @public
@@ -193,11 +192,11 @@ def hypot(x1, x2, /):
     big = maximum(x1, x2)
     small = minimum(x1, x2)
     zero = _wrap(np.zeros((), big.dtype))
-    safe = E.select(equal(big, zero), _wrap(np.ones((), big.dtype)), big)
+    safe = select(equal(big, zero), _wrap(np.ones((), big.dtype)), big)
     r = divide(small, safe)
     out = multiply(big, sqrt(add(multiply(r, r), 1.0)))
     # an infinite side wins even against NaN (the standard's special case)
-    return E.select(logical_or(isinf(x1), isinf(x2)), _wrap(np.full((), np.inf, big.dtype)), out)
+    return select(logical_or(isinf(x1), isinf(x2)), _wrap(np.full((), np.inf, big.dtype)), out)
 
 
 @public
@@ -206,7 +205,7 @@ def sign(x, /):
     x = _to_tensor(x, "sign")
     if x.dtype in dtypes.COMPLEX:
         a = abs(x)
-        safe = E.select(equal(a, _wrap(np.zeros((), a.dtype))), _wrap(np.ones((), a.dtype)), a)
+        safe = select(equal(a, _wrap(np.zeros((), a.dtype))), _wrap(np.ones((), a.dtype)), a)
         return divide(x, convert(safe, x.dtype))
     return E.sign(x)
 

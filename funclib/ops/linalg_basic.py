@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from .. import dtypes
+from ..core import _wrap
 from ..errors import DTypeError, ShapeError
 from ..namespace import public, tensor_method
 from ..primitives import shape as S
 from ..primitives._util import broadcast_shapes, normalize_axis
 from ..primitives.dot import dot_general
 from ..primitives.elementwise import _to_tensor, convert
+from ..primitives.indexing import gather
 from . import elementwise as E
+from . import reductions as R
 
 
 def _promote(a, b, op):
@@ -98,9 +103,7 @@ def vecdot(x1, x2, /, *, axis: int = -1):
         raise ShapeError("vecdot: contracted axes differ in size")
     if a.dtype in dtypes.COMPLEX:
         a = E.conj(a)
-    from .reductions import sum
-
-    return sum(E.multiply(a, b), axis=ax, dtype=a.dtype)  # keep the promoted dtype (no int widening)
+    return R.sum(E.multiply(a, b), axis=ax, dtype=a.dtype)  # keep the promoted dtype (no int widening)
 
 
 @public
@@ -127,8 +130,6 @@ def einsum(subscripts: str, *operands):
     >>> fl.einsum("ij,j->i", fl.ones((2, 3)), fl.ones(3))
     Tensor([3., 3.], dtype=float32)
     """
-    from .reductions import sum
-
     ops = [_to_tensor(o, "einsum") for o in operands]
     d = dtypes.result_type(*ops)
     ops = [o if o.dtype == d else convert(o, d) for o in ops]
@@ -179,7 +180,7 @@ def einsum(subscripts: str, *operands):
     # sum letters not in the output, then permute
     drop = [i for i, c in enumerate(cur_t) if c not in out]
     if drop:
-        cur = sum(cur, axis=tuple(drop))
+        cur = R.sum(cur, axis=tuple(drop))
         cur_t = "".join(c for c in cur_t if c in out)
     missing = [c for c in out if c not in cur_t]
     if missing:
@@ -228,11 +229,6 @@ def _einsum_pair(a, ta, b, tb, keep_letters):
 @public
 def diagonal(x, /, *, offset: int = 0, axis1: int = -2, axis2: int = -1):
     """The diagonal of the (axis1, axis2) planes, as a new last axis."""
-    import numpy as np
-
-    from ..core import _wrap
-    from ..primitives.indexing import gather
-
     x = _to_tensor(x, "diagonal")
     a1, a2 = normalize_axis(axis1, x.ndim, "diagonal"), normalize_axis(axis2, x.ndim, "diagonal")
     if a1 == a2:

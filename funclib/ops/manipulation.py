@@ -8,12 +8,14 @@ import numpy as np
 
 from .. import dtypes
 from ..checks import check_choice, check_int, check_shape, describe
-from ..core import Tensor
+from ..core import Tensor, _wrap
 from ..errors import ShapeError
 from ..namespace import public, tensor_method
 from ..primitives import shape as S
 from ..primitives._util import broadcast_shapes, normalize_axis
 from ..primitives.elementwise import _to_tensor, convert
+from .indexing import take
+from .searching import require_concrete
 
 
 def _t(x, op):
@@ -250,8 +252,6 @@ def repeat(x, repeats, /, *, axis: int | None = None) -> Tensor:
         axis = 0
     ax = normalize_axis(axis, x.ndim, "repeat")
     if isinstance(repeats, Tensor):
-        from .searching import require_concrete
-
         fix = "pass repeats as a Python int or list, which fixes the output shape."
         repeats = require_concrete(repeats, "repeat", fix)
         if repeats.ndim == 0:
@@ -264,8 +264,6 @@ def repeat(x, repeats, /, *, axis: int | None = None) -> Tensor:
                     f"({x.shape[ax]}), got {reps.tolist()}"
                 )
             idx = np.repeat(np.arange(x.shape[ax]), reps)
-            from .indexing import take
-
             return take(x, Tensor(idx), axis=ax)
     if isinstance(repeats, (list, tuple)):
         reps = check_shape(repeats, "repeat", "repeats")
@@ -275,8 +273,6 @@ def repeat(x, repeats, /, *, axis: int | None = None) -> Tensor:
                 "count, or one per element)"
             )
         idx = np.repeat(np.arange(x.shape[ax]), reps)
-        from .indexing import take
-
         return take(x, Tensor(idx), axis=ax)
     repeats = check_int(repeats, "repeat", "repeats", min=0)
     n = x.shape[ax]
@@ -360,8 +356,6 @@ def pad(x, pad_width, mode: str = "constant", constant_values=0) -> Tensor:
         ) from None
     if (pw < 0).any():
         raise ValueError(f"pad: pad_width must be non-negative, got {pad_width!r:.80}")
-    from ..core import _wrap
-
     if isinstance(constant_values, Tensor):
         v = constant_values
     else:

@@ -15,8 +15,11 @@ from ..core import _wrap, concrete_or_none
 from ..errors import DTypeError
 from ..namespace import public
 from ..primitives import shape as S
-from ..primitives.elementwise import _to_tensor, convert, erf, expm1, greater, greater_equal, select, sigmoid, tanh
+from ..primitives.elementwise import _to_tensor, convert, greater, greater_equal
+from ..primitives.shape import reduce_sum, select
+from ..primitives.transcendental import erf, expm1, sigmoid, tanh
 from . import elementwise as E
+from . import reductions as R
 from .reductions import _axes, stable_shift
 
 
@@ -33,8 +36,6 @@ def softmax(x, /, axis=-1):
     """
     x = _f(x, "softmax")
     axes = _axes(x, axis, "softmax")
-    from ..primitives.reduce import reduce_sum
-
     _, mk = stable_shift(x, axes)
     e = E.exp(E.subtract(x, mk))
     return E.divide(e, S.reshape(reduce_sum(e, axes), mk.shape))
@@ -51,8 +52,6 @@ def log_softmax(x, /, axis=-1):
     """
     x = _f(x, "log_softmax")
     axes = _axes(x, axis, "log_softmax")
-    from ..primitives.reduce import reduce_sum
-
     _, mk = stable_shift(x, axes)
     shifted = E.subtract(x, mk)
     lse = E.log(reduce_sum(E.exp(shifted), axes))
@@ -170,7 +169,5 @@ def check_labels(x, num_classes: int, op: str) -> None:
 def normalize(x, /, axis=-1, eps: float = 1e-12):
     """``x / max(||x||, eps)`` along ``axis``."""
     x = _f(x, "normalize")
-    from .reductions import sum
-
-    n = E.sqrt(sum(E.multiply(x, x), axis=axis, keepdims=True))
+    n = E.sqrt(R.sum(E.multiply(x, x), axis=axis, keepdims=True))
     return E.divide(x, E.maximum(n, _wrap(np.asarray(eps, x.dtype))))

@@ -12,7 +12,8 @@ from ..namespace import public, tensor_method
 from ..primitives import reduce as R
 from ..primitives import shape as S
 from ..primitives._util import normalize_axis
-from ..primitives.elementwise import _select_impl, _to_tensor, convert, select
+from ..primitives.elementwise import _to_tensor, convert, stop_gradient
+from ..primitives.shape import _select_impl, select
 from . import elementwise as E
 
 
@@ -60,7 +61,7 @@ def sum(x, /, *, axis=None, dtype=None, keepdims: bool = False) -> Tensor:
     axes = _axes(x, axis, "sum")
     d = _sum_dtype(x.dtype, dtype)
     xc = x if x.dtype == d else convert(x, d)
-    return _keep(R.reduce_sum(xc, axes), x, axes, keepdims)
+    return _keep(S.reduce_sum(xc, axes), x, axes, keepdims)
 
 
 @tensor_method("sum")
@@ -140,7 +141,7 @@ def mean(x, /, *, axis=None, keepdims: bool = False) -> Tensor:
         )
     axes = _axes(x, axis, "mean")
     n = _count(x, axes)
-    s = R.reduce_sum(x, axes)
+    s = S.reduce_sum(x, axes)
     return _keep(E.divide(s, _wrap(np.asarray(n, x.dtype))), x, axes, keepdims)
 
 
@@ -160,7 +161,7 @@ def _var(x, axis, correction, keepdims, op):
     dev = E.subtract(x, m)
     sq = E.real(E.multiply(dev, E.conj(dev))) if x.dtype in dtypes.COMPLEX else E.multiply(dev, dev)
     n = _count(x, axes) - correction
-    s = R.reduce_sum(sq, axes)
+    s = S.reduce_sum(sq, axes)
     # the standard: no degrees of freedom left (N - correction <= 0) gives NaN
     out = E.divide(s, _wrap(np.asarray(n if n > 0 else np.nan, sq.dtype)))
     return _keep(out, x, axes, keepdims)
@@ -268,51 +269,29 @@ def cumsum(x, axis: int = 0, *, reverse: bool = False) -> Tensor:
     return R.cumsum(x, normalize_axis(axis, x.ndim, "cumsum"), reverse)
 
 
-def _assoc_scan(fn, x, axis):
-    """Inclusive scan of an associative ``fn`` along ``axis`` by recursive doubling (log2(n) steps).
-
-    Built from slices, pads and ``fn``, so it differentiates exactly wherever ``fn`` does.
-    """
-    n = x.shape[axis]
-    shift = 1
-    while shift < n:
-        lo, hi = [0] * x.ndim, list(x.shape)
-        hi[axis] = n - shift
-        head = S.slice_(x, lo, hi)
-        lo2 = [0] * x.ndim
-        lo2[axis] = shift
-        tail = S.slice_(x, lo2, list(x.shape))
-        combined = fn(head, tail)
-        keep_hi = list(x.shape)
-        keep_hi[axis] = shift
-        x = S.concatenate([S.slice_(x, [0] * x.ndim, keep_hi), combined], axis)
-        shift *= 2
-    return x
-
-
 @public
 def cumprod(x, axis: int = 0) -> Tensor:
     """Cumulative product (exact derivatives, also at zeros)."""
     x = _to_tensor(x, "cumprod")
-    return _assoc_scan(E.multiply, x, normalize_axis(axis, x.ndim, "cumprod"))
+    return R.cumulative(E.multiply, x, normalize_axis(axis, x.ndim, "cumprod"))
 
 
 @public
 def cummax(x, axis: int = 0) -> Tensor:
     x = _to_tensor(x, "cummax")
-    return _assoc_scan(E.maximum, x, normalize_axis(axis, x.ndim, "cummax"))
+    return R.cumulative(E.maximum, x, normalize_axis(axis, x.ndim, "cummax"))
 
 
 @public
 def cummin(x, axis: int = 0) -> Tensor:
     x = _to_tensor(x, "cummin")
-    return _assoc_scan(E.minimum, x, normalize_axis(axis, x.ndim, "cummin"))
+    return R.cumulative(E.minimum, x, normalize_axis(axis, x.ndim, "cummin"))
 
 
 @public
 def logcumsumexp(x, axis: int = 0) -> Tensor:
     x = _to_tensor(x, "logcumsumexp")
-    return _assoc_scan(E.logaddexp, x, normalize_axis(axis, x.ndim, "logcumsumexp"))
+    return R.cumulative(E.logaddexp, x, normalize_axis(axis, x.ndim, "logcumsumexp"))
 
 
 @public
@@ -325,7 +304,7 @@ def logsumexp(x, /, *, axis=None, keepdims: bool = False) -> Tensor:
     x = E._float(x, "logsumexp")
     axes = _axes(x, axis, "logsumexp")
     m, mk = stable_shift(x, axes)
-    s = R.reduce_sum(E.exp(E.subtract(x, mk)), axes)
+    s = S.reduce_sum(E.exp(E.subtract(x, mk)), axes)
     return _keep(E.add(E.log(s), m), x, axes, keepdims)
 
 
@@ -340,8 +319,6 @@ def stable_shift(x, axes: tuple[int, ...]):
         m = np.asarray(np.maximum.reduce(v, axis=axes) if axes else v)
         m = np.asarray(_select_impl(np.isfinite(m), m, np.zeros((), m.dtype)))
         return _wrap(m), _wrap(m.reshape(keep))
-    from .misc import stop_gradient
-
     # stopped before the max, so the max's own derivative is never formed
     xs = stop_gradient(x)
     m = R.reduce_max(xs, axes) if axes else xs

@@ -16,6 +16,7 @@ from ..namespace import public
 from ..primitives import elementwise as E
 from ..primitives import shape as S
 from ..primitives.elementwise import _to_tensor, convert, promote_pair
+from .indexing import take
 from .reductions import _axes, sum
 
 
@@ -44,7 +45,7 @@ def where(condition, x1, x2, /) -> Tensor:
             f"where: the condition must be boolean, got {c.dtype.name}; compare it first (e.g. x > 0)"
         )
     x1, x2 = promote_pair("where", x1, x2)
-    return E.select(c, x1, x2)
+    return S.select(c, x1, x2)
 
 
 @public
@@ -97,8 +98,6 @@ def searchsorted(x1, x2, /, *, side: str = "left", sorter=None) -> Tensor:
             "searchsorted: complex values have no order; search real and imaginary parts separately"
         )
     if sorter is not None:
-        from .indexing import take
-
         x1 = take(x1, _to_tensor(sorter, "searchsorted"), axis=0)
     if x1.dtype != x2.dtype:
         d = dtypes.result_type(x1, x2)

@@ -21,7 +21,10 @@ from .. import tree as tree_util
 from ..core import Primitive, ShapedArray, Zero, _wrap, aval_of, current_trace, is_undefined
 from ..errors import DTypeError, FunclibError
 from ..namespace import public
-from ._util import bdim_to_front
+from .elementwise import _to_tensor, add, bitwise_and, bitwise_or, convert, equal, maximum, minimum, safe_div
+from .indexing import gather
+from .reduce import reduce_max, reduce_min
+from .shape import bdim_to_front, broadcast_in_dim, concatenate, iota, reduce_sum, reshape
 
 
 class UnboundAxisError(FunclibError, NameError):
@@ -64,20 +67,14 @@ def _fold(fn):
 
 
 def _add(a, b):
-    from .elementwise import add
-
     return add(a, b)
 
 
 def _max(a, b):
-    from .elementwise import bitwise_or, maximum
-
     return bitwise_or(a, b) if a.dtype == np.bool_ else maximum(a, b)
 
 
 def _min(a, b):
-    from .elementwise import bitwise_and, minimum
-
     return bitwise_and(a, b) if a.dtype == np.bool_ else minimum(a, b)
 
 
@@ -113,8 +110,6 @@ def _psum_transpose(cts, *xs, axes):
 
 @psum_p.def_vmap
 def _psum_vmap(args, dims, *, axes, lanes, offset, size):
-    from .reduce import reduce_sum
-
     return [x * lanes if d is None else reduce_sum(x, (d,)) for x, d in zip(args, dims)], [None] * len(args)
 
 
@@ -128,8 +123,6 @@ def _extremum(name, red, pick):
 
     @p.def_jvp
     def _jvp(primals, tangents, *, axes):
-        from .elementwise import convert, equal, safe_div
-
         outs = p.bind(*primals, axes=axes)
         moving = [i for i, t in enumerate(tangents) if type(t) is not Zero]
         if not moving:
@@ -150,14 +143,10 @@ def _extremum(name, red, pick):
 
 
 def _rmax(x, axes):
-    from .reduce import reduce_max
-
     return reduce_max(x, axes)
 
 
 def _rmin(x, axes):
-    from .reduce import reduce_min
-
     return reduce_min(x, axes)
 
 
@@ -169,8 +158,6 @@ pmin_p = _extremum("pmin", _rmin, _min)
 
 
 def _concat_chunks(partials):
-    from .shape import concatenate
-
     return [concatenate(list(parts), 0) for parts in zip(*partials)]
 
 
@@ -196,8 +183,6 @@ def _ag_jvp(primals, tangents, *, axes, axis_size):
 @all_gather_p.def_transpose
 def _ag_transpose(cts, *xs, axes, axis_size):
     # lane i's input appears as row i of every lane's output: its cotangent is row i of the summed cotangents
-    from .indexing import gather
-    from .shape import reshape
 
     linear = [i for i, x in enumerate(xs) if is_undefined(x)]
     if not linear:
@@ -210,8 +195,6 @@ def _ag_transpose(cts, *xs, axes, axis_size):
 
 @all_gather_p.def_vmap
 def _ag_vmap(args, dims, *, axes, axis_size, lanes, offset, size):
-    from .shape import broadcast_in_dim
-
     if axis_size != size:
         raise ValueError(
             f"all_gather over {axes[0]!r} was traced for an axis of size {axis_size}, but that vmap axis has size "
@@ -241,8 +224,6 @@ def _ai_jvp(primals, tangents, *, axes):
 
 @axis_index_p.def_vmap
 def _ai_vmap(args, dims, *, axes, lanes, offset, size):
-    from .shape import iota
-
     i = iota(np.int64, (lanes,), 0)
     return [i + _wrap(np.asarray(offset, np.int64)) if offset else i], [0]
 
@@ -263,8 +244,6 @@ def _names(axis_name, op: str) -> tuple:
 
 
 def _flat(x, op: str):
-    from .elementwise import _to_tensor
-
     leaves, tree = tree_util.flatten(x)
     return [_to_tensor(v, op) for v in leaves], tree
 
@@ -287,8 +266,6 @@ def psum(x, axis_name):
 
 
 def _counts(leaves):
-    from .elementwise import convert
-
     # booleans are summed as counts, as fl.sum does
     return [convert(v, np.int64) if v.dtype == np.bool_ else v for v in leaves]
 
@@ -362,8 +339,6 @@ def all_gather(x, axis_name, *, axis_size: int | None = None):
     for name, n in reversed(list(zip(names, sizes))):
         outs = all_gather_p.bind(*outs, axes=(name,), axis_size=n)
     if len(names) > 1:
-        from .shape import reshape
-
         outs = [reshape(o, (total,) + tuple(o.shape[len(names) :])) for o in outs]
     return tree_util.unflatten(tree, outs)
 

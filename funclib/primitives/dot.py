@@ -10,8 +10,7 @@ import numpy as np
 from .. import dtypes
 from ..core import Primitive, ShapedArray, Tensor, UndefinedPrimal, Zero, _state, _wrap, aval_of
 from ..errors import DTypeError, ShapeError
-from ._util import bdim_to_front
-from .shape import transpose
+from .shape import bdim_to_front, transpose
 
 dot_general_p = Primitive("dot_general", linear=True)  # bilinear: linear in each operand
 dot_general_p.family = "dot"

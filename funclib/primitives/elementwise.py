@@ -12,12 +12,12 @@ import builtins
 import numpy as np
 
 from .. import dtypes, namespace
-from ..checks import check_int, describe
-from ..core import Primitive, ShapedArray, Tensor, Zero, _state, _wrap, aval_of, is_undefined
+from ..checks import describe
+from ..core import Primitive, ShapedArray, Tensor, Zero, _state, _wrap, array_from, aval_of, is_undefined
 from ..errors import DTypeError, NotLinearError, OutOfRangeError, ShapeError
-from ..kernels import special, ufuncs
 from ..kernels.fusion import CONVERT, INTEGER_POW, Lowering
-from ._util import broadcast_shapes, instantiate, unbroadcast
+from ._util import broadcast_shapes
+from .shape import batch_align, broadcast_to, instantiate, select, unbroadcast
 
 FLOAT = frozenset(dtypes.FLOATING)
 REAL_FLOAT = frozenset(dtypes.REAL_FLOATING)
@@ -41,10 +41,8 @@ def _check(name, dtype, ok):
 def _to_tensor(x, op):
     if isinstance(x, Tensor):
         return x
-    from ..ops.creation import asarray
-
     try:
-        return asarray(x)
+        return _wrap(array_from(x))
     except (TypeError, ValueError) as e:
         raise TypeError(
             f"{op}: expected a tensor (or a Python scalar, NumPy array or nested list), got {describe(x)} ({e})"
@@ -120,7 +118,6 @@ def unary(
     p.def_vmap(_elementwise_vmap(p))
 
     if jvp is not None:
-
         @p.def_jvp
         def _jvp(primals, tangents):
             (x,), (t,) = primals, tangents
@@ -178,32 +175,18 @@ def _unary_slow(p, x, ok, promote_int, public):
 # binary family
 
 
-def _binary_vmap(prim):
+def binary_vmap(prim):
     def rule(args, dims, **params):
         x, y = args
         dx, dy = dims
         xs = x.shape if dx is None else x.shape[:dx] + x.shape[dx + 1 :]
         ys = y.shape if dy is None else y.shape[:dy] + y.shape[dy + 1 :]
         rank = max(len(xs), len(ys))
-        x = _batch_align(x, dx, rank)
-        y = _batch_align(y, dy, rank)
+        x = batch_align(x, dx, rank)
+        y = batch_align(y, dy, rank)
         return prim.bind(x, y, **params), 0
 
     return rule
-
-
-def _batch_align(x, d, rank):
-    """Move the batch axis to 0 and pad the logical rank to ``rank`` so NumPy broadcasting lines up."""
-    from ._util import moveaxis
-    from .shape import reshape
-
-    if d is None:
-        return x
-    x = moveaxis(x, d, 0)
-    pad = rank - (x.ndim - 1)
-    if pad > 0:
-        x = reshape(x, (x.shape[0],) + (1,) * pad + x.shape[1:])
-    return x
 
 
 def binary(
@@ -254,7 +237,7 @@ def binary(
         shape = xs if xs == y.shape else broadcast_shapes(xs, y.shape, op=name)
         return ShapedArray(shape, dtypes.bool_ if out_bool else d)
 
-    p.def_vmap(_binary_vmap(p))
+    p.def_vmap(binary_vmap(p))
 
     if jvp is not None:
         dfx, dfy = jvp
@@ -344,11 +327,7 @@ def _fits(v: int, d: np.dtype) -> bool:
 
 
 def _bcast_to(t, out):
-    if t.shape != out.shape:
-        from .shape import broadcast_to
-
-        return broadcast_to(t, out.shape)
-    return t
+    return broadcast_to(t, out.shape) if t.shape != out.shape else t
 
 
 def promote_pair(op: str, x, y):
@@ -403,7 +382,7 @@ def broadcast_pair(op: str, x, y):
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# convert (astype) and select
+# convert (astype)
 
 
 convert_p = Primitive("convert_element_type", linear=True)
@@ -457,86 +436,6 @@ def convert(x, dtype):
     return convert_p.bind(x, new_dtype=dtype)
 
 
-select_p = Primitive("select", linear=True)
-select_p.family = "select"
-select_p.def_lowering(Lowering("({1} if {0} else {2})"))
-
-
-_BLEND_MIN_SIZE = 512
-_UINT = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32), 8: np.dtype(np.uint64)}
-
-
-@select_p.def_impl
-def _select_impl(pred, x, y):
-    pred, x, y = np.asarray(pred), np.asarray(x), np.asarray(y)
-    d = x.dtype
-    u = _UINT.get(d.itemsize)
-    if (
-        u is None
-        or d != y.dtype
-        or d.hasobject
-        or pred.dtype != np.bool_
-        or max(pred.size, x.size, y.size) < _BLEND_MIN_SIZE
-    ):
-        return np.where(pred, x, y)
-    # np.where branches per element (5x slower on an unpredictable mask, e.g. relu's); blending the bits as
-    # unsigned integers does not: y ^ ((x ^ y) * pred), which is x's bits where pred holds and y's elsewhere
-    xb, yb = x.view(u), y.view(u)
-    if y.ndim == 0 and not yb:
-        return np.multiply(xb, pred, dtype=u).view(d)
-    out = np.bitwise_xor(xb, yb)
-    shape = np.broadcast_shapes(pred.shape, out.shape)
-    out = np.multiply(out, pred, dtype=u, out=out if out.shape == shape else None)
-    out ^= yb
-    return out.view(d)
-
-
-@select_p.def_abstract_eval
-def _select_abstract(pred, x, y):
-    if pred.dtype != dtypes.bool_:
-        raise DTypeError(f"select: the condition must be boolean, got {pred.dtype.name}; compare it first (x > 0)")
-    if x.dtype != y.dtype:
-        raise DTypeError(f"select: branches must have one dtype, got {x.dtype.name} and {y.dtype.name}")
-    ps, xs, ys = pred.shape, x.shape, y.shape
-    if (ps == xs or not ps) and (ys == xs or not ys):
-        return ShapedArray(xs, x.dtype)
-    return ShapedArray(broadcast_shapes(ps, xs, ys, op="where"), x.dtype)
-
-
-@select_p.def_jvp
-def _select_jvp(primals, tangents):
-    pred, x, y = primals
-    _, tx, ty = tangents
-    out = select_p.bind(pred, x, y)
-    if (type(tx) is Zero and type(ty) is Zero) or out.dtype not in FLOAT:
-        return out, Zero(aval_of(out))
-    tx = instantiate(tx) if type(tx) is Zero else tx
-    ty = instantiate(ty) if type(ty) is Zero else ty
-    return out, _bcast_to(select_p.bind(pred, tx, ty), out)
-
-
-@select_p.def_transpose
-def _select_transpose(ct, pred, x, y):
-    if is_undefined(pred):
-        raise TypeError("select: the condition is not differentiable")
-    z = _wrap(np.zeros((), ct.dtype))
-    cx = unbroadcast(select_p.bind(pred, ct, z), x.aval) if is_undefined(x) else None
-    cy = unbroadcast(select_p.bind(pred, z, ct), y.aval) if is_undefined(y) else None
-    return [None, cx, cy]
-
-
-@select_p.def_vmap
-def _select_vmap(args, dims):
-    shapes = [a.shape if d is None else a.shape[:d] + a.shape[d + 1 :] for a, d in zip(args, dims)]
-    rank = max(len(s) for s in shapes)
-    return select_p.bind(*[_batch_align(a, d, rank) for a, d in zip(args, dims)]), 0
-
-
-def select(pred, x, y):
-    """``where(pred, x, y)`` on operands of one dtype (no promotion)."""
-    return select_p.bind(pred, x, y)
-
-
 # ---------------------------------------------------------------------------------------------------------------
 # The unary primitives. jvp(x, y, t): x the input, y the output, t the input tangent.
 
@@ -579,67 +478,6 @@ not_p, bitwise_invert = unary(
     lowering=Lowering(boolean="(not {0})", integer="(~{0})"), dunder="__invert__",
 )
 
-# A tangent times a coefficient that can be infinite or NaN (exp overflowing, cos(inf), a pole of lgamma, ...) is
-# a safe_mul: a zero tangent or cotangent (the unselected side of a where) stays exactly zero instead of 0 * inf.
-# Divisions by a coefficient that can vanish are safe_div for the same reason.
-# Float32 math from kernels/vmath.py, float64 from libm. vector_constants: registers its float32 loop keeps live
-# (the fusion planner's register_pressure); split: loop fission may start a new loop before it (sin/cos measured
-# no faster split: their own instruction count dominates).
-exp_p, exp = unary(
-    "exp", np.exp, jvp=lambda x, y, t: safe_mul(t, y),
-    lowering=Lowering(f32="fexp({0})", f64="np.exp({0})", vector_constants=14, split=True), method=True,
-)
-log_p, log = unary(
-    "log", np.log, jvp=lambda x, y, t: safe_div(t, x),
-    lowering=Lowering(f32="flog({0})", f64="np.log({0})", vector_constants=18, split=True), method=True,
-)
-log1p_p, log1p = unary(
-    "log1p", np.log1p, jvp=lambda x, y, t: safe_div(t, x + 1.0),
-    lowering=Lowering(f32="flog1p({0})", f64="np.log1p({0})", vector_constants=18, split=True),
-)
-expm1_p, expm1 = unary(
-    "expm1", np.expm1, jvp=lambda x, y, t: safe_mul(t, y + 1.0),
-    lowering=Lowering(f32="fexpm1({0})", f64="np.expm1({0})", vector_constants=16, split=True),
-)
-sin_p, sin = unary(
-    "sin", np.sin, jvp=lambda x, y, t: safe_mul(t, cos(x)),
-    lowering=Lowering(f32="fsin({0})", f64="np.sin({0})", vector_constants=25), method=True,
-)
-cos_p, cos = unary(
-    "cos", np.cos, jvp=lambda x, y, t: safe_mul(t, negative(sin(x))),
-    lowering=Lowering(f32="fcos({0})", f64="np.cos({0})", vector_constants=25), method=True,
-)
-tan_p, tan = unary("tan", np.tan, jvp=lambda x, y, t: safe_mul(t, y * y + 1.0), no_lowering=NO_F32_MATH)
-asin_p, asin = unary(
-    "asin", np.arcsin, jvp=lambda x, y, t: safe_div(t, sqrt(1.0 - x * x)), no_lowering=NO_F32_MATH
-)
-acos_p, acos = unary(
-    "acos", np.arccos, jvp=lambda x, y, t: negative(safe_div(t, sqrt(1.0 - x * x))), no_lowering=NO_F32_MATH
-)
-atan_p, atan = unary("atan", np.arctan, jvp=lambda x, y, t: safe_div(t, x * x + 1.0), no_lowering=NO_F32_MATH)
-sinh_p, sinh = unary("sinh", np.sinh, jvp=lambda x, y, t: safe_mul(t, cosh(x)), no_lowering=NO_F32_MATH)
-cosh_p, cosh = unary("cosh", np.cosh, jvp=lambda x, y, t: safe_mul(t, sinh(x)), no_lowering=NO_F32_MATH)
-tanh_p, tanh = unary(
-    "tanh", np.tanh, jvp=lambda x, y, t: safe_mul(t, 1.0 - y * y),
-    lowering=Lowering(f32="ftanh({0})", f64="np.tanh({0})", vector_constants=20, split=True), method=True,
-)
-asinh_p, asinh = unary(
-    "asinh", np.arcsinh, jvp=lambda x, y, t: safe_div(t, sqrt(x * x + 1.0)), no_lowering=NO_F32_MATH
-)
-acosh_p, acosh = unary(
-    "acosh", np.arccosh, jvp=lambda x, y, t: safe_div(t, sqrt(x - 1.0) * sqrt(x + 1.0)), no_lowering=NO_F32_MATH
-)
-atanh_p, atanh = unary("atanh", np.arctanh, jvp=lambda x, y, t: safe_div(t, 1.0 - x * x), no_lowering=NO_F32_MATH)
-# d sqrt(x) = t / (2 sqrt(x)) is infinite at 0; safe_div keeps a zero tangent or cotangent exactly zero there
-sqrt_p, sqrt = unary(
-    "sqrt", np.sqrt, jvp=lambda x, y, t: safe_div(t, y + y), lowering=Lowering(f32="np.sqrt({0})", f64="np.sqrt({0})"),
-    method=True,
-)
-cbrt_p, cbrt = unary(
-    "cbrt", np.cbrt, ok=REAL_FLOAT, jvp=lambda x, y, t: safe_div(t, 3.0 * y * y), no_lowering=NO_F32_MATH
-)
-
-
 def _abs_jvp(x, y, t):
     if x.dtype in COMPLEX:
         # d|z| = Re(conj(z) t) / |z|, with 0 at z = 0
@@ -653,96 +491,6 @@ abs_p, abs = unary(
     "abs", np.abs, ok=NUMERIC, jvp=_abs_jvp, out_dtype=_real_like, promote_int=False, lowering=Lowering("abs({0})"),
     method=True, dunder="__abs__",
 )
-
-
-def _logistic_np(x):
-    if x.dtype != np.float64:
-        return ufuncs.logistic(x)
-    # stable in both tails: exp never sees a large positive argument
-    e = np.exp(-np.abs(x))
-    return np.where(x >= 0, 1 / (1 + e), e / (1 + e))
-
-
-def _erf_np(x):
-    # float32 and narrower: the jit kernels' function, so eager and jit agree bit for bit
-    return special.erf(x) if x.dtype == np.float64 else ufuncs.erf(x)
-
-
-logistic_p, sigmoid = unary(
-    "logistic", _logistic_np, public="sigmoid", ok=REAL_FLOAT, jvp=lambda x, y, t: safe_mul(t, y * (1.0 - y)),
-    lowering=Lowering(f32="flogistic({0})", f64="_logistic64({0})", vector_constants=16, split=True),
-    method=True,
-)
-erf_p, erf = unary(
-    "erf", _erf_np, ok=REAL_FLOAT, jvp=lambda x, y, t: safe_mul(t, 1.1283791670955126 * exp(negative(x * x))),
-    lowering=Lowering(f32="ferf({0})", f64="math.erf({0})", vector_constants=26, split=True),
-)
-erf_inv_p, erfinv = unary(
-    "erf_inv",
-    special.erfinv,
-    public="erfinv",
-    ok=REAL_FLOAT,
-    jvp=lambda x, y, t: safe_mul(t, 0.886226925452758 * exp(y * y)),
-    no_lowering=NO_SCALAR_SPECIAL,
-)
-lgamma_p, lgamma = unary(
-    "lgamma", special.lgamma, ok=REAL_FLOAT, jvp=lambda x, y, t: safe_mul(t, digamma(x)),
-    no_lowering=NO_SCALAR_SPECIAL,
-)
-
-# polygamma(n, x) = d^n/dx^n digamma(x); n is static, so every order of derivative of lgamma is a primitive call
-polygamma_p = Primitive("polygamma")
-polygamma_p.family = "unary"
-polygamma_p.no_rule["lowering"] = NO_SCALAR_SPECIAL
-polygamma_p.no_rule["transpose"] = "not linear"
-
-
-@polygamma_p.def_impl
-def _polygamma_impl(x, *, n):
-    return special.polygamma(n, x)
-
-
-@polygamma_p.def_abstract_eval
-def _polygamma_abstract(x, *, n):
-    _check("polygamma", x.dtype, REAL_FLOAT)
-    return ShapedArray(x.shape, x.dtype)
-
-
-@polygamma_p.def_jvp
-def _polygamma_jvp(primals, tangents, *, n):
-    (x,), (t,) = primals, tangents
-    y = polygamma_p.bind(x, n=n)
-    if type(t) is Zero:
-        return y, Zero(aval_of(y))
-    return y, safe_mul(t, polygamma_p.bind(x, n=n + 1))
-
-
-@polygamma_p.def_vmap
-def _polygamma_vmap(args, dims, *, n):
-    return polygamma_p.bind(args[0], n=n), dims[0]
-
-
-@namespace.public
-def polygamma(n: int, x):
-    """The n-th derivative of the digamma function (``n`` a static non-negative int).
-
-    >>> fl.polygamma(1, fl.tensor([1.0]))  # pi**2 / 6
-    """
-    n = check_int(n, "polygamma", "n", min=0)
-    return _polygamma(n, x, "polygamma")
-
-
-def _polygamma(n: int, x, op: str):
-    x = _to_tensor(x, op)
-    if x.dtype not in REAL_FLOAT:
-        x = convert(x, dtypes.default_float)
-    return polygamma_p.bind(x, n=n)
-
-
-@namespace.public
-def digamma(x):
-    """The digamma function, d/dx lgamma(x)."""
-    return _polygamma(0, x, "digamma")
 
 
 real_p, real = unary(
@@ -845,33 +593,6 @@ safe_div_p, safe_div = binary(
 )
 
 
-def _pow_dx(x, y, o, t):
-    # y * x**(y-1), exactly 0 where y == 0 (so d/dx x**0 = 0 even at x = 0); safe_mul rather than a select on
-    # y keeps the y-derivative of this expression right at y == 0 (second order)
-    return safe_mul(t, safe_mul(y, pow(x, y - 1.0)))
-
-
-def _pow_dy(x, y, o, t):
-    # log(x) * x**y, defined as 0 where x == 0 (the limit from the right for y > 0)
-    safe_x = select(x == 0, _wrap(np.ones((), x.dtype)), x)
-    return safe_mul(t, select(x == 0, _wrap(np.zeros((), o.dtype)), o * log(safe_x)))
-
-
-def _pow_np(x, y):
-    out = np.power(x, y)
-    if (y.__class__ is builtins.float or getattr(y, "ndim", 1) == 0) and y == 0.5 and out.dtype in REAL_FLOAT:
-        # NumPy computes x ** 0.5 as sqrt(x): -0 at -0 and nan at -inf, where the standard wants +0 and +inf
-        out = np.where(np.isinf(x) | (x == 0), np.abs(x), out)
-    return out
-
-
-pow_p, pow = binary(
-    "pow", _pow_np, ok=NUMERIC, jvp=(_pow_dx, _pow_dy),
-    lowering=Lowering(f32="fpow({0}, {1})", f64="({0} ** {1})", vector_constants=30),
-    export=False,  # fl.pow (funclib/ops) takes x ** n for a static int n as integer_pow
-)
-
-
 def _max_dx(x, y, o, t):
     # ties split the derivative evenly: d max(x, x) = (tx + ty) / 2
     return t * select(x > y, _one(o), select(x == y, _half(o), _zero(o)))
@@ -912,16 +633,6 @@ max_p, maximum = binary(
 )
 min_p, minimum = binary(
     "min", np.minimum, public="minimum", ok=REAL_NUMERIC, jvp=(_min_dx, _min_dy), lowering=_extremum("<")
-)
-atan2_p, atan2 = binary(
-    "atan2",
-    np.arctan2,
-    ok=REAL_FLOAT,
-    jvp=(
-        lambda x, y, o, t: safe_div(safe_mul(t, y), x * x + y * y),
-        lambda x, y, o, t: negative(safe_div(safe_mul(t, x), x * x + y * y)),
-    ),
-    no_lowering=NO_F32_MATH,
 )
 rem_p, remainder = binary(
     "rem",
@@ -1072,7 +783,7 @@ def _complex_transpose(ct, x, y):
     ]
 
 
-complex_p.def_vmap(_binary_vmap(complex_p))
+complex_p.def_vmap(binary_vmap(complex_p))
 
 
 def complex_from(x, y):
