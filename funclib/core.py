@@ -675,8 +675,8 @@ def check_scalar_fits(v, d: np.dtype, op: str = "asarray") -> None:
 
 def _traced_message(op: str, what: str) -> str:
     return (
-        f"{op}: got {what}, which has no concrete value here; fl.asarray keeps traced values traced (and "
-        "fl.stack stacks them), or return the value from the transformed function to get a concrete Tensor"
+        f"{op}: {what} has no concrete value inside a transform; use fl.asarray, which keeps traced values traced "
+        "(and stacks a sequence of them), or return the value from the transformed function for a concrete Tensor"
     )
 
 

@@ -23,8 +23,7 @@ from ..core import (
 from ..errors import DTypeError, ShapeError
 from ..namespace import public, tensor_method
 from ..primitives import shape as S
-from ..primitives.elementwise import add, convert, greater_equal, less_equal, multiply, subtract
-from .manipulation import stack
+from ..primitives.elementwise import add, convert, greater_equal, less_equal, multiply, stack_values, subtract
 from .searching import where
 
 
@@ -55,7 +54,7 @@ def asarray(obj, /, *, dtype=None, device=None, copy: bool | None = None) -> Ten
     if isinstance(obj, Tensor) and (dtype is None or obj.dtype == dtypes.canonicalize(dtype)):
         return obj
     if isinstance(obj, (list, tuple)) and holds_tracer(obj):
-        return stack([asarray(e, dtype=dtype) for e in obj])
+        return stack_values(obj, dtype)
     return _wrap(array_from(obj, dtype, copy=copy))
 
 

@@ -13,11 +13,24 @@ import numpy as np
 
 from .. import dtypes, namespace
 from ..checks import describe
-from ..core import Primitive, ShapedArray, Tensor, Zero, _state, _wrap, array_from, aval_of, is_undefined
+from ..core import (
+    Primitive,
+    ShapedArray,
+    Tensor,
+    Tracer,
+    Zero,
+    _state,
+    _wrap,
+    array_from,
+    aval_of,
+    check_no_imaginary,
+    holds_tracer,
+    is_undefined,
+)
 from ..errors import DTypeError, NotLinearError, OutOfRangeError, ShapeError
 from ..kernels.fusion import CONVERT, INTEGER_POW, Lowering
 from ._util import broadcast_shapes
-from .shape import batch_align, broadcast_to, instantiate, select, unbroadcast
+from .shape import batch_align, broadcast_to, concatenate, expand_dims, instantiate, select, unbroadcast
 
 FLOAT = frozenset(dtypes.FLOATING)
 REAL_FLOAT = frozenset(dtypes.REAL_FLOATING)
@@ -42,11 +55,38 @@ def _to_tensor(x, op):
     if isinstance(x, Tensor):
         return x
     try:
+        if isinstance(x, (list, tuple)) and holds_tracer(x):
+            return stack_values(x)
         return _wrap(array_from(x))
     except (TypeError, ValueError) as e:
         raise TypeError(
             f"{op}: expected a tensor (or a Python scalar, NumPy array or nested list), got {describe(x)} ({e})"
         ) from None
+
+
+def stack_values(seq, dtype=None):
+    """A nested list/tuple holding traced values as one tensor, as ``fl.asarray`` makes it: each element converted
+    on its own (Python scalars at the default dtypes, or ``dtype``), then stacked along a new leading axis at their
+    promoted dtype, as ``fl.stack`` does."""
+    items = [_element(e, dtype) for e in seq]
+    if not items:
+        raise ValueError("stack: needs at least one array")
+    d = dtypes.result_type(*items)
+    items = [a if a.dtype == d else convert(a, d) for a in items]
+    shape = tuple(items[0].shape)
+    if any(tuple(a.shape) != shape for a in items):
+        raise ShapeError(f"stack: all tensors must have one shape, got {[tuple(a.shape) for a in items]}")
+    return concatenate([expand_dims(a, [0]) for a in items], 0)
+
+
+def _element(e, dtype):
+    if isinstance(e, (list, tuple)) and holds_tracer(e):
+        return stack_values(e, dtype)
+    if isinstance(e, Tracer):
+        d = dtypes.canonicalize(dtype) if dtype is not None else e.dtype
+        check_no_imaginary(e.dtype in dtypes.COMPLEX, d, "asarray")
+        return e if e.dtype == d else convert(e, d)
+    return _wrap(array_from(e, dtype))
 
 
 # ---------------------------------------------------------------------------------------------------------------
