@@ -136,6 +136,8 @@ class Trace:
         if self.parent is None:
             # eager impls never consult the trace state (call-like impls that run user code reset it themselves)
             return prim.eager(args, params)
+        # written out, not `with set_trace`: once per operation a transform passes on (set_trace measured 2-8%
+        # slower on an eager vmap(grad))
         prev = _state.trace
         _state.trace = self.parent
         try:

@@ -29,6 +29,7 @@ from funclib.core import (
     _wrap,
     aval_of,
     is_undefined,
+    set_trace,
 )
 from funclib.errors import ConcretizationError, FunclibError
 from funclib.jaxpr import (
@@ -353,12 +354,8 @@ class Jitted:
 
         trace = JitTrace(_state.trace, self._leaf_names(in_tree, args, kwargs), self.__name__)
         ins = [trace.new_arg(a) for a in in_avals]
-        prev = _state.trace
-        _state.trace = trace
-        try:
+        with set_trace(trace):
             outs = flat(*ins)
-        finally:
-            _state.trace = prev
         jaxpr, consts = trace.to_jaxpr(ins, outs)
         return ClosedJaxpr(jaxpr, consts), store["tree"]
 

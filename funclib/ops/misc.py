@@ -22,6 +22,7 @@ class _NoGradTrace(Trace):
         self.eager_below = parent.eager_below
 
     def process(self, prim, args, params):
+        # written out, not `with set_trace`: once per operation in the block, like JVPTrace.process
         prev = _state.trace
         _state.trace = self.parent
         try:
