@@ -131,13 +131,6 @@ def square(x, /):
     return integer_pow(x, 2)
 
 
-@public
-def exp2(x, /):
-    """``2 ** x``, exact at integer ``x``."""
-    x = _float(x, "exp2")
-    return T.pow(_wrap(np.full((), 2, x.dtype)), x)
-
-
 def _log_base(x, ln_base, name):
     x = _float(x, name)
     y = log(x)

@@ -42,6 +42,11 @@ exp_p, exp = unary(
     "exp", np.exp, jvp=lambda x, y, t: safe_mul(t, y),
     lowering=Lowering(f32="fexp({0})", f64="np.exp({0})", vector_constants=14, split=True), method=True,
 )
+exp2_p, exp2 = unary(
+    "exp2", np.exp2, jvp=lambda x, y, t: safe_mul(t, y * 0.6931471805599453),
+    lowering=Lowering(f32="fpow(np.float32(2), {0})", f64="np.exp2({0})", vector_constants=30),
+    doc="``2 ** x``, exact at integer ``x``.\n\n>>> fl.exp2(fl.tensor([3.0, -1.0]))\nTensor([8. , 0.5], dtype=float32)",
+)
 log_p, log = unary(
     "log", np.log, jvp=lambda x, y, t: safe_div(t, x),
     lowering=Lowering(f32="flog({0})", f64="np.log({0})", vector_constants=18, split=True), method=True,
