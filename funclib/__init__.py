@@ -7,7 +7,20 @@ Tensor([0.84147096, 0.9092974 ], dtype=float32)
 
 import math as _math
 
-from . import config, dtypes, errors, ops, primitives, random, tree  # noqa: F401
+# funclib.distributed loads mpi4py (and MPI) only when a process axis is used
+from . import (  # noqa: F401
+    config,
+    distributed,
+    dtypes,
+    errors,
+    ops,
+    primitives,
+    quantization,
+    ragged,
+    random,
+    sparse,
+    tree,
+)
 from .core import ShapedArray, Tensor, Tracer  # noqa: F401
 from .dtypes import (  # noqa: F401
     bfloat16,
@@ -15,16 +28,23 @@ from .dtypes import (  # noqa: F401
     complex64,
     complex128,
     finfo,
+    float8_e4m3b11fnuz,
+    float8_e4m3fn,
+    float8_e4m3fnuz,
+    float8_e5m2,
+    float8_e5m2fnuz,
     float16,
     float32,
     float64,
     iinfo,
+    int4,
     int8,
     int16,
     int32,
     int64,
     isdtype,
     result_type,
+    uint4,
     uint8,
     uint16,
     uint32,
@@ -52,6 +72,11 @@ pi = _math.pi
 newaxis = None
 
 from .transforms import *  # noqa: E402, F401, F403
+from .transforms import solvers as _solvers  # noqa: E402
+
+# the iterative solvers need while_loop and custom_linear_solve (transforms), so they join fl.linalg here
+linalg.cg = _solvers.cg
+linalg.bicgstab = _solvers.bicgstab
 
 
 def __getattr__(name: str):

@@ -24,7 +24,7 @@ from .errors import (
     OutOfRangeError,
     TracerLeakError,
 )
-from .kernels import fusion
+from .kernels import fusion, lowp
 
 
 class ShapedArray:
@@ -121,6 +121,11 @@ class Trace:
     def process(self, prim: Primitive, args, params):
         raise NotImplementedError
 
+    @property
+    def record_source(self) -> bool:
+        """Whether jaxpr traces started beneath record each equation's source line (see ``JaxprTrace``)."""
+        return self.parent is not None and self.parent.record_source
+
     def concretize(self, tracer: Tracer, what: str):
         raise ConcretizationError(
             f"Cannot convert a traced {tracer.aval.str_short()} to {what} inside {self.name}. "
@@ -162,6 +167,10 @@ class Primitive:
     ... def _(x): return np.sin(x)
     """
 
+    # an effect (a debug callback, a runtime check) is run for what it does, not for its outputs: the jaxpr passes
+    # never drop, merge or constant-fold it, nor move it past another effect (``jaxpr.eqn_has_effects``)
+    effect = False
+
     def __init__(self, name: str, *, multiple_results: bool = False, linear: bool = False):
         if name in PRIMITIVES:
             raise ValueError(f"a primitive named {name!r} is already registered")
@@ -175,6 +184,11 @@ class Primitive:
         self.vmap = None
         # higher-order primitives (jit's call, cond, scan, ...) split themselves under partial evaluation
         self.partial_eval = None
+        # a call primitive that runs its body its own way under jit: ``jit_step(eqn) -> step`` (None: its impl)
+        self.jit_step = None
+        # ``dce(eqn, used_outputs) -> Eqn | None``: the equation computing only the used outputs (a loop whose
+        # body stops producing per-step values nobody reads), for ``passes.dce``
+        self.dce = None
         # why a rule is absent on purpose, e.g. {"jvp": "integer output"}; the meta-test accepts only these
         self.no_rule: dict[str, str] = {}
         self.kernel: str | None = None  # name of the fused-kernel scalar op, if any (jit lowering)
@@ -340,6 +354,7 @@ class Tensor:
 
     __slots__ = ("_value", "__weakref__")
     __array_priority__ = 100
+    weak_type = False  # True only for a traced Python scalar (see ``is_weak``)
 
     def __init__(self, data, dtype=None):
         self._value = array_from(data, dtype)
@@ -497,6 +512,18 @@ def _from_numpy(a):
     return _wrap(a)
 
 
+def is_weak(x) -> bool:
+    """Whether ``x`` is a Python scalar traced by ``jit``: weakly typed and held at full precision (float64,
+    int64, complex128 or bool) until it meets a dtype, as the Python scalar would be eagerly."""
+    return getattr(x, "weak_type", False) is True
+
+
+def strengthen(x):
+    """``x``, or for a weak value the Tensor its Python scalar becomes on its own (``fl.asarray(0.1)``: the default
+    dtype of its kind), for every use other than arithmetic with Python operators."""
+    return x._trace.strengthen(x) if is_weak(x) else x
+
+
 class Tracer(Tensor):
     """A value seen by a transform. Subclasses hold whatever their trace needs; all have an ``aval``."""
 
@@ -604,12 +631,12 @@ def array_from(obj, dtype=None, *, copy: bool | None = None, op: str = "asarray"
         if copy is False:
             raise ValueError(f"{op}: converting {v.dtype.name} to {want.name} needs a copy, but copy=False")
         check_no_imaginary(v.dtype in dtypes.COMPLEX, want, op)
-        return v.astype(want)
+        return numpy_cast(v, want)
     if type(obj) in PY_SCALARS:
         d = want or dtypes.python_scalar_dtype(obj)
         check_scalar_fits(obj, d, op)
         check_no_imaginary(type(obj) is complex, d, op)
-        return np.asarray(obj, dtype=d)
+        return numpy_cast(obj, d)
     if isinstance(obj, (np.ndarray, np.generic)):
         arr = np.asarray(obj)
         if arr.dtype not in dtypes._KNOWN and arr.dtype.byteorder not in ("=", "|"):
@@ -620,7 +647,7 @@ def array_from(obj, dtype=None, *, copy: bool | None = None, op: str = "asarray"
             if copy is False:
                 raise ValueError(f"{op}: the dtype conversion needs a copy, but copy=False")
             check_no_imaginary(arr.dtype in dtypes.COMPLEX, want, op)
-            return arr.astype(want)
+            return numpy_cast(arr, want)
         if isinstance(obj, np.generic) or not arr.flags.writeable:
             return arr.copy() if copy else arr
         if copy is False:
@@ -639,7 +666,7 @@ def array_from(obj, dtype=None, *, copy: bool | None = None, op: str = "asarray"
             obj = _tensors_to_numpy(obj)
         d = want or _python_dtype(obj)
         try:
-            arr = np.asarray(obj, dtype=d)
+            arr = numpy_cast(obj, d)
         except (ValueError, OverflowError) as e:
             raise ValueError(f"{op}: cannot convert the sequence to a tensor: {e}") from None
         if d is None and arr.dtype not in dtypes._KNOWN:
@@ -660,6 +687,16 @@ def array_from(obj, dtype=None, *, copy: bool | None = None, op: str = "asarray"
     )
 
 
+_LOWP = frozenset(dtypes.LOW_PRECISION)
+
+
+def numpy_cast(obj, d: np.dtype | None) -> np.ndarray:
+    """``np.asarray(obj, dtype=d)``, saturating into float8 and wrapping into int4 as ``astype`` does."""
+    if d in _LOWP:
+        return lowp.astype(np.asarray(obj), d)
+    return np.asarray(obj, dtype=d)
+
+
 def holds_tracer(seq) -> bool:
     """Whether a nested list/tuple holds a traced value anywhere."""
     return any(isinstance(e, Tracer) for e in _leaves(seq))
@@ -667,8 +704,8 @@ def holds_tracer(seq) -> bool:
 
 def check_scalar_fits(v, d: np.dtype, op: str = "asarray") -> None:
     """Raise ``OutOfRangeError`` if the Python int ``v`` does not fit the integer dtype ``d``."""
-    if d in dtypes.INTEGER and isinstance(v, int) and not isinstance(v, bool):
-        info = np.iinfo(d)
+    if (d in dtypes.INTEGER or d in dtypes.INT4) and isinstance(v, int) and not isinstance(v, bool):
+        info = dtypes.iinfo(d)
         if not info.min <= v <= info.max:
             raise OutOfRangeError(
                 f"{op}: Python int {v} does not fit in {d.name} [{info.min}, {info.max}]; pass a wider dtype"

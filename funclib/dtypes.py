@@ -2,6 +2,12 @@
 
 funclib dtypes are NumPy ``np.dtype`` objects (``bfloat16`` comes from ml_dtypes), so ``fl.float32 == np.float32``.
 Promotion follows the Array API lattice; Python scalars are *weak*: ``float32_tensor * 2.0`` stays float32.
+
+The low-precision storage dtypes (``LOW_PRECISION``: the float8 formats and ``int4``/``uint4``, from ml_dtypes)
+compute in a wider type and round back (``funclib.kernels.lowp``); casts into float8 saturate. As in JAX, a float8
+never promotes implicitly with another dtype (only with Python scalars): mixing formats or precisions silently is
+how low-precision bugs start, so ``float8 + float32`` asks for an explicit cast. ``int4`` promotes to ``int8``,
+``uint4`` to ``uint8``.
 """
 
 from __future__ import annotations
@@ -18,6 +24,11 @@ uint8, uint16, uint32, uint64 = (np.dtype(t) for t in (np.uint8, np.uint16, np.u
 float16, float32, float64 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)
 bfloat16 = np.dtype(ml_dtypes.bfloat16)
 complex64, complex128 = np.dtype(np.complex64), np.dtype(np.complex128)
+float8_e4m3fn, float8_e5m2, float8_e4m3fnuz, float8_e5m2fnuz, float8_e4m3b11fnuz = (
+    np.dtype(getattr(ml_dtypes, n))
+    for n in ("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e4m3b11fnuz")
+)
+int4, uint4 = np.dtype(ml_dtypes.int4), np.dtype(ml_dtypes.uint4)
 
 BOOL = (bool_,)
 SIGNED = (int8, int16, int32, int64)
@@ -28,13 +39,16 @@ COMPLEX = (complex64, complex128)
 FLOATING = REAL_FLOATING + COMPLEX
 NUMERIC = INTEGER + FLOATING
 ALL = BOOL + NUMERIC
-INEXACT = frozenset(FLOATING)
+FLOAT8 = (float8_e4m3fn, float8_e5m2, float8_e4m3fnuz, float8_e5m2fnuz, float8_e4m3b11fnuz)
+INT4 = (int4, uint4)
+LOW_PRECISION = FLOAT8 + INT4  # storage dtypes: not in ALL, which lists the dtypes every op family computes in
+INEXACT = frozenset(FLOATING + FLOAT8)
 
 default_float = float32
 default_int = int64
 default_complex = complex64
 
-_BY_NAME = {d.name: d for d in ALL}
+_BY_NAME = {d.name: d for d in ALL + LOW_PRECISION}
 _BY_NAME["bool"] = bool_
 
 # Array API promotion lattice (edges to the next wider type). Pairs with no join here (int64 with uint64, integers
@@ -55,6 +69,9 @@ _LATTICE: dict[np.dtype, tuple[np.dtype, ...]] = {
     float64: (complex128,),
     complex64: (complex128,),
     complex128: (),
+    int4: (int8,),
+    uint4: (uint8, int8),
+    **{f: () for f in FLOAT8},
 }
 
 
@@ -85,19 +102,21 @@ def _join(a: np.dtype, b: np.dtype) -> np.dtype | None:
 def _kind(d: np.dtype) -> str:
     if d == bool_:
         return "b"
-    if d in INTEGER:
+    if d in INTEGER or d in INT4:
         return "i"
-    if d in REAL_FLOATING:
+    if d in REAL_FLOATING or d in FLOAT8:
         return "f"
     return "c"
 
 
 _PROMOTE: dict[tuple[np.dtype, np.dtype], np.dtype] = {}
-for _a in ALL:
-    for _b in ALL:
+for _a in ALL + LOW_PRECISION:
+    for _b in ALL + LOW_PRECISION:
         _j = _join(_a, _b)
         if _j is None:
             ka, kb = _kind(_a), _kind(_b)
+            if (_a in FLOAT8 or _b in FLOAT8) and "b" not in (ka, kb):
+                continue  # no implicit promotion: promote_types raises
             if ka == "b" or kb == "b":
                 # bool mixed with a number: the number's dtype (implementation-defined in the standard)
                 _j = _b if ka == "b" else _a
@@ -138,7 +157,7 @@ def canonicalize(dtype) -> np.dtype:
     return d.newbyteorder("=") if d.byteorder not in ("=", "|") else d
 
 
-_KNOWN = frozenset(ALL)
+_KNOWN = frozenset(ALL + LOW_PRECISION)
 
 
 def result_type(*arrays_and_dtypes) -> np.dtype:
@@ -155,6 +174,9 @@ def result_type(*arrays_and_dtypes) -> np.dtype:
         ):
             weak.append(a)
             continue
+        if getattr(a, "weak_type", False):  # a traced Python scalar (a jit argument)
+            weak.append(weak_sample(a.dtype))
+            continue
         dt = getattr(a, "dtype", None)
         dts.append(canonicalize(dt if dt is not None else a))
     if not dts:
@@ -163,7 +185,7 @@ def result_type(*arrays_and_dtypes) -> np.dtype:
         return python_scalar_dtype(weak[0]) if len(weak) == 1 else _weak_join(weak)
     out = dts[0]
     for d in dts[1:]:
-        out = _PROMOTE[out, d]
+        out = _promote(out, d)
     for w in weak:
         out = weak_promote(out, w)
     return out
@@ -172,7 +194,7 @@ def result_type(*arrays_and_dtypes) -> np.dtype:
 def _weak_join(ws) -> np.dtype:
     out = python_scalar_dtype(ws[0])
     for w in ws[1:]:
-        out = _PROMOTE[out, python_scalar_dtype(w)]
+        out = _promote(out, python_scalar_dtype(w))
     return out
 
 
@@ -186,6 +208,23 @@ def python_scalar_dtype(x) -> np.dtype:
     if isinstance(x, builtins.complex):
         return default_complex
     raise TypeError(f"not a Python scalar: {x!r}")
+
+
+# A Python scalar traced by jit is held in the widest dtype of its kind until it meets a dtype.
+_WEAK_WIDE = {builtins.bool: bool_, builtins.int: int64, builtins.float: float64, builtins.complex: complex128}
+
+
+def weak_dtype(x) -> np.dtype:
+    """The dtype that holds Python scalar ``x`` at full precision while it is weakly typed."""
+    for t in (builtins.bool, builtins.int, builtins.float, builtins.complex):
+        if isinstance(x, t):
+            return _WEAK_WIDE[t]
+    raise TypeError(f"not a Python scalar: {x!r}")
+
+
+def weak_sample(dtype: np.dtype):
+    """A Python scalar of the kind of ``dtype``: what a weakly typed value of that dtype stands for."""
+    return {"b": False, "i": 0, "f": 0.0, "c": 0j}[_kind(dtype)]
 
 
 def weak_promote(dtype: np.dtype, scalar) -> np.dtype:
@@ -205,7 +244,18 @@ def weak_promote(dtype: np.dtype, scalar) -> np.dtype:
 
 
 def promote_types(a, b) -> np.dtype:
-    return _PROMOTE[canonicalize(a), canonicalize(b)]
+    return _promote(canonicalize(a), canonicalize(b))
+
+
+def _promote(a: np.dtype, b: np.dtype) -> np.dtype:
+    try:
+        return _PROMOTE[a, b]
+    except KeyError:
+        f8 = a if a in FLOAT8 else b
+        raise DTypeError(
+            f"no implicit promotion between {a.name} and {b.name}: {f8.name} combines only with itself (and "
+            f"Python scalars); cast one operand explicitly, e.g. x.astype(fl.float32)"
+        ) from None
 
 
 def can_cast(from_, to, /) -> bool:
@@ -242,9 +292,9 @@ def finfo(type, /) -> finfo_object:
     1.1920928955078125e-07
     """
     d = canonicalize(getattr(type, "dtype", type))
-    if d not in FLOATING:
+    if d not in INEXACT:
         raise DTypeError(f"finfo expects a floating dtype, got {d.name}; use iinfo for integers")
-    fi = ml_dtypes.finfo(d) if d == bfloat16 else np.finfo(d)
+    fi = ml_dtypes.finfo(d) if d == bfloat16 or d in FLOAT8 else np.finfo(d)
     real = {complex64: float32, complex128: float64}.get(d, d)
     return finfo_object(
         bits=int(fi.bits),
@@ -263,20 +313,20 @@ def iinfo(type, /) -> iinfo_object:
     127
     """
     d = canonicalize(getattr(type, "dtype", type))
-    if d not in INTEGER:
+    if d not in INTEGER and d not in INT4:
         raise DTypeError(f"iinfo expects an integer dtype, got {d.name}; use finfo for floating dtypes")
-    ii = np.iinfo(d)
+    ii = ml_dtypes.iinfo(d) if d in INT4 else np.iinfo(d)
     return iinfo_object(bits=int(ii.bits), max=int(ii.max), min=int(ii.min), dtype=d)
 
 
 _KINDS = {
     "bool": frozenset(BOOL),
-    "signed integer": frozenset(SIGNED),
-    "unsigned integer": frozenset(UNSIGNED),
-    "integral": frozenset(INTEGER),
-    "real floating": frozenset(REAL_FLOATING),
+    "signed integer": frozenset(SIGNED + (int4,)),
+    "unsigned integer": frozenset(UNSIGNED + (uint4,)),
+    "integral": frozenset(INTEGER + INT4),
+    "real floating": frozenset(REAL_FLOATING + FLOAT8),
     "complex floating": frozenset(COMPLEX),
-    "numeric": frozenset(NUMERIC),
+    "numeric": frozenset(NUMERIC + LOW_PRECISION),
 }
 
 
@@ -320,6 +370,9 @@ _SHORT = {
     float64: "f64",
     complex64: "c64",
     complex128: "c128",
+    int4: "i4",
+    uint4: "u4",
+    **{f: "f8_" + f.name.removeprefix("float8_") for f in FLOAT8},
 }
 
 

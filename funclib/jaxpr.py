@@ -8,12 +8,15 @@ the parent trace, so only the computation that depends on the unknown (tangent) 
 from __future__ import annotations
 
 import itertools
+import os
+import sys
 from typing import Any
 
 import numpy as np
 
 from . import dtypes
 from .core import (
+    PRIMITIVES,
     Primitive,
     ShapedArray,
     Tensor,
@@ -50,13 +53,40 @@ class Literal:
 
 
 class Eqn:
-    __slots__ = ("prim", "inputs", "params", "outputs")
+    """One primitive application. ``source`` is the user's line that staged it (recorded only when the trace asks
+    for it, see ``JaxprTrace.record_source``), else None."""
 
-    def __init__(self, prim: Primitive, inputs: list, params: dict, outputs: list[Var]):
+    __slots__ = ("prim", "inputs", "params", "outputs", "source")
+
+    def __init__(self, prim: Primitive, inputs: list, params: dict, outputs: list[Var], source: str | None = None):
         self.prim = prim
         self.inputs = inputs
         self.params = params
         self.outputs = outputs
+        self.source = source
+
+
+# the folders of the library: a frame outside them is the user's
+_LIBRARY_DIRS = tuple(
+    os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), d) + os.sep
+    for d in ("funclib", "transforms", "kernels", "nn", "optim")
+)
+
+
+def user_source() -> str | None:
+    """``file:line in function`` of the innermost caller outside funclib, with the library function it called."""
+    f = sys._getframe(1)
+    lib = None
+    while f is not None and f.f_code.co_filename.startswith(_LIBRARY_DIRS):
+        if lib is None and not f.f_code.co_filename.startswith(_LIBRARY_DIRS[:3]):
+            lib = f  # the innermost frame of the facade (nn/, optim/): the layer the user called
+        f = f.f_back
+    if f is None:
+        return None
+    where = f"{f.f_code.co_filename}:{f.f_lineno} in {f.f_code.co_name}"
+    if lib is not None:
+        where += f" (via {os.path.basename(lib.f_code.co_filename)}:{lib.f_lineno} in {lib.f_code.co_name})"
+    return where
 
 
 class Jaxpr:
@@ -149,11 +179,31 @@ class JaxprTracer(Tracer):
     def shape(self):
         return self._aval.shape
 
+    @property
+    def weak_type(self):
+        return self._aval.weak_type
+
+
+# Python's unary operators and ``x ** n`` keep a scalar a Python scalar: on a weak value they stay weak
+_WEAK_UNARY = frozenset({"neg", "abs", "integer_pow"})
+
 
 class JaxprTrace(Trace):
-    """Stages primitives into equations. ``forward_known`` turns it into a partial evaluator (see module doc)."""
+    """Stages primitives into equations. ``forward_known`` turns it into a partial evaluator (see module doc).
+
+    With ``record_source`` set (inherited by traces started beneath, e.g. loop bodies), each equation records the
+    user's line that staged it, for error messages of tools that read jaxprs (ONNX export); off, it costs nothing.
+    """
+
+    record_source = False
+
+    # ``jit`` collects here each weak integer converted to a narrower integer dtype, ``(atom, dtype)``, and checks
+    # the value at every call: eagerly a Python int out of the dtype's range raises OverflowError
+    narrowing: list | None = None
 
     def __init__(self, parent, *, forward_known: bool = False, name: str = "tracing"):
+        if parent is not None and parent.record_source:
+            self.record_source = True
         self.parent = parent
         self.forward_known = forward_known
         self.eager_below = forward_known and (parent is None or parent.eager_below)
@@ -201,17 +251,86 @@ class JaxprTrace(Trace):
             if prim.partial_eval is not None:
                 return prim.partial_eval(self, args, params)
         ins = [a.jvar if type(a) is JaxprTracer and a._trace is self else self._atom(a) for a in args]
+        weak = False
+        for v in ins:
+            if v.aval.weak_type:
+                ins, weak = self._weak_operands(prim, ins, params)
+                break
         out_avals = (prim.abstract_eval or prim.rule("abstract_eval"))(*[v.aval for v in ins], **params)
+        src = user_source() if self.record_source else None
+        if weak:
+            out_avals = ShapedArray(out_avals.shape, out_avals.dtype, weak_type=True)
         if prim.multiple_results:
             outs = [self.new_arg(a) for a in out_avals]
-            self.eqns.append(Eqn(prim, ins, params, [o.jvar for o in outs]))
+            self.eqns.append(Eqn(prim, ins, params, [o.jvar for o in outs], src))
             return outs
         out = _new(JaxprTracer)
         out._trace = self
         out._aval = out_avals
         v = out.jvar = Var(out_avals)
-        self.eqns.append(Eqn(prim, ins, params, [v]))
+        self.eqns.append(Eqn(prim, ins, params, [v], src))
         return out
+
+    # --- weak values: Python scalars traced by jit ------------------------------------------------------------
+    def _weak_operands(self, prim, ins: list, params: dict) -> tuple[list, bool]:
+        """``prim``'s operands when some are weak, and whether its result is weak.
+
+        Arithmetic among weak values stays weak at full precision, as Python arithmetic on the scalars does; in an
+        elementwise op with typed operands a weak one takes their dtype; a conversion (and a call of another
+        jitted function) reads the full-precision value; every other use sees what a Python scalar becomes on its
+        own, the default dtype of its kind (``fl.sin(0.1)`` is float32 eagerly). A loop, a branch or another
+        jitted call passes its operands to jaxprs traced with them as they are, weak ones included."""
+        if prim.name == "convert_element_type":
+            self._note_narrowing(ins[0], params["new_dtype"])
+            return ins, False
+        if _runs_jaxprs(prim, params):
+            return ins, False
+        typed = [v.aval.dtype for v in ins if not v.aval.weak_type]
+        if prim.family == "binary" or prim.name in _WEAK_UNARY:
+            if not typed:
+                d = ins[0].aval.dtype
+                for v in ins[1:]:
+                    d = dtypes.promote_types(d, v.aval.dtype)
+                return [self._cast_atom(v, d, True) for v in ins], True
+            if prim.family == "binary":
+                return [self._cast_atom(v, typed[0], False) if v.aval.weak_type else v for v in ins], False
+        return [self._cast_atom(v, _strong_dtype(v.aval.dtype), False) if v.aval.weak_type else v for v in ins], False
+
+    def _note_narrowing(self, a, dtype) -> None:
+        if a.aval.weak_type and a.aval.dtype.kind == "i" and dtype.kind in "iu" and dtype != a.aval.dtype:
+            if type(a) is Literal:
+                dtypes_fit(int(a.val), dtype)
+            elif self.narrowing is not None:
+                self.narrowing.append((a, dtype))
+
+    def _cast_atom(self, a, dtype, weak: bool):
+        if not weak:
+            self._note_narrowing(a, dtype)
+        if type(a) is Literal:
+            return Literal(np.asarray(a.val, dtype), ShapedArray(a.aval.shape, dtype, weak_type=weak))
+        if a.aval.dtype == dtype:
+            return a  # only the dtype enters the rules, so a weak value serves a typed use as it is
+        out = Var(ShapedArray(a.aval.shape, dtype, weak_type=weak))
+        self.eqns.append(Eqn(_convert_p(), [a], {"new_dtype": dtype}, [out]))
+        return out
+
+    def cast(self, x: JaxprTracer, dtype, weak: bool) -> JaxprTracer:
+        """Stage ``x`` converted to ``dtype``, weakly typed or not."""
+        t = self.new_arg(ShapedArray(x.aval.shape, dtype, weak_type=weak))
+        self.eqns.append(Eqn(_convert_p(), [self._atom(x)], {"new_dtype": dtype}, [t.jvar]))
+        return t
+
+    def strengthen(self, x: JaxprTracer) -> JaxprTracer:
+        """What weak ``x`` becomes on its own, as ``fl.asarray`` makes a Python scalar: its kind's default dtype."""
+        return self.cast(x, _strong_dtype(x.dtype), False)
+
+    def weak_constant(self, value, dtype) -> JaxprTracer:
+        """A Python scalar as a weakly typed literal of ``dtype``, for arithmetic with weak values."""
+        t = _new(JaxprTracer)
+        t._trace = self
+        t._aval = ShapedArray((), dtype, weak_type=True)
+        t.jvar = Literal(np.asarray(value, dtype), t._aval)
+        return t
 
     def is_known(self, x) -> bool:
         return not (type(x) is JaxprTracer and x._trace is self)
@@ -220,13 +339,42 @@ class JaxprTrace(Trace):
         """Record one equation with given output avals (for partial-eval rules); returns the output tracers."""
         ins = [self._atom(a) for a in args]
         outs = [self.new_arg(a) for a in out_avals]
-        self.eqns.append(Eqn(prim, ins, params, [o.jvar for o in outs]))
+        self.eqns.append(Eqn(prim, ins, params, [o.jvar for o in outs], user_source() if self.record_source else None))
         return outs
 
     def to_jaxpr(self, in_tracers, out_vals) -> tuple[Jaxpr, list]:
         outvars = [self._atom(o) for o in out_vals]
         jaxpr = Jaxpr(self.constvars, [t.jvar for t in in_tracers], self.eqns, outvars)
         return jaxpr, list(self.const_vals)
+
+
+def _runs_jaxprs(prim, params: dict) -> bool:
+    if prim.family == "call":
+        return True
+    for v in params.values():
+        if isinstance(v, (list, tuple)) and v:
+            v = v[0]
+        if isinstance(v, (Jaxpr, ClosedJaxpr)):
+            return True
+    return False
+
+
+def dtypes_fit(value: int, dtype: np.dtype, where: str = "") -> None:
+    """Raise the eager OverflowError for a Python integer outside ``dtype``'s range."""
+    info = np.iinfo(dtype)
+    if not info.min <= value <= info.max:
+        raise OverflowError(
+            f"{where}Python integer {value} is out of range for {dtype.name} [{info.min}, {info.max}]; cast the "
+            "tensor to a wider dtype first"
+        )
+
+
+def _strong_dtype(weak: np.dtype) -> np.dtype:
+    return dtypes.python_scalar_dtype(dtypes.weak_sample(weak))
+
+
+def _convert_p() -> Primitive:
+    return PRIMITIVES["convert_element_type"]  # defined in primitives/, which imports this module
 
 
 def trace_to_jaxpr(fun, in_avals: list[ShapedArray], name: str = "tracing") -> tuple[Jaxpr, list, Any]:
@@ -314,6 +462,62 @@ def _sub_jaxprs(params):
                     yield w
                 elif isinstance(w, ClosedJaxpr):
                     yield w.jaxpr
+
+
+def has_effects(jaxpr: Jaxpr) -> bool:
+    """Whether running ``jaxpr`` has an effect (see ``Primitive.effect``), in its sub-jaxprs too."""
+    found = jaxpr.cache.get("effects")
+    if found is None:
+        found = jaxpr.cache["effects"] = any(eqn_has_effects(e) for e in jaxpr.eqns)
+    return found
+
+
+def eqn_has_effects(eqn: Eqn) -> bool:
+    """Whether ``eqn`` must run even if its outputs are unused: an effectful primitive, a call whose body has an
+    effect, or a custom rule whose traced function had one (recorded as ``effects`` in its store)."""
+    if eqn.prim.effect:
+        return True
+    for v in eqn.params.values():  # exact types: this runs for every equation in every round of the passes
+        t = type(v)
+        if t is tuple or t is list:
+            for w in v:
+                tw = type(w)
+                if (tw is Jaxpr and has_effects(w)) or (tw is ClosedJaxpr and has_effects(w.jaxpr)):
+                    return True
+        elif (t is Jaxpr and has_effects(v)) or (t is ClosedJaxpr and has_effects(v.jaxpr)):
+            return True
+        elif t is dict and v.get("effects"):
+            return True
+    return False
+
+
+def strip_effects(jaxpr: Jaxpr) -> Jaxpr:
+    """``jaxpr`` without its effectful equations (for recomputing values that an earlier run already produced,
+    whose effects happened then); equations feeding only those are kept, the passes remove them."""
+    if not has_effects(jaxpr):
+        return jaxpr
+    eqns = []
+    for e in jaxpr.eqns:
+        if e.prim.effect:
+            continue
+        params = e.params
+        if any(isinstance(v, (Jaxpr, ClosedJaxpr, tuple, list)) for v in params.values()):
+            params = {k: _strip_param(v) for k, v in params.items()}
+        eqns.append(Eqn(e.prim, e.inputs, params, e.outputs, e.source))
+    out = Jaxpr(jaxpr.constvars, jaxpr.invars, eqns, jaxpr.outvars)
+    if "consts" in jaxpr.cache:
+        out.cache["consts"] = jaxpr.cache["consts"]
+    return out
+
+
+def _strip_param(v):
+    if isinstance(v, Jaxpr):
+        return strip_effects(v)
+    if isinstance(v, ClosedJaxpr):
+        return ClosedJaxpr(strip_effects(v.jaxpr), v.consts)
+    if isinstance(v, (tuple, list)):
+        return type(v)(_strip_param(w) for w in v)
+    return v
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -450,7 +654,7 @@ def partial_eval_jaxpr(jaxpr: Jaxpr, in_unknowns: list[bool], instantiate: list[
     def r(a):
         return rename.get(a, a) if type(a) is Var else a
 
-    new_unknown_eqns = [Eqn(e.prim, [r(a) for a in e.inputs], e.params, e.outputs) for e in unknown_eqns]
+    new_unknown_eqns = [Eqn(e.prim, [r(a) for a in e.inputs], e.params, e.outputs, e.source) for e in unknown_eqns]
     unknown = Jaxpr(
         [],
         [rename[v] for v in res] + unknown_inputs,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .core import ShapedArray, Tensor
-from .jaxpr import ClosedJaxpr, Eqn, Jaxpr, Literal, Var, use_counts
+from .jaxpr import ClosedJaxpr, Eqn, Jaxpr, Literal, Var, eqn_has_effects, has_effects, use_counts
 
 _FOLD_LIMIT = 1 << 16  # elements: larger constant results stay as computations (they would bloat the program)
 
@@ -33,12 +33,16 @@ def _param_key(params):
     return tuple(items)
 
 
-def dce(jaxpr: Jaxpr) -> Jaxpr:
-    """Drop equations none of whose outputs are used."""
+def dce(jaxpr: Jaxpr, effects: bool = True) -> Jaxpr:
+    """Drop equations none of whose outputs are used (effects are always used; ``effects=False`` says there are
+    none, which saves looking), and let a primitive with a ``dce`` rule drop the outputs of its equations that are
+    not."""
     live = {v for v in jaxpr.outvars if type(v) is Var}
     kept = []
     for eqn in reversed(jaxpr.eqns):
-        if any(v in live for v in eqn.outputs):
+        if any(v in live for v in eqn.outputs) or (effects and eqn_has_effects(eqn)):
+            if eqn.prim.dce is not None and not all(v in live for v in eqn.outputs):
+                eqn = eqn.prim.dce(eqn, [v in live for v in eqn.outputs]) or eqn
             kept.append(eqn)
             live.update(a for a in eqn.inputs if type(a) is Var)
     kept.reverse()
@@ -111,7 +115,7 @@ def _simplify(eqn: Eqn, producers: dict, uses: dict):
             src = p.inputs[0]
             if src.aval.shape == tuple(eqn.params["new_sizes"]):
                 return src
-            return Eqn(eqn.prim, [src], eqn.params, eqn.outputs)
+            return Eqn(eqn.prim, [src], eqn.params, eqn.outputs, eqn.source)
     elif name == "transpose":
         perm = tuple(eqn.params["permutation"])
         if perm == tuple(range(len(perm))):
@@ -120,13 +124,13 @@ def _simplify(eqn: Eqn, producers: dict, uses: dict):
         if p is not None and p.prim.name == "dot_general" and uses.get(ins[0]) == 1:
             swapped = _swap_dot(p, perm)
             if swapped is not None:
-                return Eqn(p.prim, [p.inputs[1], p.inputs[0]], swapped, eqn.outputs)
+                return Eqn(p.prim, [p.inputs[1], p.inputs[0]], swapped, eqn.outputs, p.source)
         if p is not None and p.prim.name == "transpose":
             inner = tuple(p.params["permutation"])
             composed = tuple(inner[i] for i in perm)
             if composed == tuple(range(len(composed))):
                 return p.inputs[0]
-            return Eqn(eqn.prim, [p.inputs[0]], {"permutation": composed}, eqn.outputs)
+            return Eqn(eqn.prim, [p.inputs[0]], {"permutation": composed}, eqn.outputs, eqn.source)
     elif name == "broadcast_in_dim":
         x = ins[0]
         if x.aval.shape == tuple(eqn.params["shape"]) and tuple(eqn.params["broadcast_dimensions"]) == tuple(
@@ -136,8 +140,12 @@ def _simplify(eqn: Eqn, producers: dict, uses: dict):
     return None
 
 
-def simplify_cse_fold(jaxpr: Jaxpr, consts: list) -> tuple[Jaxpr, list]:
-    """One forward pass of simplification, constant folding and CSE."""
+def simplify_cse_fold(
+    jaxpr: Jaxpr, consts: list, fold_limit: int = _FOLD_LIMIT, effects: bool = True
+) -> tuple[Jaxpr, list]:
+    """One forward pass of simplification, constant folding and CSE. Folded results of more than ``fold_limit``
+    elements stay computations (0-d results always fold, into literals). Effects are left alone (``effects=False``
+    says there are none)."""
     subst: dict = {}
     producers: dict = {}
     seen: dict = {}
@@ -161,13 +169,16 @@ def simplify_cse_fold(jaxpr: Jaxpr, consts: list) -> tuple[Jaxpr, list]:
         return np.asarray(a.val, dtype=a.aval.dtype) if type(a) is Literal else known[a]
 
     for eqn in jaxpr.eqns:
-        eqn = Eqn(eqn.prim, [r(a) for a in eqn.inputs], eqn.params, eqn.outputs)
+        eqn = Eqn(eqn.prim, [r(a) for a in eqn.inputs], eqn.params, eqn.outputs, eqn.source)
+        if effects and eqn_has_effects(eqn):  # run at run time, every time: no folding, no merging with its twin
+            eqns.append(eqn)
+            continue
         # constant folding: all inputs known, no sub-jaxprs, an impl that needs no traces
         if (
             all(type(a) is Literal or a in known for a in eqn.inputs)
             and eqn.prim.impl is not None
             and getattr(eqn.prim, "family", "") not in ("call", "collective", "control", "random")
-            and all(v.aval.size <= _FOLD_LIMIT for v in eqn.outputs)
+            and all(v.aval.size <= fold_limit or v.aval.ndim == 0 for v in eqn.outputs)
         ):
             try:
                 vals = eqn.prim.impl(*[value(a) for a in eqn.inputs], **eqn.params)
@@ -206,13 +217,17 @@ def simplify_cse_fold(jaxpr: Jaxpr, consts: list) -> tuple[Jaxpr, list]:
     return out, consts
 
 
-def optimize(closed: ClosedJaxpr, max_rounds: int = 4) -> ClosedJaxpr:
-    """Simplify, fold, CSE and DCE to a fixed point (bounded). Returns a new ClosedJaxpr."""
+def optimize(closed: ClosedJaxpr, max_rounds: int = 4, fold_limit: int = _FOLD_LIMIT) -> ClosedJaxpr:
+    """Simplify, fold, CSE and DCE to a fixed point (bounded). Returns a new ClosedJaxpr.
+
+    ``fold_limit``: the largest folded array (in elements) kept as a constant; larger ones stay computations.
+    """
     jaxpr, consts = closed.jaxpr, list(closed.consts)
+    effects = has_effects(jaxpr)  # the passes never add one, so a program without effects is not searched again
     for _ in range(max_rounds):
         n = len(jaxpr.eqns)
-        jaxpr, consts = simplify_cse_fold(jaxpr, consts)
-        jaxpr = dce(jaxpr)
+        jaxpr, consts = simplify_cse_fold(jaxpr, consts, fold_limit, effects)
+        jaxpr = dce(jaxpr, effects)
         if len(jaxpr.eqns) == n:
             break
     # drop constvars that DCE made dead

@@ -19,13 +19,19 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from . import diskcache, vmath
+from . import diskcache, lowp, vmath
 
 F32 = np.dtype(np.float32)
 F64 = np.dtype(np.float64)
 F16 = np.dtype(np.float16)
 BF16 = np.dtype("bfloat16") if "bfloat16" in np.sctypeDict else None
 HALF = frozenset(d for d in (F16, BF16) if d is not None)
+FLOAT8 = frozenset(lowp.FLOAT8)
+# dtypes numba cannot hold: kernels take their bits as these unsigned views and compute in float32
+CARRIER = {**{d: np.dtype(np.uint16) for d in HALF}, **{d: np.dtype(np.uint8) for d in FLOAT8}}
+_TO_F32 = {F16: "h2f", BF16: "bf2f", **{d: f"{lowp.FORMATS[d].name}_to" for d in FLOAT8}}
+_FROM_F32 = {F16: "f2h", BF16: "f2bf", **{d: f"{lowp.FORMATS[d].name}_from" for d in FLOAT8}}
+
 
 @dataclass(frozen=True)
 class Lowering:
@@ -39,7 +45,10 @@ class Lowering:
 
     ``float_inputs``: fused only when every operand is floating-point. ``vector_constants``: about how many vector
     constants (coefficients, masks, clamps) its float32 math keeps live in a loop (see ``register_pressure``).
-    ``split``: loop fission may start a new loop before it (see ``split_passes``).
+    ``split``: loop fission may start a new loop before it (see ``split_passes``). ``exact``: its result is
+    already a value of its dtype (one of its operands, or a cast that rounds itself), so a float8 result is not
+    rounded again; every other op's float8 result rounds, as eager does. ``wraps``: an integer result can leave
+    the operands' range (numba computes narrow integers in int64), so it is wrapped at its width, as NumPy does.
 
     >>> Lowering(f32="fexp({0})", f64="np.exp({0})", vector_constants=14, split=True).template(F32)
     'fexp({0})'
@@ -54,6 +63,8 @@ class Lowering:
     float_inputs: bool = False
     vector_constants: int = 0
     split: bool = False
+    exact: bool = False
+    wraps: bool = False
 
     def template(self, d: np.dtype) -> str | None:
         """The template for a result computed in dtype ``d`` (None: not fusible there)."""
@@ -84,10 +95,10 @@ def _convert_expr(a: list[str], d: np.dtype, param) -> str:
     target = np.dtype(param)
     if target == np.dtype(np.bool_):
         return f"({a[0]} != 0)"
-    if target == F16:
-        return f"h2f(f2h(np.float32({a[0]})))"  # round to half precision, keep computing in float32
+    if target in FLOAT8:
+        return _round(target, a[0])  # the converter takes any float or integer exactly (through float64)
     if target in HALF:
-        return f"bf2f(f2bf(np.float32({a[0]})))"
+        return _round(target, f"np.float32({a[0]})")  # round to half precision, keep computing in float32
     return f"np.{d.name}({a[0]})"
 
 
@@ -101,9 +112,8 @@ def _integer_pow_expr(a: list[str], d: np.dtype, param) -> str:
 
 
 # the two ops whose expression depends on a static parameter: a cast (``param``: the target dtype) and x**n
-CONVERT = Lowering(emit=_convert_expr)
-INTEGER_POW = Lowering(emit=_integer_pow_expr)
-
+CONVERT = Lowering(emit=_convert_expr, exact=True)
+INTEGER_POW = Lowering(emit=_integer_pow_expr, wraps=True)
 
 
 FUSIBLE_DTYPES = (
@@ -112,7 +122,10 @@ FUSIBLE_DTYPES = (
         for t in (np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64, F32, F64)
     )
     | HALF
+    | FLOAT8
 )
+# float8 reductions run unfused: they accumulate in float32 and round back with funclib's saturating cast
+REDUCIBLE_DTYPES = FUSIBLE_DTYPES - FLOAT8
 
 
 @dataclass(frozen=True)
@@ -146,10 +159,46 @@ class KernelSpec:
     outputs: tuple[int, ...]  # op indices to store at full shape, in output order
     reduction: ReductionSpec | None = None
 
+    def __post_init__(self):
+        _distinct_outputs(self.outputs)
+
+
+def _distinct_outputs(outputs: tuple[int, ...]) -> None:
+    # the generators store each op's value into one output array: an op listed twice would leave an array unwritten
+    if len(set(outputs)) != len(outputs):
+        raise ValueError(f"kernel outputs must be distinct ops, got {outputs}; give the callers one array and a view")
+
 
 def _compute(d: np.dtype) -> np.dtype:
-    """The register dtype: float16/bfloat16 are carried as uint16 in memory and computed in float32."""
-    return F32 if d in HALF else d
+    """The register dtype: float16/bfloat16 (carried as uint16 in memory) and float8 (as uint8) compute in float32."""
+    return F32 if d in CARRIER else d
+
+
+def _load(d: np.dtype, e: str) -> str:
+    return f"{_TO_F32[d]}({e})" if d in CARRIER else e
+
+
+def _store(d: np.dtype, v: str) -> str:
+    return f"{_FROM_F32[d]}({v})" if d in CARRIER else v
+
+
+def _round(d: np.dtype, v: str) -> str:
+    """``v`` (float32) rounded to the carried dtype ``d`` and back: the value an unfused op would produce."""
+    return f"{_TO_F32[d]}({_FROM_F32[d]}({v}))"
+
+
+def _expr(op: OpSpec, a: list[str], in_dtypes: list[str]) -> str:
+    lowering = OPS[op.name]
+    d = np.dtype(op.dtype)
+    c = _compute(d)
+    e = lowering.emit(a, c, op.param) if lowering.emit is not None else lowering.template(c).format(*a)
+    if d in FLOAT8 and not lowering.exact:
+        # every float8 op rounds its float32 result, as eager does (negation, ceil, ... can make a -0 that the fnuz
+        # formats do not have)
+        return _round(d, e)
+    if d.kind in "iu" and d.itemsize < 8 and lowering.wraps:
+        return f"np.{d.name}({e})"  # wrap at the op's width before later ops compare or divide
+    return e
 
 
 def supports(name: str, dtypes_in: list[np.dtype], dtype_out: np.dtype) -> bool:
@@ -162,14 +211,6 @@ def supports(name: str, dtypes_in: list[np.dtype], dtype_out: np.dtype) -> bool:
     if lowering.float_inputs and any(_compute(d) not in (F32, F64) for d in dtypes_in):
         return False
     return lowering.emit is not None or lowering.template(_compute(dtype_out)) is not None
-
-
-def _expr(op: OpSpec, a: list[str], in_dtypes: list[str]) -> str:
-    d = _compute(np.dtype(op.dtype))
-    lowering = OPS[op.name]
-    if lowering.emit is not None:
-        return lowering.emit(a, d, op.param)
-    return lowering.template(d).format(*a)
 
 
 def _combine(kind: str, acc: str, v: str, dtype: np.dtype) -> str:
@@ -204,9 +245,15 @@ KERNEL_IMPORTS = (
 )
 
 
-def _module_header(consts: dict) -> list[str]:
-    """The imports and typed constants every generated kernel module starts with."""
-    lines = [*KERNEL_IMPORTS, ""]
+def _module_header(consts: dict, dts=()) -> list[str]:
+    """The imports and typed constants every generated kernel module starts with (``dts``: the dtypes it handles,
+    for the float8 converters it needs)."""
+    lines = [*KERNEL_IMPORTS]
+    f8 = sorted({lowp.FORMATS[np.dtype(d)].name for d in dts if np.dtype(d) in FLOAT8})
+    if f8:
+        names = ", ".join(f"{n}_{w}" for n in f8 for w in ("to", "from"))
+        lines.append(f"from funclib.kernels.lowp import {names}  # lowp {lowp.VERSION}")
+    lines.append("")
     for dn in ("float32", "float64"):
         lines.append(f"_ZERO_{dn} = np.{dn}(0)")
     for (val, dt), name in consts.items():
@@ -234,11 +281,11 @@ def fused_row_split(spec: KernelSpec, row_calls: bool):
         for a in op.args:
             if a[0] == "op" and sub[a[1]] < sub[j]:
                 reads[a[1]] = max(reads.get(a[1], 0), sub[j])
-    own = {j: k for k, j in enumerate(spec.outputs) if np.dtype(spec.ops[j].dtype) not in HALF}
+    own = {j: k for k, j in enumerate(spec.outputs) if np.dtype(spec.ops[j].dtype) not in CARRIER}
     slots = [  # [kind, index, dtype, loop from which it is free]
         ["out", k, _compute(np.dtype(spec.ops[j].dtype)), 0]
         for k, j in enumerate(spec.outputs)
-        if sub[j] == last and np.dtype(spec.ops[j].dtype) not in HALF
+        if sub[j] == last and np.dtype(spec.ops[j].dtype) not in CARRIER
     ]
     order = sorted((j for j in reads if j not in own), key=lambda j: (sub[j], j))
     in_buf, dtypes, in_out = _assign_rows(spec, order, sub, reads, slots, lambda slot, j: True)
@@ -322,9 +369,7 @@ def generate_source(spec: KernelSpec, row_calls: bool = False) -> str:
         idx = ", ".join("0" if (spec.rank and inp.bcast[k]) else f"i{k}" for k in range(r))
         load = f"in{i}[{idx}]"
         dt = np.dtype(inp.dtype)
-        if dt in HALF:
-            load = f"{'h2f' if dt == F16 else 'bf2f'}({load})"
-        body.append(f"x{i} = {load}")
+        body.append(f"x{i} = {_load(dt, load)}")
     for j, op in enumerate(spec.ops):
         ae = []
         for ref in op.args:
@@ -340,9 +385,8 @@ def generate_source(spec: KernelSpec, row_calls: bool = False) -> str:
         body.append(f"t{j} = {_expr(op, ae, [])}")
     for k, j in enumerate(spec.outputs):
         dt = np.dtype(spec.ops[j].dtype)
-        val = f"t{j}" if dt not in HALF else f"{'f2h' if dt == F16 else 'f2bf'}(t{j})"
-        body.append(f"out{k}[{idx_all}] = {val}")
-    lines = _module_header(consts)
+        body.append(f"out{k}[{idx_all}] = {_store(dt, f't{j}')}")
+    lines = _module_header(consts, [i.dtype for i in spec.inputs] + [op.dtype for op in spec.ops])
     # reductions may reassociate (that is what vectorizes them); pure elementwise kernels keep IEEE semantics
     fm = ", fastmath={'reassoc', 'contract'}" if red is not None and red.kind == "sum" else ""
     jit = f"@numba.njit(error_model='numpy', nogil=True{fm})"
@@ -467,6 +511,9 @@ class StagedSpec:
     outputs: tuple[int, ...]  # op indices; row-level ones are written per row, elementwise ones per element
     n_stages: int
 
+    def __post_init__(self):
+        _distinct_outputs(self.outputs)
+
 
 def _reads(spec: StagedSpec) -> dict[int, int]:
     """Elementwise ops whose value is used in a later pass than the one computing it -> the last pass using it."""
@@ -521,7 +568,7 @@ def _staged_buffers(spec: StagedSpec) -> tuple[dict[int, int], list[np.dtype], d
     slots = [
         ["out", k, _compute(np.dtype(spec.ops[j].dtype)), 0]
         for k, j in enumerate(spec.outputs)
-        if not spec.ops[j].row and spec.ops[j].stage == last and np.dtype(spec.ops[j].dtype) not in HALF
+        if not spec.ops[j].row and spec.ops[j].stage == last and np.dtype(spec.ops[j].dtype) not in CARRIER
     ]
     order = sorted(need, key=lambda j: (spec.ops[j].stage, j))
     stage = {j: spec.ops[j].stage for j in need}
@@ -645,7 +692,7 @@ def generate_staged_source(spec: StagedSpec, row_calls: bool = False) -> str:
     def load(i: int, idx: str) -> str:
         dt = np.dtype(spec.inputs[i][0])
         e = f"in{i}[{idx}]"
-        return f"{'h2f' if dt == F16 else 'bf2f'}({e})" if dt in HALF else e
+        return _load(dt, e)
 
     def ref(r) -> str:
         if r[0] == "in":
@@ -659,8 +706,7 @@ def generate_staged_source(spec: StagedSpec, row_calls: bool = False) -> str:
 
     def store(k: int, j: int, idx: str) -> str:
         dt = np.dtype(spec.ops[j].dtype)
-        v = f"t{j}" if dt not in HALF else f"{'f2h' if dt == F16 else 'f2bf'}(t{j})"
-        return f"out{k}[{idx}] = {v}"
+        return f"out{k}[{idx}] = {_store(dt, f't{j}')}"
 
     def value(j: int) -> str:
         op = spec.ops[j]
@@ -727,7 +773,7 @@ def generate_staged_source(spec: StagedSpec, row_calls: bool = False) -> str:
             d = _compute(np.dtype(spec.ops[j].dtype))
             src = ref(spec.ops[j].args[0])
             body.append(f"{inner}acc{j} = {_combine(spec.ops[j].param, f'acc{j}', src, d)}")
-    lines = _module_header(consts)
+    lines = _module_header(consts, [d for d, _ in spec.inputs] + [op.dtype for op in spec.ops])
     has_sum = any(op.name == "reduce" and op.param == "sum" for op in spec.ops)
     fm = ", fastmath={'reassoc', 'contract'}" if has_sum else ""
     jit = f"@numba.njit(error_model='numpy', nogil=True{fm})"

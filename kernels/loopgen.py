@@ -56,7 +56,7 @@ from . import diskcache, fusion
 GENERATOR_VERSION = "5"
 
 _DOT_DTYPES = frozenset({np.dtype(np.float32), np.dtype(np.float64)})
-VALUE_DTYPES = frozenset(d for d in fusion.FUSIBLE_DTYPES if d not in fusion.HALF)
+VALUE_DTYPES = frozenset(d for d in fusion.FUSIBLE_DTYPES if d not in fusion.CARRIER)
 
 
 def _gemm_intrinsic():

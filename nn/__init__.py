@@ -17,7 +17,7 @@ design (state under transforms, randomness, frozen parameters).
 (3, 5)
 """
 
-from . import functional, init
+from . import functional, init, parallel
 from .activation import *  # noqa: F401, F403
 from .container import ModuleDict, ModuleList, Sequential
 from .layers import *  # noqa: F401, F403
@@ -33,12 +33,14 @@ from .module import (
     stack_module_state,
     value_and_grad,
 )
+from .quantized import QATLinear, QuantizedLinear, prepare_qat_, quantize_
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell
 from .transformer import MultiheadAttention, TransformerEncoder, TransformerEncoderLayer
 
 __all__ = [
     "functional",
     "init",
+    "parallel",
     "Module",
     "Parameter",
     "Buffer",
@@ -57,6 +59,10 @@ __all__ = [
     "RNNCell",
     "LSTMCell",
     "GRUCell",
+    "QuantizedLinear",
+    "QATLinear",
+    "quantize_",
+    "prepare_qat_",
     "MultiheadAttention",
     "TransformerEncoderLayer",
     "TransformerEncoder",

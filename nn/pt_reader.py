@@ -794,7 +794,7 @@ def _pread(fd: int, pos: int, n: int, path: str) -> np.ndarray:
 
 def load_pytorch(path: str, *, mmap: bool = False) -> Any:
     """Read a ``torch.save`` file: tensors become read-only ``Tensor``s sharing the file's buffer (or its memory map
-    with ``mmap=True``); dtypes funclib has no Tensor for (the float8 variants) come back as read-only NumPy arrays
+    with ``mmap=True``); dtypes funclib has no Tensor for (``float8_e8m0fnu``) come back as read-only NumPy arrays
     of the ml_dtypes type. Containers are rebuilt as dict, OrderedDict, list, tuple and set."""
     with open(path, "rb") as f:
         head = f.read(len(_LEGACY_MAGIC))

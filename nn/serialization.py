@@ -56,6 +56,10 @@ _ST_DTYPES = {
     "U64": np.dtype(np.uint64),
     "BOOL": np.dtype(np.bool_),
     "C64": np.dtype(np.complex64),
+    "F8_E4M3": np.dtype(ml_dtypes.float8_e4m3fn),
+    "F8_E5M2": np.dtype(ml_dtypes.float8_e5m2),
+    "F8_E4M3FNUZ": np.dtype(ml_dtypes.float8_e4m3fnuz),
+    "F8_E5M2FNUZ": np.dtype(ml_dtypes.float8_e5m2fnuz),
 }
 _SUPPORTED = set(_ST_DTYPES.values())
 
@@ -83,8 +87,13 @@ class _Writer:
 
     def tensor(self, arr: np.ndarray, path: tuple) -> dict:
         if arr.dtype not in _SUPPORTED:
+            hint = (
+                "; store fl.quantization.pack_int4(x) (two values per byte) or x.astype(fl.int8) instead"
+                if arr.dtype.name in ("int4", "uint4")
+                else ""
+            )
             raise TypeError(
-                f"fl.save: the array at {_path_str(path)!r} has dtype {arr.dtype}, which safetensors cannot store"
+                f"fl.save: the array at {_path_str(path)!r} has dtype {arr.dtype}, which safetensors cannot store{hint}"
             )
         name = _path_str(path)
         base, i = name, 1
@@ -333,7 +342,7 @@ def load(path: str | os.PathLike, *, like: Any = None, mmap: bool = False) -> An
     the legacy pre-1.6 format) are read without PyTorch and without running code from the file: only tensors,
     numbers, strings and dict/OrderedDict/list/tuple containers are rebuilt, and anything else (a pickled
     ``Module``, any other Python global) raises ``UnsafePickleError`` naming it. Tensors of dtypes funclib has no
-    Tensor type for (the float8 variants) come back as read-only NumPy arrays of the ml_dtypes type.
+    Tensor type for (``float8_e8m0fnu``) come back as read-only NumPy arrays of the ml_dtypes type.
 
     Args:
         path: the file.

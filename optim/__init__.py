@@ -15,6 +15,7 @@ from .clip import clip_grad_norm_, clip_grad_value_, get_total_norm
 from .lbfgs import LBFGS
 from .optimizer import Optimizer
 from .sgd import SGD, Lion
+from .zero import ZeroRedundancyOptimizer
 
 __all__ = [
     "Optimizer",
@@ -29,6 +30,7 @@ __all__ = [
     "Adadelta",
     "Lion",
     "LBFGS",
+    "ZeroRedundancyOptimizer",
     "lr_scheduler",
     "clip_grad_norm_",
     "clip_grad_value_",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import funclib as fl
 
-from .optimizer import Optimizer, coef, hyperparameters, lerp, namespace, pow_, sqrt_, weight_decay
+from .optimizer import Optimizer, coef, float_step, hyperparameters, lerp, namespace, pow_, sqrt_, weight_decay
 
 __all__ = ["Adam", "AdamW", "Adamax", "NAdam", "RAdam"]
 
@@ -177,8 +177,9 @@ class NAdam(Optimizer):
         bc2 = 1 - pow_(b2, step)
         g, p = weight_decay(g, p, lr, h, cfg, cfg["decoupled_weight_decay"])
         md = h["momentum_decay"]
-        mu = b1 * (1.0 - 0.5 * pow_(0.96, step * md))
-        mu_next = b1 * (1.0 - 0.5 * pow_(0.96, (step + 1) * md))
+        t = float_step(step)
+        mu = b1 * (1.0 - 0.5 * pow_(0.96, t * md))
+        mu_next = b1 * (1.0 - 0.5 * pow_(0.96, (t + 1) * md))
         mu_product = s["mu_product"] * mu
         m = lerp(s["exp_avg"], g, 1 - b1)
         v = s["exp_avg_sq"] * b2 + g * g * (1 - b2)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import funclib as fl
 
-from .optimizer import Optimizer, coef, hyperparameters, lerp, namespace, weight_decay
+from .optimizer import Optimizer, coef, float_step, hyperparameters, lerp, namespace, weight_decay
 
 __all__ = ["RMSprop", "Adagrad", "Adadelta"]
 
@@ -90,7 +90,7 @@ class Adagrad(Optimizer):
 
     def update_one(self, g, p, s, h, cfg):
         g, p = weight_decay(g, p, h["lr"], h, cfg)
-        clr = h["lr"] / (1 + (s["step"] - 1) * h["lr_decay"])
+        clr = h["lr"] / (1 + (float_step(s["step"]) - 1) * h["lr_decay"])
         acc = s["sum"] + g * g
         s["sum"] = acc
         return p - (g / (namespace(p).sqrt(acc) + h["eps"])) * coef(clr, p), s

@@ -75,6 +75,12 @@ def pow_(base: float, step):
     return base**step
 
 
+def float_step(step):
+    """The step count for scalar arithmetic in double precision, as the NumPy rule and PyTorch do it: a traced
+    int64 step as float64 (times a Python float it would be the default float32), a concrete one unchanged."""
+    return step.astype(fl.float64) if isinstance(step, Tensor) else step
+
+
 def sqrt_(x):
     if isinstance(x, (Tensor, np.ndarray, np.generic)):
         return namespace(x).sqrt(x)

@@ -1201,10 +1201,20 @@ COLLECTIVE_LANE = {
     "pmax": lambda xi, n: bind("pmax", xi, axes=("i",))[0],
     "pmin": lambda xi, n: bind("pmin", xi, axes=("i",))[0],
     "all_gather": lambda xi, n: bind("all_gather", xi, axes=("i",), axis_size=n)[0],
+    # each lane's operand has one row per lane
+    "psum_scatter": lambda xi, n: bind("psum_scatter", xi, axes=("i",), axis_size=n)[0],
+    # lane j + 1 gets lane j's value; lane 0 gets zeros
+    "ppermute": lambda xi, n: bind("ppermute", xi, axes=("i",), perm=tuple((j, j + 1) for j in range(n - 1)))[0],
 }
 
 
-def collective_row(name, ref, dtypes, **kw):
+def _shifted(x):
+    out = np.zeros_like(x)
+    out[1:] = x[:-1]
+    return out
+
+
+def collective_row(name, ref, dtypes, shape=SHAPES_1, **kw):
     def apply(cfg, x):
         return fl.vmap(lambda xi: COLLECTIVE_LANE[name](xi, x.shape[0]), axis_name="i")(x)
 
@@ -1215,7 +1225,7 @@ def collective_row(name, ref, dtypes, **kw):
 
     # the named vmap inside apply turns the collective into a reduction before any outer trace sees it
     return add_row(
-        Row(name, apply, _cfg(shape=SHAPES_1), sample, lambda cfg, x: ref(x), tuple(dtypes), staged=False, **kw)
+        Row(name, apply, _cfg(shape=shape), sample, lambda cfg, x: ref(x), tuple(dtypes), staged=False, **kw)
     )
 
 
@@ -1229,6 +1239,16 @@ collective_row(
 collective_row("pmax", lambda x: np.broadcast_to(np.max(x, 0), x.shape), REAL + B)
 collective_row("pmin", lambda x: np.broadcast_to(np.min(x, 0), x.shape), REAL + B)
 collective_row("all_gather", lambda x: np.broadcast_to(x[None], (x.shape[0],) + x.shape), ALL, linear="all")
+collective_row(
+    "psum_scatter",
+    lambda x: np.sum(x, 0, dtype=x.dtype if x.dtype in I else None),
+    NUM,
+    # (lanes, lanes, ...): lane i's operand has one row per lane
+    shape=st.tuples(st.integers(1, 3), st.lists(st.integers(1, 3), max_size=1)).map(lambda t: (t[0], t[0], *t[1])),
+    linear="all",
+    tol=10.0,
+)
+collective_row("ppermute", _shifted, ALL, linear="all")
 add_row(
     Row(
         "axis_index",

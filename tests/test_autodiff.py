@@ -563,3 +563,27 @@ def test_linear_transpose_of_a_non_linear_function_names_the_primitive():
 def test_jvp_dtype_mismatch_names_the_fix():
     with pytest.raises(DTypeError, match=r"tangent 0 has dtype float32 .*tangent\.astype\(fl\.float64\)"):
         fl.jvp(fl.sin, (f64([1.0]),), (fl.ones(1),))
+
+
+def test_custom_vjp_rule_survives_jit_in_reverse_mode():
+    # jit's JVP rule stages the tangent map that grad then transposes: custom_lin must be recorded there, or the
+    # gradient silently becomes the primal function's derivative instead of bwd's
+    @fl.custom_vjp
+    def g(x):
+        return fl.sin(x)
+
+    g.defvjp(lambda x: (fl.sin(x), x), lambda res, ct: (-7.0 * ct,))
+    x = fl.ones(2)
+    want = [-7.0, -7.0]
+    loss = lambda x: fl.sum(g(x))
+    for got in (
+        fl.grad(lambda x: fl.sum(fl.jit(g)(x)))(x),
+        fl.grad(fl.jit(loss))(x),
+        fl.jit(fl.grad(loss))(x),
+        fl.vjp(fl.jit(g), x)[1](fl.ones(2))[0],
+        fl.vmap(fl.grad(lambda x: fl.jit(g)(x)))(x),
+        fl.grad(lambda x: fl.sum(fl.scan(lambda c, xi: (c + fl.jit(g)(xi), None), 0.0, x)[0]))(x),
+    ):
+        np.testing.assert_array_equal(got.numpy(), want)
+    # forward mode still differentiates the primal function, jitted or not
+    np.testing.assert_allclose(fl.jvp(fl.jit(g), (x,), (x,))[1].numpy(), np.cos(1.0) * np.ones(2), rtol=1e-6)

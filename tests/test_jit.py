@@ -1,5 +1,6 @@
 """jit: equality with eager, composition with every transform, caching and retraces, kernels, disk cache."""
 
+import functools
 import logging
 import threading
 
@@ -181,6 +182,192 @@ def test_staged_kernels_broadcasts_outputs_and_shapes():
     y = fl.asarray(rng.normal(size=(4, 4)))
     h = lambda a: a * fl.sum(a, axis=-1) + fl.exp(a)  # noqa: E731
     np.testing.assert_allclose(fl.jit(h)(y).numpy(), h(y).numpy(), rtol=1e-12)
+
+
+def test_a_row_value_leaving_a_staged_kernel_as_itself_and_as_its_keepdims_reshape():
+    """Both are outputs of one staged kernel: one array and a view of it (the kernel used to write only one of
+    them and return the other uninitialized)."""
+    rng = np.random.default_rng(1)
+    A, B, C, D = rng.standard_normal(4), rng.standard_normal((1, 4)), rng.standard_normal(4), rng.standard_normal(2)
+    E, F = np.array([0, 1, 1]), rng.integers(0, 2, (4, 2))
+
+    def f(g, h, i):  # a random program on which jit once disagreed with eager by 0.37
+        n = fl.sum(fl.take(h, fl.asarray(E), axis=0)[None, :] ** 2, axis=1)
+        s = fl.concat([n.reshape(1, 1), (fl.tanh(n) + 1.0).reshape(1, 1)], axis=0)
+        t = s[fl.asarray(F[:, 0]), fl.asarray(F[:, 1])][:, None]
+        w = i * g - t + fl.asarray(A)
+        y = fl.maximum(w, fl.asarray(B))
+        ac = fl.flip(w, axis=0) - fl.cosh(fl.abs(n))
+        ad = fl.asinh(y * y) * fl.asarray(C)
+        ai = (fl.reshape(y[2:3, 0:2], (2,)) ** 2 + 0.5) ** fl.asarray(D)
+        an = fl.concat([fl.reshape(ad, (4, 4, 1)), fl.reshape(ac, (4, 4, 1))], axis=2)
+        return an + 0.5801 * (fl.sum(fl.flip(fl.reshape(ai, (2, 1)), axis=0)) / 2.0)
+
+    r = np.random.default_rng(0)
+    args = f64(r.standard_normal()), f64(r.standard_normal(2)), f64(r.standard_normal(4))
+    np.testing.assert_allclose(fl.jit(f)(*args).numpy(), f(*args).numpy(), rtol=1e-14, atol=1e-14)
+
+    def g(x):
+        m = fl.sum(x * x, axis=-1)
+        return m, m[:, None] + 1.0, fl.tanh(m)[:, None] * x
+
+    x = rnd(3, 5, dtype=np.float64)
+    jg = fl.jit(g)
+    for got, want in zip(jg(x), g(x)):
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-14)
+    assert len(_steps(jg, x)) == 1  # still one kernel
+    with pytest.raises(ValueError, match="distinct"):
+        fusion.StagedSpec((("float64", "full"),), (fusion.StagedOp("exp", (("in", 0),), "float64"),), (0, 0), 1)
+
+
+def test_jit_of_callables_without_a_name():
+    class Affine:
+        def __call__(self, x, a=2.0):
+            return x * a + 1.0
+
+    x = rnd(3)
+    for fn in (Affine(), functools.partial(Affine(), a=3.0)):
+        jf = fl.jit(fn)
+        np.testing.assert_allclose(jf(x).numpy(), fn(x).numpy(), rtol=1e-6)
+        assert type(fn).__name__ in repr(jf)
+
+
+def test_a_python_float_argument_keeps_full_precision():
+    x = fl.ones(1, dtype=fl.float64)
+    assert fl.jit(lambda x, s: x * s)(x, 0.1).numpy()[0] == 0.1  # was rounded to float32: 0.10000000149
+
+
+def _same(eager, jitted):
+    if not isinstance(eager, fl.Tensor):  # a Python scalar eagerly: a Python scalar of the same type jitted
+        return type(jitted) is type(eager) and jitted == eager
+    return eager.dtype == jitted.dtype and np.array_equal(eager.numpy(), jitted.numpy())
+
+
+_scaled_jvp = fl.custom_jvp(lambda a, b: a * b)
+_scaled_jvp.defjvp(lambda p, t: (p[0] * p[1], t[0] * p[1]))
+_scaled_vjp = fl.custom_vjp(lambda a, b: a * b)
+_scaled_vjp.defvjp(lambda a, b: (a * b, (a, b)), lambda r, g: (g * r[1], fl.sum(g * r[0])))
+
+_WEAK_CASES = [
+    ("f64 * float", lambda x, s: x * s, fl.float64, 0.1),
+    ("float * f64", lambda x, s: s * x, fl.float64, 0.1),
+    ("f32 * float stays f32", lambda x, s: x * s, fl.float32, 0.1),
+    ("f16 * float stays f16", lambda x, s: x * s, fl.float16, 0.1),
+    ("scalar arithmetic stays weak", lambda x, s: x * (s * 3 - s / 7 + s**2 - abs(-s)), fl.float64, 0.1),
+    ("f32 with scalar arithmetic", lambda x, s: x * (1 - s) ** 3, fl.float32, 0.1),
+    ("int ** into f64", lambda x, k: x * 0.99**k, fl.float64, 7),
+    ("int into f32", lambda x, k: x * 0.99**k, fl.float32, 7),
+    ("int32 * int stays int32", lambda x, k: x * k + k // 2, fl.int32, 3),
+    ("int32 * float is the default float", lambda x, s: x * s, fl.int32, 3.5),
+    ("int8 + int", lambda x, k: x + k, fl.int8, 5),
+    ("f32 * complex is complex64", lambda x, s: x * s, fl.float32, 0.1 + 1j),
+    ("f64 * complex is complex128", lambda x, s: x * s, fl.float64, 0.1 + 1j),
+    ("f32 * bool stays f32", lambda x, b: x * b, fl.float32, True),
+    ("bool & bool", lambda x, b: x & b, fl.bool, True),
+    ("where", lambda x, s: fl.where(x > 0, s, x), fl.float64, 0.1),
+    ("maximum", lambda x, s: fl.maximum(x, s * 2), fl.float64, 0.6),
+    ("a function of a scalar is the default dtype", lambda x, s: x * fl.sin(s), fl.float64, 0.1),
+    ("asarray of a scalar", lambda x, s: x * fl.asarray(s), fl.float64, 0.1),
+    ("asarray with a dtype", lambda x, s: x * fl.asarray(s, dtype=fl.float64), fl.float32, 0.1),
+    ("astype", lambda x, s: x.astype(fl.float32) * fl.asarray(s).astype(fl.float64), fl.float64, 0.1),
+    ("the scalar returned", lambda x, s: s, fl.float64, 0.1),
+    ("scalar arithmetic returned", lambda x, k: (x * k, k + 1, k * 0.5, k > 2), fl.float32, 3),
+    ("a closed-over scalar in a loop", lambda x, s: fl.fori_loop(0, 3, lambda i, c: c * s, x), fl.float64, 0.1),
+    ("a scalar carry", lambda x, s: fl.fori_loop(0, 3, lambda i, c: c * 0.5, s) * x, fl.float64, 0.1),
+    ("under grad", lambda x, s: fl.grad(lambda y: fl.sum(y * y * s))(x), fl.float64, 0.1),
+    ("under vmap", lambda x, s: fl.vmap(lambda y: y * s)(x), fl.float64, 0.1),
+    ("through an inner jit", lambda x, s: fl.jit(lambda a, b: a * b)(x, s * 2), fl.float64, 0.1),
+    ("a custom_jvp function", lambda x, s: _scaled_jvp(x, s), fl.float64, 0.1),
+    ("a custom_vjp function", lambda x, s: _scaled_vjp(x, s), fl.float64, 0.1),
+]
+
+
+@pytest.mark.parametrize("name, f, dtype, scalar", _WEAK_CASES, ids=[c[0] for c in _WEAK_CASES])
+def test_python_scalar_arguments_are_weakly_typed_as_in_eager(name, f, dtype, scalar):
+    x = fl.asarray(np.array([1.5, -0.25, 3.0]), dtype=dtype)
+    eager, jitted = f(x, scalar), fl.jit(f)(x, scalar)
+    for e, j in zip(*(fl.tree.leaves(v) for v in (eager, jitted))):
+        assert _same(e, j), (e, j)
+
+
+@settings(max_examples=30, deadline=None)
+@given(s=st.floats(-1e6, 1e6), k=st.integers(-(2**40), 2**40), dtype=st.sampled_from([np.float32, np.float64]))
+def test_jitted_scalar_arithmetic_equals_eager_bit_for_bit(s, k, dtype):
+    x = fl.asarray(np.array([0.3, -2.0, 7.0], dtype=dtype))
+
+    def f(x, s, k):
+        c = (s * 3 - k) / 7 + s**2
+        return x * c - s, k * 2 + 1
+
+    jf = fl.jit(f)
+    for e, j in zip(f(x, s, k), jf(x, s, k)):
+        assert _same(e, j), (e, j)
+    assert jf.num_traces == 1
+
+
+def test_a_python_int_out_of_range_of_the_integer_tensor_it_meets_raises_as_eagerly():
+    x8, u8 = fl.ones(2, dtype=fl.int8), fl.ones(2, dtype=fl.uint8)
+    inner = fl.jit(lambda a, b: a + b)
+    cases = [
+        (lambda x, k: x + k, x8, 100, 300),
+        (lambda x, k: x + k * 2, x8, 50, 100),  # the value it meets is computed from the argument
+        (lambda x, k: x - k, u8, 1, -1),
+        (lambda x, k: inner(x, k + 1), x8, 5, 127),  # in a jitted function called by the jitted one
+        (lambda x, k: fl.asarray(k, dtype=fl.int16) * x.astype(fl.int16), x8, 7, 40_000),
+    ]
+    for f, x, ok, bad in cases:
+        jf = fl.jit(f)
+        assert _same(f(x, ok), jf(x, ok))
+        with pytest.raises(OverflowError, match=f"{f(x, ok).dtype.name}|int16"):
+            f(x, bad)
+        with pytest.raises(OverflowError, match=r"Python integer -?\d+ is out of range for u?int"):
+            jf(x, bad)
+        assert jf.num_traces == 1
+    assert fl.jit(lambda x, k: x.astype(fl.int64) + k)(x8, 2**40).numpy()[0] == 2**40 + 1
+
+
+def test_weak_scalars_in_jaxprs_and_signatures():
+    x = fl.ones(2, dtype=fl.float64)
+    text = str(fl.make_jaxpr(lambda x, s: x * (s * 3))(x, 0.1))
+    assert "b:f64[]" in text and "convert" not in text  # the float is held in float64 and never rounded
+    jf = fl.jit(lambda x, s: x * s, max_traces=1)
+    jf(x, 0.1)
+    jf(x, 0.2)  # a new value, same signature
+    with pytest.raises(RetraceError, match="'s' changed from a Python float to f64"):
+        jf(x, fl.asarray(0.2, dtype=fl.float64))
+
+
+def _scan_grad(variant):
+    def loss(w, xs):
+        def cell(h, x):
+            h = fl.tanh(h @ w + x)
+            return h, (h * 2.0 if variant != "none" else None)
+
+        h, ys = fl.scan(cell, fl.zeros((2, 3), dtype=w.dtype), xs)
+        return fl.sum(ys * ys) if variant == "ys" else fl.sum(h * h)
+
+    return fl.jit(fl.grad(loss))
+
+
+@pytest.mark.parametrize("variant", ["none", "unused ys", "ys"])
+def test_a_jitted_gradient_through_scan_does_not_depend_on_the_trip_count(variant):
+    """The program, its kernels and its constants are the same for 10 and 10,000 steps (sizes are arguments of
+    the generated loops); per-step outputs the loss ignores are neither stored by the forward loop nor read, as
+    a (length, ...) array of zero cotangents, by the backward one."""
+    w = rnd(3, 3, dtype=np.float64) * 0.3
+    lows = [_scan_grad(variant).lower(w, rnd(t, 2, 3, dtype=np.float64)) for t in (10, 10_000)]
+    assert [k for k in lows[0].kernels if "loop kernel" in k] == [k for k in lows[1].kernels if "loop kernel" in k]
+    if variant != "ys":  # there the loss's per-step cotangent is a real (length, ...) input of the backward loop
+        assert lows[0].kernels == lows[1].kernels
+        assert lows[0].program.describe() == lows[1].program.describe()
+        for low in lows:
+            assert all(np.size(c) <= 9 for c in low.jaxpr.consts)  # nothing scales with the length
+            steps = low.program.describe().splitlines()
+            assert not any("broadcast_in_dim" in s for s in steps), steps
+            assert steps[0].split("=")[0].count(",") == 2, steps  # the final carry and two residuals
+    xs = rnd(7, 2, 3, dtype=np.float64)
+    g = _scan_grad(variant)
+    np.testing.assert_allclose(g(w, xs).numpy(), g.fun(w, xs).numpy(), rtol=1e-13)
 
 
 def test_staged_kernels_nan_integers_and_half_precision():
@@ -523,3 +710,19 @@ def test_retrace_error_counts_in_english():
     jf(fl.ones(2))
     with pytest.raises(RetraceError, match="would trace a 3rd time"):
         jf(fl.ones(3))
+
+
+def test_fused_narrow_integer_ops_wrap_like_numpy():
+    # numba computes int8 + int8 in int64: without a cast per op the overflowed sum reached the comparison and the
+    # maximum unwrapped, so jit disagreed with eager
+    a = fl.asarray(np.array([100, 120, -100, 7], np.int8))
+    b = fl.asarray(np.array([100, 100, -100, 9], np.int8))
+    for f in (
+        lambda a, b: (a + b) > b,
+        lambda a, b: fl.maximum(a + b, b),
+        lambda a, b: fl.minimum(a * b, a - b),
+        lambda a, b: -(a * a) < b,
+    ):
+        np.testing.assert_array_equal(fl.jit(f)(a, b).numpy(), f(a, b).numpy())
+    u = fl.asarray(np.array([200, 100], np.uint8))
+    np.testing.assert_array_equal(fl.jit(lambda u: (u + u) // 2)(u).numpy(), ((u + u) // 2).numpy())

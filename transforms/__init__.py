@@ -1,15 +1,20 @@
 """Function transforms: autodiff, vmap, control flow, jacobians, custom rules, tracing."""
 
-from . import export
+from . import debug, export, onnx
 from .autodiff import grad, jvp, linear_transpose, linearize, value_and_grad, vjp
 from .batching import vmap
+from .callbacks import pure_callback
 from .control_flow import associative_scan, cond, fori_loop, map, scan, switch, while_loop  # noqa: A004
-from .custom import checkpoint, custom_jvp, custom_vjp, remat
+from .custom import custom_jvp, custom_vjp
+from .implicit import custom_linear_solve, custom_root
 from .jacobians import hessian, hvp, jacfwd, jacobian, jacrev
 from .jit import jit
+from .remat import checkpoint, checkpoint_policies, remat, saved_residuals
 from .tracing import ShapeDtypeStruct, eval_shape, make_jaxpr
 
 __all__ = [
+    "debug",
+    "pure_callback",
     "export",
     "grad",
     "jvp",
@@ -29,6 +34,10 @@ __all__ = [
     "custom_jvp",
     "custom_vjp",
     "remat",
+    "checkpoint_policies",
+    "custom_linear_solve",
+    "custom_root",
+    "saved_residuals",
     "hessian",
     "hvp",
     "jacfwd",
@@ -38,4 +47,5 @@ __all__ = [
     "ShapeDtypeStruct",
     "eval_shape",
     "make_jaxpr",
+    "onnx",
 ]

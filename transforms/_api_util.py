@@ -9,7 +9,7 @@ import optree
 from funclib import dtypes
 from funclib import tree as tree_util
 from funclib.checks import check_int
-from funclib.core import Tensor
+from funclib.core import Tensor, strengthen
 from funclib.errors import DTypeError
 from funclib.ops.creation import asarray
 
@@ -17,7 +17,7 @@ from funclib.ops.creation import asarray
 def as_tensor_leaf(x, op: str):
     """A pytree leaf as a Tensor (Python scalars and NumPy arrays are converted); anything else is an error."""
     if isinstance(x, Tensor):
-        return x
+        return strengthen(x)
     try:
         return asarray(x)
     except (TypeError, ValueError):

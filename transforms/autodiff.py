@@ -312,7 +312,8 @@ def backward_pass(jaxpr: Jaxpr, consts: list, cts_out: list, plain_products: boo
             cts = [ct_env.pop(v, None) for v in eqn.outputs]
             if all(c is None for c in cts):
                 continue
-            ct = [zeros(v.aval) if c is None else c for v, c in zip(eqn.outputs, cts)]
+            # symbolic zeros: a loop's rule then reads no (length, ...) array of them
+            ct = [Zero(v.aval) if c is None else c for v, c in zip(eqn.outputs, cts)]
         else:
             ct = ct_env.pop(eqn.outputs[0], None)
             if ct is None:

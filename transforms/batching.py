@@ -212,6 +212,8 @@ class BatchTrace(Trace):
         names = params["axes"]
         if self.axis_name is None or self.axis_name not in names:
             # another axis: apply it lane by lane, passing the batched values through to the enclosing traces
+            if getattr(prim, "lane_inputs", None) is not None:
+                vals, dims = prim.lane_inputs(vals, dims)
             out = self.bind_parent(prim, vals, params)
             return [o if d is None else self.new(o, d) for o, d in zip(out, prim.lane_dims(dims))]
         chunks = self.axis.chunks

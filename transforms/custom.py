@@ -1,4 +1,4 @@
-"""Custom derivative rules (``custom_jvp``, ``custom_vjp``) and rematerialization (``checkpoint``).
+"""Custom derivative rules: ``custom_jvp`` and ``custom_vjp``.
 
 Both bind a call primitive whose ``fun`` parameter is the flattened user function, so every transform sees them:
 - ``custom_jvp_call``: the JVP rule runs the user's ``jvp``; vmap vectorizes ``fun`` and ``jvp``; staging traces
@@ -6,7 +6,6 @@ Both bind a call primitive whose ``fun`` parameter is the flattened user functio
 - ``custom_vjp_call``: the JVP rule runs ``fwd`` and emits ``custom_lin``, a primitive linear in the tangents whose
   transpose is the user's ``bwd``. Evaluated *forwards* (plain ``jvp``, ``jacfwd``, ``hessian``), ``custom_lin``
   differentiates the primal function instead, so forward mode of a ``custom_vjp`` function works (JAX raises).
-``checkpoint(f)`` is a custom_vjp whose backward pass re-runs ``f``'s forward pass instead of storing it.
 """
 
 from __future__ import annotations
@@ -19,14 +18,13 @@ import numpy as np
 from funclib import dtypes
 from funclib import tree as tree_util
 from funclib.checks import check_callable, check_int
-from funclib.core import Primitive, ShapedArray, Zero, _state, _wrap, aval_of, is_undefined, set_trace
+from funclib.core import Primitive, ShapedArray, Zero, _state, _wrap, aval_of, is_undefined, is_weak, set_trace
 from funclib.errors import DTypeError, ShapeError
-from funclib.jaxpr import JaxprTrace, JaxprTracer, trace_to_jaxpr
+from funclib.jaxpr import JaxprTracer, has_effects, trace_to_jaxpr
 from funclib.primitives.shape import bdim_to_front, broadcast_in_dim, instantiate, zeros
 
 from ._api_util import as_tensor_leaf
 from .autodiff import jvp as jvp_fn
-from .autodiff import vjp
 from .batching import vmap
 
 
@@ -48,8 +46,10 @@ def _out_avals(flat_fun, args):
     return [aval_of(o) for o in outs]
 
 
-def _is_linearize_tangent(t) -> bool:
-    return type(t) is JaxprTracer and isinstance(t._trace, JaxprTrace) and t._trace.forward_known
+def _is_staged_tangent(t) -> bool:
+    # reverse mode records the tangent map and transposes it, and so may any staged jaxpr (jit's JVP rule derives
+    # one that grad transposes later): custom_lin must be recorded there for bwd to be used
+    return type(t) is JaxprTracer
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -69,7 +69,8 @@ def _cjvp_impl(*args, fun, jvp, out_tree_store):
 
 @custom_jvp_call_p.def_abstract_eval
 def _cjvp_abstract(*avals, fun, jvp, out_tree_store):
-    _, _, outs = trace_to_jaxpr(fun, list(avals), name="custom_jvp")
+    j, _, outs = trace_to_jaxpr(fun, list(avals), name="custom_jvp")
+    out_tree_store["effects"] = has_effects(j)  # so the passes keep a call whose outputs are unused
     return [aval_of(o) for o in outs]
 
 
@@ -108,7 +109,8 @@ def _split_args(args, nondiff_argnums, name):
     static = {i: args[i] for i in nondiff_argnums}
     dyn = [a for i, a in enumerate(args) if i not in static]
     leaves, in_tree = tree_util.flatten(tuple(dyn))
-    leaves = [as_tensor_leaf(x, name) for x in leaves]
+    # a Python scalar traced by jit stays weak, so the function sees it at full precision as it does eagerly
+    leaves = [x if is_weak(x) else as_tensor_leaf(x, name) for x in leaves]
 
     def full_args(d):
         it = iter(d)
@@ -219,13 +221,14 @@ def _cvjp_impl(*args, fun, fwd, bwd, store):
 
 @custom_vjp_call_p.def_abstract_eval
 def _cvjp_abstract(*avals, fun, fwd, bwd, store):
-    _, _, outs = trace_to_jaxpr(fun, list(avals), name="custom_vjp")
+    j, _, outs = trace_to_jaxpr(fun, list(avals), name="custom_vjp")
+    store["effects"] = has_effects(j)
     return [aval_of(o) for o in outs]
 
 
 @custom_vjp_call_p.def_jvp
 def _cvjp_jvp(primals, tangents, *, fun, fwd, bwd, store):
-    if not any(_is_linearize_tangent(t) for t in tangents):
+    if not any(_is_staged_tangent(t) for t in tangents):
         # forward mode (jvp, jacfwd, hessian): differentiate the primal function itself
         ts = [instantiate(t) for t in tangents]
         outs, touts = jvp_fn(lambda *xs: fun(*xs), tuple(primals), tuple(ts))
@@ -487,39 +490,3 @@ class custom_vjp:
 
         outs = custom_vjp_call_p.bind(*leaves, fun=fun_flat, fwd=fwd_flat, bwd=bwd_flat, store=store)
         return tree_util.unflatten(store["out_tree"], list(outs))
-
-
-def checkpoint(fun: Callable, *, static_argnums: Sequence[int] = ()) -> Callable:
-    """Rematerialize ``fun`` in reverse mode: its intermediates are recomputed in the backward pass, not stored.
-
-    >>> g = fl.grad(lambda x: fl.checkpoint(lambda y: fl.sin(fl.sin(y)))(x))
-    """
-
-    check_callable(fun, "checkpoint")
-    static_argnums = _nondiff_tuple(static_argnums, "checkpoint", "static_argnums")
-    cv = custom_vjp(fun, nondiff_argnums=static_argnums)
-    cv._argnums_label = "static_argnums"
-
-    def fwd(*args):
-        return fun(*args), [a for i, a in enumerate(args) if i not in static_argnums]
-
-    def bwd(*rest):
-        nd_vals, dyn, ct = rest[:-2], rest[-2], rest[-1]
-        it = iter(nd_vals)
-        dit = iter(dyn)
-        n = len(nd_vals) + len(dyn)
-        full = [next(it) if i in static_argnums else next(dit) for i in range(n)]
-
-        def f_dyn(*d):
-            dd = iter(d)
-            return fun(*[full[i] if i in static_argnums else next(dd) for i in range(n)])
-
-        _, f_vjp = vjp(f_dyn, *dyn)
-        return tuple(f_vjp(ct))
-
-    cv.defvjp(fwd, bwd)
-    cv.__name__ = f"checkpoint({getattr(fun, '__name__', 'fun')})"
-    return cv
-
-
-remat = checkpoint

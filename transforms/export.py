@@ -36,7 +36,7 @@ from funclib.jaxpr import ClosedJaxpr, Eqn, Jaxpr, JaxprTypeError, Literal, Var,
 from funclib.passes import optimize
 
 from ._api_util import as_tensor_leaf, broadcast_prefix
-from .jit import Jitted, jit, jit_p
+from .jit import _PY_SCALARS, Jitted, jit, jit_p
 
 __all__ = ["export", "load", "Exported", "ExportError"]
 
@@ -151,7 +151,7 @@ class _Encoder:
         hint = (
             " Functions with custom_jvp/custom_vjp rules or checkpoint keep Python callables in their equations "
             "and cannot be exported yet; export a version without the custom rule."
-            if prim.startswith("custom_")
+            if prim.startswith("custom_") or prim == "checkpoint"
             else ""
         )
         raise ExportError(
@@ -560,7 +560,11 @@ class Exported:
                 f"exported {self.name}: the arguments have structure {spec}, but the program was exported for "
                 f"{_show_tree(self._program['in_tree'])}" + _static_note(self._program)
             )
-        leaves = [as_tensor_leaf(x, f"exported {self.name}") for x in leaves]
+        where = f"exported {self.name}"
+        leaves = [
+            _wrap(np.asarray(x, dtypes.weak_dtype(x))) if type(x) in _PY_SCALARS else as_tensor_leaf(x, where)
+            for x in leaves
+        ]
         batch = None
         if self.batch_axes:
             sizes = {i: leaves[i].shape[ax] if ax < len(leaves[i].shape) else None for i, ax in self.batch_axes.items()}
@@ -684,12 +688,13 @@ def export(fun: Callable, *, batch_axes: Any = None) -> Callable[..., Exported]:
     def build(*args, **kwargs) -> Exported:
         name = jitted.__name__
         where = f"jit({name})"
-        _, leaves, in_tree, dyn_args, static = jitted._split(args, kwargs)
-        avals = [aval_of(x) for x in leaves]
+        key, leaves, in_tree, dyn_args, static = jitted._split(args, kwargs)
+        # Python scalars are weakly typed at full precision, as jit traces them
+        avals = [ShapedArray(shape, d, weak_type=w) for shape, d, w in key[1]]
         in_desc = _tree_desc(in_tree, f"{where}'s arguments")
         axes = _batch_leaves(batch_axes, args, dyn_args, kwargs, jitted, leaves) if batch_axes is not None else {}
         if not axes:
-            closed, out_tree = jitted._trace_avals(avals, in_tree, args, kwargs)
+            closed, out_tree, *_ = jitted._trace_avals(avals, in_tree, args, kwargs)
             closed = optimize(closed)
             enc = _Encoder(where)
             jaxpr = _normal(enc.jaxpr(_opened(closed.jaxpr)))
@@ -702,7 +707,7 @@ def export(fun: Callable, *, batch_axes: Any = None) -> Callable[..., Exported]:
             for s in sizes:
                 av = [_with_batch(a, axes.get(i), s) for i, a in enumerate(avals)]
                 try:
-                    closed, t = jitted._trace_avals(av, in_tree, args, kwargs)
+                    closed, t, *_ = jitted._trace_avals(av, in_tree, args, kwargs)
                 except (FunclibError, TypeError, ValueError, IndexError) as e:
                     if s == size:
                         raise

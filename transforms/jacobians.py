@@ -12,7 +12,7 @@ import numpy as np
 
 from funclib import dtypes
 from funclib import tree as tree_util
-from funclib.checks import check_callable
+from funclib.checks import check_callable, check_int
 from funclib.core import _wrap
 from funclib.primitives.shape import reshape
 
@@ -54,14 +54,20 @@ def jacfwd(
     argnums: int | Sequence[int] = 0,
     has_aux: bool = False,
     chunk_size: int | None = None,
+    max_bytes: int | None = None,
 ) -> Callable:
     """Jacobian by forward mode: one JVP per input element, vectorized with vmap.
+
+    ``chunk_size`` and ``max_bytes`` bound peak memory as in ``vmap``: the JVPs run in chunks of at most
+    ``chunk_size`` input elements, or of as many as keep one chunk's intermediates under ``max_bytes`` bytes (the
+    Jacobian itself is not counted). The result does not depend on the chunking.
 
     >>> fl.jacfwd(fl.sin)(fl.tensor([0.0, 1.0]))
     Tensor([[1.       , 0.       ],
            [0.       , 0.5403023]], dtype=float32)
     """
     check_callable(fun, "jacfwd")
+    _check_memory_args(chunk_size, max_bytes, "jacfwd")
 
     def jac(*args):
         leaves, in_tree, f_flat = _differentiated(fun, argnums, args, "jacfwd")
@@ -70,7 +76,9 @@ def jacfwd(
         def push(*tans):
             return jvp(lambda *xs: _split_aux(f_flat(*xs), has_aux, "jacfwd")[0], tuple(leaves), tuple(tans))[1]
 
-        touts = vmap(push, in_axes=tuple([0] * len(basis)), out_axes=-1, chunk_size=chunk_size)(*basis)
+        touts = vmap(push, in_axes=tuple([0] * len(basis)), out_axes=-1, chunk_size=chunk_size, max_bytes=max_bytes)(
+            *basis
+        )
         o_leaves, o_tree = tree_util.flatten(touts)
         shapes = [tuple(x.shape) for x in leaves]
         per_out = [tree_util.unflatten(in_tree, _split_basis_dim(t, sizes, shapes, axis_front=False)) for t in o_leaves]
@@ -82,6 +90,13 @@ def jacfwd(
 
     jac.__name__ = f"jacfwd({getattr(fun, '__name__', 'fun')})"
     return jac
+
+
+def _check_memory_args(chunk_size, max_bytes, op: str) -> None:
+    if chunk_size is not None:
+        check_int(chunk_size, op, "chunk_size", min=1)
+    if max_bytes is not None:
+        check_int(max_bytes, op, "max_bytes", min=1)
 
 
 def _differentiated(fun, argnums, args, name):
@@ -111,14 +126,19 @@ def jacrev(
     argnums: int | Sequence[int] = 0,
     has_aux: bool = False,
     chunk_size: int | None = None,
+    max_bytes: int | None = None,
 ) -> Callable:
     """Jacobian by reverse mode: one VJP per output element, vectorized with vmap.
+
+    ``chunk_size`` and ``max_bytes`` bound the memory of the backward passes as in ``vmap`` (the forward pass
+    runs once; its residuals and the Jacobian itself are not counted). The result does not depend on the chunking.
 
     >>> fl.jacrev(lambda x: x ** 2)(fl.tensor([1.0, 2.0]))
     Tensor([[2., 0.],
            [0., 4.]], dtype=float32)
     """
     check_callable(fun, "jacrev")
+    _check_memory_args(chunk_size, max_bytes, "jacrev")
 
     def jac(*args):
         leaves, in_tree, f_flat = _differentiated(fun, argnums, args, "jacrev")
@@ -135,7 +155,7 @@ def jacrev(
         def pull(*cts):
             return f_vjp(tree_util.unflatten(o_tree, list(cts)))
 
-        cts_in = vmap(pull, in_axes=tuple([0] * len(basis)), chunk_size=chunk_size)(*basis)
+        cts_in = vmap(pull, in_axes=tuple([0] * len(basis)), chunk_size=chunk_size, max_bytes=max_bytes)(*basis)
         # cts_in: tuple per input leaf, each (total, *in_shape); split the leading axis per output leaf
         in_blocks = [tuple(as_tensor_leaf(c, "jacrev") for c in tree_util.leaves(cts_in))]
         per_in = in_blocks[0]
@@ -154,18 +174,29 @@ def jacrev(
 jacobian = jacrev
 
 
-def hessian(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable:
+def hessian(
+    fun: Callable,
+    argnums: int | Sequence[int] = 0,
+    has_aux: bool = False,
+    chunk_size: int | None = None,
+    max_bytes: int | None = None,
+) -> Callable:
     """The Hessian, as ``jacfwd(jacrev(fun))`` (forward-over-reverse).
+
+    ``chunk_size``/``max_bytes`` apply to both Jacobians: the forward-mode one runs its Hessian-vector products
+    in chunks whose intermediates fit ``max_bytes`` (each chunk holds one gradient computation per lane).
 
     >>> fl.hessian(lambda x: (x ** 3).sum())(fl.tensor([1.0, 2.0]))
     Tensor([[ 6.,  0.],
            [ 0., 12.]], dtype=float32)
     """
     check_callable(fun, "hessian")
+    _check_memory_args(chunk_size, max_bytes, "hessian")
 
     def hess(*args):
         check_argnums(argnums, len(args), "hessian")
-        return jacfwd(jacrev(fun, argnums, has_aux=has_aux), argnums, has_aux=has_aux)(*args)
+        inner = jacrev(fun, argnums, has_aux=has_aux, chunk_size=chunk_size, max_bytes=max_bytes)
+        return jacfwd(inner, argnums, has_aux=has_aux, chunk_size=chunk_size, max_bytes=max_bytes)(*args)
 
     hess.__name__ = f"hessian({getattr(fun, '__name__', 'fun')})"
     return hess

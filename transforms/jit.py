@@ -29,6 +29,7 @@ from funclib.core import (
     _wrap,
     aval_of,
     is_undefined,
+    is_weak,
     set_trace,
 )
 from funclib.errors import ConcretizationError, FunclibError
@@ -38,11 +39,12 @@ from funclib.jaxpr import (
     JaxprTrace,
     JaxprTracer,
     Var,
+    dtypes_fit,
     eval_jaxpr,
     partial_eval_jaxpr,
     trace_to_jaxpr,
 )
-from funclib.passes import optimize
+from funclib.passes import dce, optimize
 from funclib.primitives.shape import instantiate, zeros
 
 from ._api_util import as_tensor_leaf, check_argnames
@@ -57,6 +59,9 @@ def _ordinal(n: int) -> str:
     """``1st``, ``2nd``, ``3rd``, ``4th``, ``11th``, ``21st``, ..."""
     suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
     return f"{n}{suffix}"
+
+
+_PY_SCALARS = (bool, int, float, complex)
 
 
 class RetraceError(FunclibError, RuntimeError):
@@ -83,7 +88,7 @@ def _program(jaxpr: Jaxpr) -> Program:
         with _compile_lock:
             prog = jaxpr.cache.get("program")
             if prog is None:
-                prog = compile_program(jaxpr)
+                prog = compile_program(jaxpr, name=jaxpr.cache.get("fun_name", "program"))
                 jaxpr.cache["program"] = prog
     return prog
 
@@ -246,15 +251,50 @@ def _jit_transpose(cts, *args, jaxpr, name):
 
 
 class _Entry:
-    __slots__ = ("jaxpr", "consts", "out_tree", "closed", "program", "desc")
+    __slots__ = ("jaxpr", "consts", "out_tree", "closed", "program", "desc", "weak_out", "int_checks")
 
-    def __init__(self, jaxpr, consts, out_tree, closed, desc):
+    def __init__(self, jaxpr, consts, out_tree, closed, desc, weak_out, int_checks):
         self.jaxpr = jaxpr
         self.consts = consts
         self.out_tree = out_tree
         self.closed = closed
         self.program = None
         self.desc = desc
+        # which outputs are Python scalars eagerly (arithmetic on scalar arguments alone); None if none is
+        self.weak_out = weak_out if any(weak_out) else None
+        # (jaxpr computing values of Python int arguments, the integer dtype each meets), or None
+        self.int_checks = int_checks
+
+
+def _int_checks(jaxpr: Jaxpr, narrowing: list):
+    """What ``_check_ints`` evaluates: the weak integers that meet a narrower integer dtype, computed from the
+    arguments (only scalar arithmetic on Python int arguments leads there)."""
+    if not narrowing:
+        return None
+    j = dce(Jaxpr([], jaxpr.invars, jaxpr.eqns, [v for v, _ in narrowing]))
+    read = {a for e in j.eqns for a in e.inputs if type(a) is Var} | set(j.outvars)
+    return j, [i for i, v in enumerate(j.invars) if v in read], [d for _, d in narrowing]
+
+
+def _check_ints(entry: _Entry, leaves: list, name: str) -> None:
+    j, needed, dts = entry.int_checks
+    args = [leaves[i] if i in needed else None for i in range(len(leaves))]
+    if not any(isinstance(leaves[i], Tracer) for i in needed):
+        with set_trace(None):
+            vals = eval_jaxpr(j, [], *args)
+        for v, d in zip(vals, dts):
+            dtypes_fit(int(v.item()), d, f"jit({name}): ")
+        return
+    # Python ints of an enclosing jit: computed there, and checked at each of its calls
+    for v, d in zip(eval_jaxpr(j, [], *args), dts):
+        if type(v) is JaxprTracer and v._trace.narrowing is not None:
+            v._trace.narrowing.append((v.jvar, d))
+
+
+def _outputs(outs, weak_out) -> list:
+    if weak_out is None:
+        return [_wrap(o) for o in outs]
+    return [o.item() if w else _wrap(o) for o, w in zip(outs, weak_out)]
 
 
 def _describe(x) -> str:
@@ -286,6 +326,8 @@ class Jitted:
             self._sig = None
         # not `updated`: merging fun.__dict__ would let a wrapper's attributes (custom_jvp's `fun`) replace ours
         functools.update_wrapper(self, fun, updated=())
+        if not hasattr(self, "__name__"):  # a callable object (a Module, a functools.partial) has no __name__
+            self.__name__ = self.__qualname__ = type(fun).__name__
 
     # --- signature ----------------------------------------------------------------------------------------------
     def _arg_name(self, i):
@@ -320,25 +362,45 @@ class Jitted:
         dyn_kwargs = {k: v for k, v in kwargs.items() if k not in self.static_argnames}
         leaves, in_tree = tree_util.flatten((dyn_args, dyn_kwargs))
         conv = []
+        sig = []
         for x in leaves:
             if type(x) is Tensor or isinstance(x, Tracer):
                 conv.append(x)
+                sig.append((tuple(x.shape), x.dtype, x.weak_type))
+            elif type(x) in _PY_SCALARS:
+                # weakly typed and at full precision until it meets a dtype, as the scalar is eagerly
+                d = dtypes.weak_dtype(x)
+                try:
+                    conv.append(_wrap(np.asarray(x, d)))
+                except OverflowError:
+                    raise OverflowError(
+                        f"jit({self.__name__}): the Python integer {x} does not fit int64; pass it as a tensor or "
+                        "mark the argument static"
+                    ) from None
+                sig.append(((), d, True))
             else:
-                conv.append(as_tensor_leaf(x, f"jit({self.__name__})"))
-        key = (in_tree, tuple((tuple(x.shape), x.dtype) for x in conv), tuple((k, w, v) for k, w, v in static))
+                x = as_tensor_leaf(x, f"jit({self.__name__})")
+                conv.append(x)
+                sig.append((tuple(x.shape), x.dtype, False))
+        key = (in_tree, tuple(sig), tuple((k, w, v) for k, w, v in static))
         return key, conv, in_tree, dyn_args, static
 
     # --- tracing ------------------------------------------------------------------------------------------------
     def _trace(self, key, leaves, in_tree, args, kwargs, static):
-        avals = [ShapedArray(tuple(x.shape), x.dtype) for x in leaves]
-        closed, out_tree = self._trace_avals(avals, in_tree, args, kwargs)
+        in_avals = [ShapedArray(shape, d, weak_type=w) for shape, d, w in key[1]]
+        names = self._leaf_names(in_tree, args, kwargs)
+        closed, out_tree, weak_out, checks = self._trace_avals(in_avals, in_tree, args, kwargs)
         closed = optimize(closed)
         open_j, consts = _closed_to_open(closed)
-        return _Entry(open_j, consts, out_tree, closed, self._desc(key, self._leaf_names(in_tree, args, kwargs)))
+        # for messages about the compiled program (ranks that traced it differently)
+        open_j.cache["arg_names"] = [f"<constant {i}>" for i in range(len(consts))] + names
+        open_j.cache["fun_name"] = self.__name__
+        return _Entry(open_j, consts, out_tree, closed, self._desc(key, names), weak_out, checks)
 
-    def _trace_avals(self, in_avals, in_tree, args, kwargs) -> tuple[ClosedJaxpr, Any]:
+    def _trace_avals(self, in_avals, in_tree, args, kwargs):
         """The unoptimized jaxpr for flattened dynamic arguments of these types (``in_tree`` as from flattening
-        ``(dynamic args, dynamic kwargs)``; ``args``/``kwargs`` supply the static values), and the output tree."""
+        ``(dynamic args, dynamic kwargs)``; ``args``/``kwargs`` supply the static values), the output tree, which
+        outputs are weak Python scalars, and the range checks of weak integers narrowed by the program."""
         store = {}
 
         def flat(*xs):
@@ -350,14 +412,21 @@ class Jitted:
             out = self.fun(*full, **kw)
             o, t = tree_util.flatten(out)
             store["tree"] = t
-            return [as_tensor_leaf(v, f"jit({self.__name__}) output") for v in o]
+            outs = []
+            for v in o:
+                if type(v) in _PY_SCALARS:
+                    v = trace.weak_constant(v, dtypes.weak_dtype(v))
+                # a value computed from scalar arguments alone stays a Python scalar, as it is eagerly
+                outs.append(v if is_weak(v) else as_tensor_leaf(v, f"jit({self.__name__}) output"))
+            return outs
 
         trace = JitTrace(_state.trace, self._leaf_names(in_tree, args, kwargs), self.__name__)
         ins = [trace.new_arg(a) for a in in_avals]
         with set_trace(trace):
             outs = flat(*ins)
         jaxpr, consts = trace.to_jaxpr(ins, outs)
-        return ClosedJaxpr(jaxpr, consts), store["tree"]
+        weak_out = tuple(o.weak_type for o in outs)
+        return ClosedJaxpr(jaxpr, consts), store["tree"], weak_out, _int_checks(jaxpr, trace.narrowing)
 
     def _leaf_names(self, in_tree, args, kwargs):
         dyn_pos = [i for i in range(len(args)) if i not in self.static_argnums]
@@ -376,8 +445,8 @@ class Jitted:
     def _desc(self, key, names):
         in_tree, leaf_sig, static = key
         d = {"tree": str(in_tree)}
-        for n, (shape, dt) in zip(names, leaf_sig):
-            d[n] = ShapedArray(shape, dt).str_short()
+        for n, (shape, dt, weak) in zip(names, leaf_sig):
+            d[n] = f"a Python {type(dtypes.weak_sample(dt)).__name__}" if weak else ShapedArray(shape, dt).str_short()
         for kind, w, v in static:
             d[f"static {self._arg_name(w) if kind == 'pos' else w}"] = repr(v)
         return d
@@ -429,22 +498,25 @@ class Jitted:
             if len(sig) == len(args):
                 hit = self._fast.get(sig)
                 if hit is not None:
-                    program, consts, out_tree, one = hit
+                    program, consts, out_tree, one, weak_out = hit
                     outs = program.run(consts + [a._value for a in args])
                     if one:
                         return _wrap(outs[0])
-                    return tree_util.unflatten(out_tree, [_wrap(o) for o in outs])
+                    return tree_util.unflatten(out_tree, _outputs(outs, weak_out))
                 fast = sig
         entry, leaves = self._lookup(args, kwargs)
+        if entry.int_checks is not None:
+            _check_ints(entry, leaves, self.__name__)
         if _state.trace is None:
             prog = entry.program
             if prog is None:
                 prog = entry.program = _program(entry.jaxpr)
             consts = [c._value if isinstance(c, Tensor) else c for c in entry.consts]
             if fast is not None:
-                self._fast[fast] = (prog, consts, entry.out_tree, entry.out_tree.is_leaf())
+                one = entry.out_tree.is_leaf() and entry.weak_out is None
+                self._fast[fast] = (prog, consts, entry.out_tree, one, entry.weak_out)
             outs = prog.run(consts + [x._value for x in leaves])
-            return tree_util.unflatten(entry.out_tree, [_wrap(o) for o in outs])
+            return tree_util.unflatten(entry.out_tree, _outputs(outs, entry.weak_out))
         outs = jit_p.bind(*entry.consts, *leaves, jaxpr=entry.jaxpr, name=self.__name__)
         return tree_util.unflatten(entry.out_tree, list(outs))
 
@@ -501,6 +573,7 @@ class JitTrace(JaxprTrace):
         super().__init__(parent, name=f"jit({fun_name})")
         self.arg_names = arg_names
         self.in_vars: list = []
+        self.narrowing = []
 
     def new_arg(self, aval):
         t = super().new_arg(aval)
@@ -539,7 +612,10 @@ def jit(
     """Compile ``fun``: trace it per input signature to a jaxpr, optimize it, and run fused numba kernels.
 
     Args:
-      fun: a function of pytrees of tensors (Python scalars are traced as 0-d tensors).
+      fun: a function of pytrees of tensors and Python scalars. A Python scalar is traced as it behaves eagerly:
+        weakly typed and at full precision (``x * 0.1`` is ``0.1`` rounded once, to ``x``'s dtype), its own
+        arithmetic staying a Python scalar (returned as one), anything else seeing the default dtype of its kind.
+        Only its type is part of the cache key, so a new value does not retrace.
       static_argnums / static_argnames: arguments that are Python values (hashable) and part of the cache key.
       max_traces: raise ``RetraceError`` instead of tracing more than this many times.
 
@@ -547,7 +623,9 @@ def jit(
 
     >>> f = fl.jit(lambda x: fl.sin(x) * 2.0)
     >>> f(fl.ones(3))
-    Tensor([1.682942, 1.682942, 1.682942], dtype=float32)
+    Tensor([1.6829419, 1.6829419, 1.6829419], dtype=float32)
+    >>> fl.jit(lambda x, s: x * s)(fl.ones(1, dtype=fl.float64), 0.1)
+    Tensor([0.1], dtype=float64)
     """
     if fun is None:
         return functools.partial(

@@ -15,7 +15,8 @@ import numpy as np
 from funclib.kernels import diskcache, fusion
 
 from funclib import config
-from funclib.jaxpr import Eqn, Jaxpr, Literal, Var, use_counts
+from funclib.jaxpr import ClosedJaxpr, Eqn, Jaxpr, Literal, Var, use_counts
+from funclib.primitives.collectives import ExternalAxis
 from funclib.primitives.conv import _col2im_impl
 from funclib.primitives.dot import _dot_impl
 
@@ -74,7 +75,13 @@ class Program:
 
 def _impl_step(eqn):
     prim = eqn.prim
-    lower = _LOOP_LOWERINGS.get(prim.name)
+    if getattr(prim, "collective", False):
+        axes = eqn.params["axes"]
+        if len(axes) == 1 and isinstance(axes[0], ExternalAxis):
+            # across processes: the axis runs it (MPI), in program order; the program's guard checked the ranks
+            return axes[0].program_step(prim.name, {k: v for k, v in eqn.params.items() if k != "axes"})
+    # a call primitive may run its body its own way (``prim.jit_step(eqn) -> step or None``)
+    lower = _LOOP_LOWERINGS.get(prim.name) or prim.jit_step
     if lower is not None:
         step = lower(eqn)
         if step is not None:
@@ -83,7 +90,7 @@ def _impl_step(eqn):
     return functools.partial(impl, **eqn.params) if eqn.params else impl
 
 
-def _closed_program(cj) -> Program | None:
+def closed_program(cj) -> Program | None:
     """A Program for a body ClosedJaxpr, its constants baked in; None if a constant is not concrete."""
     j = cj.jaxpr
     prog = j.cache.get("closed_program")
@@ -96,14 +103,14 @@ def _closed_program(cj) -> Program | None:
             consts.append(np.asarray(v))
         body = Jaxpr(j.constvars, j.invars, j.eqns, j.outvars)
         body.cache["consts"] = consts
-        prog = compile_program(body)
+        prog = compile_program(body, guard=False)  # the enclosing program's guard covers its bodies
         j.cache["closed_program"] = prog
     return prog
 
 
 def _lower_scan(eqn):
     p = eqn.params
-    prog = _closed_program(p["jaxpr"])
+    prog = closed_program(p["jaxpr"])
     if prog is None:
         return None
     nc, ncar, length, reverse = p["num_consts"], p["num_carry"], p["length"], p["reverse"]
@@ -134,7 +141,7 @@ def _lower_scan(eqn):
 
 def _lower_while(eqn):
     p = eqn.params
-    cprog, bprog = _closed_program(p["cond_jaxpr"]), _closed_program(p["body_jaxpr"])
+    cprog, bprog = closed_program(p["cond_jaxpr"]), closed_program(p["body_jaxpr"])
     if cprog is None or bprog is None:
         return None
     cn, bn, max_steps = p["cond_nconsts"], p["body_nconsts"], p["max_steps"]
@@ -155,7 +162,7 @@ def _lower_while(eqn):
 
 
 def _lower_cond(eqn):
-    progs = [_closed_program(b) for b in eqn.params["branches"]]
+    progs = [closed_program(b) for b in eqn.params["branches"]]
     if any(pr is None for pr in progs):
         return None
 
@@ -170,8 +177,26 @@ def _lower_cond(eqn):
 _LOOP_LOWERINGS = {"scan": _lower_scan, "while": _lower_while, "cond": _lower_cond}
 
 
-def compile_program(jaxpr: Jaxpr) -> Program:
-    """Lower ``jaxpr`` (no constvars, or constvars with values in ``jaxpr.cache['consts']``) to a Program."""
+def _external_axes(jaxpr: Jaxpr, found: dict) -> dict:
+    """The process axes that collectives in ``jaxpr`` act over, at any depth, in order of appearance."""
+    for e in jaxpr.eqns:
+        if getattr(e.prim, "collective", False):
+            for a in e.params["axes"]:
+                if isinstance(a, ExternalAxis):
+                    found.setdefault(a, None)
+        for v in e.params.values():
+            for sub in v if isinstance(v, (tuple, list)) else (v,):
+                if isinstance(sub, (Jaxpr, ClosedJaxpr)):
+                    _external_axes(sub.jaxpr if isinstance(sub, ClosedJaxpr) else sub, found)
+    return found
+
+
+def compile_program(jaxpr: Jaxpr, guard: bool = True, name: str = "program") -> Program:
+    """Lower ``jaxpr`` (no constvars, or constvars with values in ``jaxpr.cache['consts']``) to a Program.
+
+    A program with collectives over process axes starts with each axis' guard step (unless ``guard`` is off, for
+    loop bodies): the ranks agree that they run the same program before any of them enters a collective.
+    """
     prog = Program()
     slot: dict = {}
     n = 0
@@ -201,6 +226,11 @@ def compile_program(jaxpr: Jaxpr) -> Program:
         jaxpr = _fuse_dot_col2im(jaxpr)
     groups = plan(jaxpr) if config.fuse_kernels else [("eqn", e) for e in jaxpr.eqns]
     raw_steps = []
+    if guard:
+        for ax in _external_axes(jaxpr, {}):
+            check = ax.program_guard(jaxpr, name)
+            if check is not None:
+                raw_steps.append((check, [], [], True, f"guard[{ax.name!r}]"))
     for kind, item in groups:
         if kind == "eqn":
             eqn = item
@@ -213,6 +243,7 @@ def compile_program(jaxpr: Jaxpr) -> Program:
                 eqn.prim.name not in ("dot_general", "jit", "dot_col2im")
                 and eqn.prim.name not in _VIEW_PRIMS
                 and eqn.prim.name not in _LOOP_LOWERINGS
+                and eqn.prim.jit_step is None
                 and _kernel_name(eqn) is None
             ):
                 prog.fallback_names.add(eqn.prim.name)
@@ -253,6 +284,7 @@ class _LoweredOp:
     multiple_results = False
     family = "lowered"
     kernel = None
+    jit_step = None
 
     def __init__(self, name: str, impl):
         self.name = name
@@ -297,7 +329,7 @@ def _fuse_dot_col2im(jaxpr: Jaxpr) -> Jaxpr:
             continue
         d = re.inputs[0]
         de = producer.get(d) if type(d) is Var else None
-        if de is None or de.prim.name != "dot_general" or uses.get(d) != 1:
+        if de is None or de.prim.name != "dot_general" or uses.get(d) != 1 or "preferred_element_type" in de.params:
             continue
         (_, _), (lb, rb) = de.params["dimension_numbers"]
         if not lb or lb[0] != 0 or rb[0] != 0 or d.aval.shape[0] != r.aval.shape[0]:
@@ -307,7 +339,7 @@ def _fuse_dot_col2im(jaxpr: Jaxpr) -> Jaxpr:
             "cols_shape": tuple(r.aval.shape),
             "col2im_params": dict(e.params),
         }
-        replace[id(e)] = Eqn(_DOT_COL2IM, list(de.inputs), params, list(e.outputs))
+        replace[id(e)] = Eqn(_DOT_COL2IM, list(de.inputs), params, list(e.outputs), e.source)
         drop.update((id(re), id(de)))
     if not replace:
         return jaxpr
@@ -373,7 +405,7 @@ def _fusible_reduction(eqn, g) -> bool:
     if type(x) is not Var or x not in g.vars or tuple(x.aval.shape) != tuple(g.shape):
         return False
     d = x.aval.dtype
-    if d not in fusion.FUSIBLE_DTYPES or (kind == "sum" and d == np.dtype(np.bool_)):
+    if d not in fusion.REDUCIBLE_DTYPES or (kind == "sum" and d == np.dtype(np.bool_)):
         return False
     axes = tuple(eqn.params["axes"])
     r = len(g.shape)
@@ -405,7 +437,7 @@ def _trailing_reduction(eqn, g) -> bool:
     if kind is None or type(x) is not Var or tuple(x.aval.shape) != tuple(g.shape):
         return False
     d = x.aval.dtype
-    if d not in fusion.FUSIBLE_DTYPES or (kind == "sum" and d == np.dtype(np.bool_)):
+    if d not in fusion.REDUCIBLE_DTYPES or (kind == "sum" and d == np.dtype(np.bool_)):
         return False
     r = len(g.shape)
     axes = tuple(sorted(eqn.params["axes"]))
@@ -771,13 +803,13 @@ class FusedStep:
         k = self.kernels.get(key)
         if k is None:
             k = self.kernels[key] = diskcache.load_kernel(fusion.generate_source(spec, row_calls))
-        ins = tuple((pad, sl, tuple(c), a.dtype in fusion.HALF) for (pad, sl), c, a in zip(steps, cins, views))
+        ins = tuple((pad, sl, tuple(c), fusion.CARRIER.get(a.dtype)) for (pad, sl), c, a in zip(steps, cins, views))
         red_shape = None
         if self.red is not None:
             leading = self.red[2]
             red_shape = (cshape[csplit:] if leading else cshape[:csplit]) or (1,)
         n = math.prod(self.shape)
-        outs = tuple((d, d in fusion.HALF, n * d.itemsize >= _ALIAS_MIN_BYTES) for d in self.out_dtypes)
+        outs = tuple((d, fusion.CARRIER.get(d), n * d.itemsize >= _ALIAS_MIN_BYTES) for d in self.out_dtypes)
         bufs = tuple(fusion.fused_buffer_dtypes(spec, row_calls))
         return k, ins, tuple(cshape), np.asarray(cshape, dtype=np.int64), outs, red_shape, bufs
 
@@ -799,7 +831,7 @@ class FusedStep:
                 a = a[sl]
             if a.shape != c:
                 a = a.reshape(c)
-            args.append(a.view(np.uint16) if half else a)
+            args.append(a if half is None else a.view(half))
         shape = self.shape
         ref = _big_input(arrays)
         outs = []
@@ -808,7 +840,7 @@ class FusedStep:
             outs.append(o)
             if shape != cshape:
                 o = o.reshape(cshape)
-            args.append(o.view(np.uint16) if half else o)
+            args.append(o if half is None else o.view(half))
         for b, d in enumerate(bufs):
             args.append(_row_buffer(cshape[-1], d, ref, b))
         if red_shape is None:
@@ -836,7 +868,7 @@ class StagedStep:
         self.cols = cols
         level = group.level
         entry: dict = {}  # (input position, row mode) -> staged input index
-        self.in_prep: list = []  # per staged input: (group input position, collapsed 2-D shape, half)
+        self.in_prep: list = []  # per staged input: (group input position, collapsed 2-D shape, bits view dtype)
         in_specs: list = []
         index = {(v if type(v) is Var else id(v)): i for i, v in enumerate(group.inputs)}
 
@@ -854,7 +886,7 @@ class StagedStep:
                 entry[key] = len(in_specs)
                 in_specs.append((a.aval.dtype.name, kind))
                 self.in_prep.append(
-                    (i, (rows if has_rows else 1, cols if has_cols else 1), a.aval.dtype in fusion.HALF)
+                    (i, (rows if has_rows else 1, cols if has_cols else 1), fusion.CARRIER.get(a.aval.dtype))
                 )
             return ("in", entry[key])
 
@@ -881,16 +913,26 @@ class StagedStep:
             else:
                 ops.append(fusion.StagedOp(name, tuple(args), out.aval.dtype.name, _op_param(e, name), row, stage))
             pos[out] = len(ops) - 1
+        # the kernel writes each op once: a row value that leaves the group both as itself and as its keepdims
+        # reshape is one array, the other output a view of it
         self.out_plan = []
+        kernel_outs: list = []
+        self.out_views: list | None = []
         for v in group.outputs:
             j = pos[v]
+            shape = tuple(v.aval.shape)
+            if j in kernel_outs:
+                self.out_views.append((kernel_outs.index(j), shape))
+                continue
+            self.out_views.append((len(kernel_outs), None))
+            kernel_outs.append(j)
             d = v.aval.dtype
-            big = math.prod(v.aval.shape) * d.itemsize >= _ALIAS_MIN_BYTES
-            self.out_plan.append(
-                (tuple(v.aval.shape), d, (rows,) if ops[j].row else (rows, cols), d in fusion.HALF, big)
-            )
+            big = math.prod(shape) * d.itemsize >= _ALIAS_MIN_BYTES
+            self.out_plan.append((shape, d, (rows,) if ops[j].row else (rows, cols), fusion.CARRIER.get(d), big))
+        if len(kernel_outs) == len(group.outputs):
+            self.out_views = None
         n_stages = 1 + max((op.stage - (1 if op.row else 0) for op in ops), default=0)
-        spec = fusion.StagedSpec(tuple(in_specs), tuple(ops), tuple(pos[v] for v in group.outputs), n_stages)
+        spec = fusion.StagedSpec(tuple(in_specs), tuple(ops), tuple(kernel_outs), n_stages)
         row_calls = fusion.row_calls_pay(spec, cols)
         # long rows whose math spills are also split into several passes over the row
         self.spec = fusion.split_passes(spec) if row_calls else spec
@@ -910,7 +952,7 @@ class StagedStep:
                 a = np.asarray(a)
             if a.shape != cshape:
                 a = a.reshape(cshape)
-            args.append(a.view(np.uint16) if half else a)
+            args.append(a if half is None else a.view(half))
         ref = _big_input(arrays)
         outs = []
         for shape, d, ks, half, big in self.out_plan:
@@ -918,11 +960,13 @@ class StagedStep:
             outs.append(o)
             if o.shape != ks:
                 o = o.reshape(ks)
-            args.append(o.view(np.uint16) if half else o)
+            args.append(o if half is None else o.view(half))
         for b, d in enumerate(self.buf_dtypes):
             args.append(_row_buffer(self.cols, d, ref, b))
         k(*args, self.dims)
-        return outs
+        if self.out_views is None:
+            return outs
+        return [outs[i] if shape is None else outs[i].reshape(shape) for i, shape in self.out_views]
 
 
 _ALIAS_MIN_BYTES = 1 << 16

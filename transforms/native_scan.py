@@ -141,6 +141,8 @@ def _describe(body, p):
             red = loopgen.Reduction(_REDUCTIONS[name], 0, axes, out(e.outputs[0]))
             steps.append(loopgen.Elementwise((src,), ops, (), tuple(e.inputs[0].aval.shape), red))
         elif name == "dot_general":
+            if "preferred_element_type" in e.params:
+                raise loopgen.Unsupported("dot_general with a preferred_element_type")
             (lc, rc), (lb, rb) = e.params["dimension_numbers"]
             lhs, rhs = ref(e.inputs[0]), ref(e.inputs[1])
             steps.append(loopgen.Dot(lhs, rhs, out(e.outputs[0]), (tuple(lc), tuple(rc)), (tuple(lb), tuple(rb))))

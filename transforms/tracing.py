@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from funclib import dtypes
 from funclib import tree as tree_util
 from funclib.checks import check_callable
 from funclib.core import ShapedArray, aval_of
@@ -15,6 +16,8 @@ from ._api_util import as_tensor_leaf
 def _leaf_aval(x):
     if isinstance(x, ShapedArray):
         return x
+    if type(x) in (bool, int, float, complex):  # weakly typed, as under jit
+        return ShapedArray((), dtypes.weak_dtype(x), weak_type=True)
     return aval_of(as_tensor_leaf(x, "make_jaxpr"))
 
 

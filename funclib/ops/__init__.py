@@ -19,6 +19,7 @@ from . import (  # noqa: F401
     nn,
     reductions,
     searching,
+    segment,
     sets,
     sorting,
 )

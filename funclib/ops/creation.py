@@ -19,6 +19,8 @@ from ..core import (
     check_no_imaginary,
     check_scalar_fits,
     holds_tracer,
+    numpy_cast,
+    strengthen,
 )
 from ..errors import DTypeError, ShapeError
 from ..namespace import public, tensor_method
@@ -45,6 +47,8 @@ def asarray(obj, /, *, dtype=None, device=None, copy: bool | None = None) -> Ten
     _check_device(device, "asarray")
     if isinstance(obj, Tracer):
         want = dtypes.canonicalize(dtype) if dtype is not None else None
+        if obj.weak_type:  # a Python scalar traced by jit: what asarray makes of the scalar itself
+            return strengthen(obj) if want is None else convert(obj, want)
         if want is None or obj.dtype == want:
             return obj
         if copy is False:
@@ -165,8 +169,7 @@ def full(shape, fill_value, *, dtype=None, device=None) -> Tensor:
         d = dtypes.canonicalize(dtype) if dtype is not None else fill_value.dtype
         return S.full(shape, convert(fill_value, d), d)
     d = dtypes.canonicalize(dtype) if dtype is not None else dtypes.python_scalar_dtype(fill_value)
-    if d in dtypes.INTEGER:
-        check_scalar_fits(fill_value, d)
+    check_scalar_fits(fill_value, d)
     return S.full(shape, fill_value, d)
 
 
@@ -245,7 +248,7 @@ def arange(start, /, stop=None, step=1, *, dtype=None, device=None) -> Tensor:
                 return _wrap(np.asarray(start, d) + np.asarray(step, d) * i)
             return _wrap(np.asarray(start, d) - np.asarray(-step, d) * i)
         wide = np.float64 if d in dtypes.INEXACT else np.int64
-        return _wrap((start + step * np.arange(n, dtype=wide)).astype(d))
+        return _wrap(numpy_cast(start + step * np.arange(n, dtype=wide), d))
     base = convert(S.iota(dtypes.int64, (n,), 0), d)
     return add(multiply(base, step), start) if (start, step) != (0, 1) else base
 
@@ -271,7 +274,7 @@ def linspace(start, stop, /, num: int, *, dtype=None, device=None, endpoint: boo
         frac = multiply(steps, 1.0 / builtins.max(div, 1))
         return add(start, multiply(frac, subtract(stop, start)))
     wide = np.complex128 if d in dtypes.COMPLEX else np.float64
-    return _wrap(np.linspace(start, stop, num, endpoint=endpoint, dtype=wide).astype(d))
+    return _wrap(numpy_cast(np.linspace(start, stop, num, endpoint=endpoint, dtype=wide), d))
 
 
 @public

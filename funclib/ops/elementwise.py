@@ -53,7 +53,7 @@ def divide(x1, x2, /):
     """
     if _state.trace is None and type(x1) is Tensor and type(x2) is Tensor:
         a, b = x1._value, x2._value
-        if a.dtype is b.dtype and a.dtype in E.FLOAT:
+        if a.dtype is b.dtype and a.dtype in E.FAST_FLOAT:
             try:
                 return _wrap(np.divide(a, b))
             except ValueError:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes
-from ..core import _wrap
+from ..core import Tensor, _wrap
 from ..errors import DTypeError, ShapeError
 from ..namespace import public, tensor_method
 from ..primitives import shape as S
@@ -25,14 +25,21 @@ def _promote(a, b, op):
     return (a if a.dtype == d else convert(a, d)), (b if b.dtype == d else convert(b, d))
 
 
-@public(method=True, dunder="__matmul__", rdunder="__rmatmul__")
-def matmul(x1, x2, /):
+@public(method=True, rdunder="__rmatmul__")
+def matmul(x1, x2, /, *, preferred_element_type=None):
     """Matrix product with NumPy semantics (1-D operands are promoted; leading axes broadcast).
+
+    ``preferred_element_type`` is the result dtype, accumulated in exactly (as in ``jax.lax.dot_general``):
+    ``int32`` for int8 operands gives the exact product, ``float32`` keeps float8/bfloat16 products unrounded.
 
     >>> (fl.ones((2, 3)) @ fl.ones((3, 4))).shape
     (2, 4)
+    >>> a = fl.full((2, 300), 127, dtype=fl.int8)
+    >>> fl.matmul(a, a.T, preferred_element_type=fl.int32)[0, 0]
+    Tensor(4838700, dtype=int32)
     """
     a, b = _promote(x1, x2, "matmul")
+    pet = preferred_element_type
     if a.ndim == 0 or b.ndim == 0:
         raise ShapeError("matmul: operands must be at least 1-D; use * for scalars")
     a1, b1 = a.ndim == 1, b.ndim == 1
@@ -46,19 +53,19 @@ def matmul(x1, x2, /):
             f"{a.shape[-1]} (last axis of the first) != {b.shape[-2]} (second-to-last of the second)"
         )
     if a.ndim == 2 and b.ndim == 2:
-        out = dot_general(a, b, (((1,), (0,)), ((), ())))
+        out = dot_general(a, b, (((1,), (0,)), ((), ())), pet)
     else:
         batch = broadcast_shapes(tuple(a.shape[:-2]), tuple(b.shape[:-2]), op="matmul")
         nb = len(batch)
         if b.ndim == 2:
             # fold the batch of a into its rows: one large GEMM instead of a batched one
-            out = dot_general(a, b, (((a.ndim - 1,), (0,)), ((), ())))
+            out = dot_general(a, b, (((a.ndim - 1,), (0,)), ((), ())), pet)
             out = S.broadcast_to(out, batch + tuple(out.shape[-2:])) if tuple(out.shape[:-2]) != batch else out
         else:
             a = S.broadcast_to(a, batch + tuple(a.shape[-2:]))
             b = S.broadcast_to(b, batch + tuple(b.shape[-2:]))
             bd = tuple(range(nb))
-            out = dot_general(a, b, (((nb + 1,), (nb,)), (bd, bd)))
+            out = dot_general(a, b, (((nb + 1,), (nb,)), (bd, bd)), pet)
     if a1:
         out = S.squeeze(out, (out.ndim - 2,))
     if b1:
@@ -66,9 +73,25 @@ def matmul(x1, x2, /):
     return out
 
 
+_PLAIN = frozenset({Tensor, int, float, bool, complex})
+
+
+@tensor_method("__matmul__")
+def _matmul_operator(self, other, /):
+    """``x @ y``; a ``funclib.sparse`` right operand computes the product itself (its ``__rmatmul__``)."""
+    if type(other) not in _PLAIN and getattr(type(other), "_fl_sparse", False):
+        return NotImplemented
+    return matmul(self, other)
+
+
 @public
-def tensordot(x1, x2, /, *, axes=2):
-    """Contract ``axes`` (an int: the last/first n axes; or a pair of axis sequences)."""
+def tensordot(x1, x2, /, *, axes=2, preferred_element_type=None):
+    """Contract ``axes`` (an int: the last/first n axes; or a pair of axis sequences). ``preferred_element_type``:
+    the result and accumulation dtype, as in ``matmul``.
+
+    >>> fl.tensordot(fl.ones((2, 3)), fl.ones((3,)), axes=1)
+    Tensor([3., 3.], dtype=float32)
+    """
     a, b = _promote(x1, x2, "tensordot")
     if isinstance(axes, int):
         if axes < 0 or axes > min(a.ndim, b.ndim):
@@ -79,17 +102,17 @@ def tensordot(x1, x2, /, *, axes=2):
         ca, cb = axes
         ca = tuple(normalize_axis(i, a.ndim, "tensordot") for i in ((ca,) if isinstance(ca, int) else ca))
         cb = tuple(normalize_axis(i, b.ndim, "tensordot") for i in ((cb,) if isinstance(cb, int) else cb))
-    return _contract(a, b, ca, cb, "tensordot")
+    return _contract(a, b, ca, cb, "tensordot", preferred_element_type)
 
 
-def _contract(a, b, ca, cb, op):
+def _contract(a, b, ca, cb, op, preferred_element_type=None):
     sa, sb = tuple(a.shape[i] for i in ca), tuple(b.shape[i] for i in cb)
     if sa != sb:
         raise ShapeError(
             f"{op}: the contracted axes have sizes {sa} (axes {ca} of shape {tuple(a.shape)}) and {sb} (axes {cb} "
             f"of shape {tuple(b.shape)}); they must match"
         )
-    return dot_general(a, b, ((ca, cb), ((), ())))
+    return dot_general(a, b, ((ca, cb), ((), ())), preferred_element_type)
 
 
 @public
@@ -124,8 +147,9 @@ def inner(x1, x2, /):
 
 
 @public
-def einsum(subscripts: str, *operands):
+def einsum(subscripts: str, *operands, preferred_element_type=None):
     """Einstein summation over explicit subscripts (``'ij,jk->ik'``); ``...`` broadcasts leading axes.
+    ``preferred_element_type``: the result and accumulation dtype, as in ``matmul``.
 
     >>> fl.einsum("ij,j->i", fl.ones((2, 3)), fl.ones(3))
     Tensor([3., 3.], dtype=float32)
@@ -133,6 +157,9 @@ def einsum(subscripts: str, *operands):
     ops = [_to_tensor(o, "einsum") for o in operands]
     d = dtypes.result_type(*ops)
     ops = [o if o.dtype == d else convert(o, d) for o in ops]
+    pet = None if preferred_element_type is None else dtypes.canonicalize(preferred_element_type)
+    if pet is not None and len(ops) == 1:
+        ops = [convert(ops[0], pet)]  # nothing to contract: widen, then sum in the wide dtype
     sub = subscripts.replace(" ", "")
     if "->" in sub:
         lhs, out = sub.split("->")
@@ -176,11 +203,13 @@ def einsum(subscripts: str, *operands):
         if cur is None:
             cur, cur_t = o, t
             continue
-        cur, cur_t = _einsum_pair(cur, cur_t, o, t, out + "".join(new_terms[k + 1 :]))
+        if o.dtype != cur.dtype:  # after a contraction into preferred_element_type: widening is exact
+            o = convert(o, cur.dtype)
+        cur, cur_t = _einsum_pair(cur, cur_t, o, t, out + "".join(new_terms[k + 1 :]), pet if k == 1 else None)
     # sum letters not in the output, then permute
     drop = [i for i, c in enumerate(cur_t) if c not in out]
     if drop:
-        cur = R.sum(cur, axis=tuple(drop))
+        cur = R.sum(cur, axis=tuple(drop), dtype=pet)
         cur_t = "".join(c for c in cur_t if c in out)
     missing = [c for c in out if c not in cur_t]
     if missing:
@@ -198,7 +227,7 @@ def _einsum_diagonals(o, t):
     return o, t
 
 
-def _einsum_pair(a, ta, b, tb, keep_letters):
+def _einsum_pair(a, ta, b, tb, keep_letters, pet=None):
     # a shared letter is contracted now unless the output or a later operand still needs it
     shared = [c for c in ta if c in tb]
     keep = set(keep_letters)
@@ -220,7 +249,7 @@ def _einsum_pair(a, ta, b, tb, keep_letters):
         (tuple(ta.index(c) for c in contract), tuple(tb.index(c) for c in contract)),
         (tuple(ta.index(c) for c in batch), tuple(tb.index(c) for c in batch)),
     )
-    res = dot_general(a, b, dn)
+    res = dot_general(a, b, dn, pet)
     ta_free = [c for c in ta if c not in shared]
     tb_free = [c for c in tb if c not in shared]
     return res, "".join(batch + ta_free + tb_free)

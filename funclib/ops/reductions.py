@@ -36,8 +36,8 @@ def _keep(y, x, axes, keepdims):
     return S.reshape(y, tuple(1 if i in axes else d for i, d in enumerate(x.shape)))
 
 
-_TO_INT64 = frozenset(dtypes.SIGNED + dtypes.BOOL)
-_TO_UINT64 = frozenset(dtypes.UNSIGNED)
+_TO_INT64 = frozenset(dtypes.SIGNED + dtypes.BOOL + (dtypes.int4,))
+_TO_UINT64 = frozenset(dtypes.UNSIGNED + (dtypes.uint4,))
 
 
 def _sum_dtype(d, dtype):
@@ -139,6 +139,8 @@ def mean(x, /, *, axis=None, keepdims: bool = False) -> Tensor:
         raise DTypeError(
             f"mean: expected a floating-point dtype, got {x.dtype.name}; cast with .astype(fl.float32)"
         )
+    if x.dtype in dtypes.FLOAT8:  # a float8 sum saturates (and n may not fit): average in float32
+        return convert(mean(convert(x, dtypes.float32), axis=axis, keepdims=keepdims), x.dtype)
     axes = _axes(x, axis, "mean")
     n = _count(x, axes)
     s = S.reduce_sum(x, axes)
@@ -156,6 +158,8 @@ def _var(x, axis, correction, keepdims, op):
     if x.dtype not in dtypes.INEXACT:
         raise DTypeError(f"{op}: expected a floating-point dtype, got {x.dtype.name}")
     correction = check_number(correction, op, "correction")
+    if x.dtype in dtypes.FLOAT8:
+        return convert(_var(convert(x, dtypes.float32), axis, correction, keepdims, op), x.dtype)
     axes = _axes(x, axis, op)
     m = mean(x, axis=axes, keepdims=True)
     dev = E.subtract(x, m)

@@ -1,4 +1,5 @@
-"""Collectives over named vmap axes: psum, pmax, pmin, all_gather, axis_index (pmean is psum / psum(1)).
+"""Collectives over named axes: psum, pmax, pmin, all_gather, psum_scatter, ppermute, axis_index (pmean is
+psum / psum(1)).
 
 Each primitive takes a flat list of operands and ``axes``, the tuple of axis names it acts over (all_gather and
 axis_index: one name; their wrappers compose several); the public wrappers take pytrees and a name or a tuple of
@@ -6,8 +7,12 @@ names. ``BatchTrace`` (transforms/batching.py) handles them. The trace whose nam
 ``prim.vmap(args, dims, lanes=, offset=, size=, **params)``, which reduces over its own lanes, then binds the
 primitive with the remaining names at its parent; a trace of another name applies the primitive lane by lane
 (``prim.lane_dims`` gives where its batch axis ends up). A vmap run in chunks combines the chunks' partial results
-with ``prim.combine`` before the program goes on. Bound with no vmap of a name active, they raise
-``UnboundAxisError``.
+with ``prim.combine`` before the program goes on.
+
+An axis whose lanes are processes (``funclib.distributed.spmd``) appears in ``axes`` as an ``ExternalAxis``
+object instead of a name: traces pass it through like any primitive parameter, so it is staged into jaxprs, and
+the impl hands the NumPy operands to the axis (MPI there). Bound with a name that no vmap or spmd defines, a
+collective raises ``UnboundAxisError``.
 """
 
 from __future__ import annotations
@@ -24,19 +29,50 @@ from ..namespace import public
 from .elementwise import _to_tensor, add, bitwise_and, bitwise_or, convert, equal, maximum, minimum, safe_div
 from .indexing import gather
 from .reduce import reduce_max, reduce_min
-from .shape import bdim_to_front, broadcast_in_dim, concatenate, iota, reduce_sum, reshape
+from .shape import bdim_to_front, broadcast_in_dim, concatenate, iota, moveaxis, reduce_sum, reshape, select
 
 
 class UnboundAxisError(FunclibError, NameError):
-    """A collective named an axis that no enclosing vmap defines."""
+    """A collective named an axis that no enclosing vmap (or ``fl.distributed.spmd``) defines."""
 
 
-def _unbound(name):
+class ExternalAxis:
+    """An axis whose lanes live outside this process (the ranks of ``funclib.distributed``).
+
+    Collectives bound with one in ``axes`` compute on the NumPy operands with ``collective``; every other rule
+    (shapes, JVP, transpose, batching over other axes) is the primitive's own. Instances are compared by identity.
+    """
+
+    name: Hashable
+    size: int
+
+    def collective(self, op: str, arrays: list, **params) -> list:
+        """The outputs of collective ``op`` (a primitive name) over this axis, for this process's ``arrays``."""
+        raise NotImplementedError
+
+    def program_step(self, op: str, params: dict):
+        """The function a compiled program calls for this collective (``transforms/lowering.py``)."""
+        return lambda *arrays: self.collective(op, list(arrays), **params)
+
+    def program_guard(self, jaxpr, name: str):
+        """A no-argument function a compiled program calls first (e.g. to check every process runs the same
+        program), or None."""
+        return None
+
+
+def _impl(name):
     def impl(*args, axes, **params):
-        which = axes[0] if len(axes) == 1 else axes
-        raise UnboundAxisError(
-            f"{name}: no enclosing vmap has axis_name={which!r}; wrap the call in fl.vmap(..., axis_name={which!r})"
-        )
+        unbound = [a for a in axes if not isinstance(a, ExternalAxis)]
+        if unbound:
+            which = unbound[0] if len(unbound) == 1 else tuple(unbound)
+            raise UnboundAxisError(
+                f"{name}: no enclosing vmap has axis_name={which!r}; wrap the call in fl.vmap(..., "
+                f"axis_name={which!r}), or in fl.distributed.spmd(f, axis_name={which!r}) to run it across processes"
+            )
+        outs = list(args)
+        for ax in axes:
+            outs = ax.collective(name, outs, **params)
+        return outs
 
     return impl
 
@@ -45,7 +81,7 @@ def _collective(name, *, linear=False, lane_dims=None, combine=None):
     p = Primitive(name, multiple_results=True, linear=linear)
     p.family = "collective"
     p.collective = True
-    p.def_impl(_unbound(name))
+    p.def_impl(_impl(name))
     # applied lane by lane for another axis, each output keeps its operand's batch axis (unless shifted)
     p.lane_dims = lane_dims or (lambda dims: list(dims))
     p.combine = combine  # the chunks' partial results (a list of output lists) -> the outputs
@@ -187,6 +223,10 @@ def _ag_transpose(cts, *xs, axes, axis_size):
     linear = [i for i, x in enumerate(xs) if is_undefined(x)]
     if not linear:
         return [None] * len(xs)
+    if isinstance(axes[0], ExternalAxis):
+        # across processes each rank needs only its own row of the sum: a reduce-scatter moves 1/n of the data
+        rows = iter(psum_scatter_p.bind(*[cts[i] for i in linear], axes=axes, axis_size=axis_size))
+        return [next(rows) if is_undefined(x) else None for x in xs]
     totals = iter(psum_p.bind(*[cts[i] for i in linear], axes=axes))
     (i,) = axis_index_p.bind(axes=axes)
     row = reshape(i, (1,))
@@ -206,6 +246,112 @@ def _ag_vmap(args, dims, *, axes, axis_size, lanes, offset, size):
         for x, d in zip(args, dims)
     ]
     return outs, [None] * len(args)
+
+
+# --- psum_scatter -------------------------------------------------------------------------------------------------
+
+
+def _chunked_lanes(name, axes, lanes, size):
+    if lanes != size:
+        raise FunclibError(
+            f"{name} over vmap axis {axes[0]!r} run in chunks (chunk_size or max_bytes): each lane's result needs "
+            f"every chunk's rows at once. Remove chunk_size/max_bytes from that vmap, or use fl.psum and index "
+            "the result with fl.axis_index"
+        )
+
+
+# each lane's operand is (n, ...) and lane i gets row i of the sum over lanes; across processes MPI's reduce-scatter
+psum_scatter_p = _collective(
+    "psum_scatter", linear=True, lane_dims=lambda dims: [None if d is None else d - 1 for d in dims],
+    combine=None,
+)
+# applied lane by lane for another axis, the scattered axis must stay leading: batch axes move behind it
+psum_scatter_p.lane_inputs = lambda vals, dims: (
+    [moveaxis(v, 0, 1) if d == 0 else v for v, d in zip(vals, dims)],
+    [1 if d == 0 else d for d in dims],
+)
+
+
+@psum_scatter_p.def_abstract_eval
+def _ps_abstract(*avals, axes, axis_size):
+    for a in avals:
+        if a.ndim == 0 or a.shape[0] != axis_size:
+            raise ValueError(
+                f"psum_scatter: each operand's leading axis must have the axis' size {axis_size} (one row per lane), "
+                f"got {a.str_short()}"
+            )
+        if a.dtype == np.bool_:
+            raise DTypeError("psum_scatter: boolean operands have no sum; convert them to an integer dtype first")
+    return [ShapedArray(a.shape[1:], a.dtype) for a in avals]
+
+
+@psum_scatter_p.def_jvp
+def _ps_jvp(primals, tangents, *, axes, axis_size):
+    outs = psum_scatter_p.bind(*primals, axes=axes, axis_size=axis_size)
+    nonzero = [t for t in tangents if type(t) is not Zero]
+    rows = iter(psum_scatter_p.bind(*nonzero, axes=axes, axis_size=axis_size) if nonzero else [])
+    return outs, [Zero(aval_of(o)) if type(t) is Zero else next(rows) for o, t in zip(outs, tangents)]
+
+
+@psum_scatter_p.def_transpose
+def _ps_transpose(cts, *xs, axes, axis_size):
+    # row i of every lane's operand lands in lane i's output: the cotangent of each operand is every lane's output
+    # cotangent, stacked
+    linear = [i for i, x in enumerate(xs) if is_undefined(x)]
+    stacked = iter(all_gather_p.bind(*[cts[i] for i in linear], axes=axes, axis_size=axis_size) if linear else [])
+    return [next(stacked) if is_undefined(x) else None for x in xs]
+
+
+@psum_scatter_p.def_vmap
+def _ps_vmap(args, dims, *, axes, axis_size, lanes, offset, size):
+    _chunked_lanes("psum_scatter", axes, lanes, size)
+    return [x * lanes if d is None else reduce_sum(x, (d,)) for x, d in zip(args, dims)], [0] * len(args)
+
+
+# --- ppermute -----------------------------------------------------------------------------------------------------
+
+# lane dst gets lane src's operand for each (src, dst) pair of ``perm``; lanes that no pair targets get zeros.
+# Across processes: MPI Sendrecv between the paired ranks.
+ppermute_p = _collective("ppermute", linear=True)
+ppermute_p.def_abstract_eval(lambda *avals, axes, perm: [ShapedArray(a.shape, a.dtype) for a in avals])
+
+
+@ppermute_p.def_jvp
+def _pp_jvp(primals, tangents, *, axes, perm):
+    outs = ppermute_p.bind(*primals, axes=axes, perm=perm)
+    nonzero = [t for t in tangents if type(t) is not Zero]
+    moved = iter(ppermute_p.bind(*nonzero, axes=axes, perm=perm) if nonzero else [])
+    return outs, [Zero(aval_of(o)) if type(t) is Zero else next(moved) for o, t in zip(outs, tangents)]
+
+
+@ppermute_p.def_transpose
+def _pp_transpose(cts, *xs, axes, perm):
+    linear = [i for i, x in enumerate(xs) if is_undefined(x)]
+    inverse = tuple((d, s) for s, d in perm)
+    back = iter(ppermute_p.bind(*[cts[i] for i in linear], axes=axes, perm=inverse) if linear else [])
+    return [next(back) if is_undefined(x) else None for x in xs]
+
+
+@ppermute_p.def_vmap
+def _pp_vmap(args, dims, *, axes, perm, lanes, offset, size):
+    _chunked_lanes("ppermute", axes, lanes, size)
+    src = np.zeros((lanes, 1), np.int64)
+    hit = np.zeros(lanes, np.bool_)
+    for s, d in perm:
+        src[d, 0], hit[d] = s, True
+    outs = []
+    for x, d in zip(args, dims):
+        if d is None:
+            x = broadcast_in_dim(x, (lanes,) + tuple(x.shape), tuple(range(1, x.ndim + 1)))
+        else:
+            x = bdim_to_front(x, d)
+        moved = gather(x, _wrap(src), (0,))
+        if not hit.all():
+            shape = tuple(moved.shape)
+            mask = broadcast_in_dim(_wrap(hit), shape, (0,))
+            moved = select(mask, moved, broadcast_in_dim(_wrap(np.zeros((), moved.dtype)), shape, ()))
+        outs.append(moved)
+    return outs, [0] * len(args)
 
 
 # --- axis_index ---------------------------------------------------------------------------------------------------
@@ -343,6 +489,72 @@ def all_gather(x, axis_name, *, axis_size: int | None = None):
     return tree_util.unflatten(tree, outs)
 
 
+@public
+def psum_scatter(x, axis_name):
+    """Sum ``x`` over the lanes of a named axis and give lane ``i`` row ``i`` of the sum (a reduce-scatter).
+
+    Args:
+      x: a tensor or pytree of tensors whose leading axis has the axis' size (one row per lane).
+      axis_name: the name of an enclosing ``fl.vmap`` axis, or of an ``fl.distributed.spmd`` process axis.
+
+    Its transpose is ``all_gather``: a gradient through ``all_gather`` is a ``psum_scatter`` of the cotangents.
+
+    >>> fl.vmap(lambda v: fl.psum_scatter(v, "i"), axis_name="i")(fl.ones((2, 2)))
+    Tensor([2., 2.], dtype=float32)
+    """
+    if isinstance(axis_name, (tuple, list)):
+        raise TypeError("psum_scatter: give one axis name, not a tuple (scatter over one axis at a time)")
+    (name,) = _names(axis_name, "psum_scatter")
+    leaves, tree = _flat(x, "psum_scatter")
+    if not leaves:
+        return x
+    n = axis_size_of(name)
+    for v in leaves:
+        if v.ndim == 0 or v.shape[0] != n:
+            raise ValueError(
+                f"psum_scatter: the leading axis of each operand must have axis {name!r}'s size {n} (one row per "
+                f"lane), got shape {tuple(v.shape)}; reshape it to ({n}, -1) first"
+            )
+    return tree_util.unflatten(tree, psum_scatter_p.bind(*leaves, axes=(name,), axis_size=n))
+
+
+@public
+def ppermute(x, axis_name, perm):
+    """Send each lane's ``x`` to another lane: for every ``(src, dst)`` pair in ``perm``, lane ``dst`` receives
+    lane ``src``'s value; lanes that no pair sends to get zeros.
+
+    Args:
+      x: a tensor or pytree of tensors.
+      axis_name: the name of an enclosing ``fl.vmap`` axis, or of an ``fl.distributed.spmd`` process axis
+        (there, a point-to-point exchange between ranks).
+      perm: pairs of lane indices; each source and each destination at most once.
+
+    >>> n = 3
+    >>> fl.vmap(lambda v: fl.ppermute(v, "i", [(i, (i + 1) % n) for i in range(n)]), axis_name="i")(fl.arange(3.0))
+    Tensor([2., 0., 1.], dtype=float32)
+    """
+    if isinstance(axis_name, (tuple, list)):
+        raise TypeError("ppermute: give one axis name, not a tuple")
+    (name,) = _names(axis_name, "ppermute")
+    n = axis_size_of(name)
+    try:
+        pairs = tuple((int(s), int(d)) for s, d in perm)
+    except (TypeError, ValueError):
+        raise TypeError(
+            f"ppermute: perm must be a sequence of (source, destination) pairs of ints, got {perm!r}"
+        ) from None
+    for s, d in pairs:
+        if not (0 <= s < n and 0 <= d < n):
+            raise ValueError(f"ppermute: pair {(s, d)} is outside axis {name!r} of size {n} (lanes 0..{n - 1})")
+    for k, what in ((0, "source"), (1, "destination")):
+        seen = [p[k] for p in pairs]
+        if len(set(seen)) != len(seen):
+            dup = next(v for v in seen if seen.count(v) > 1)
+            raise ValueError(f"ppermute: lane {dup} is the {what} of more than one pair in perm={list(pairs)}")
+    leaves, tree = _flat(x, "ppermute")
+    return tree_util.unflatten(tree, ppermute_p.bind(*leaves, axes=(name,), perm=pairs)) if leaves else x
+
+
 def axis_size_of(axis_name) -> int:
     """The size of the enclosing vmap axis called ``axis_name`` (its full size, also when vmap runs in chunks)."""
     t = current_trace()
@@ -351,7 +563,10 @@ def axis_size_of(axis_name) -> int:
         if axis is not None and axis.name == axis_name:
             return axis.size
         t = t.parent
-    raise UnboundAxisError(f"no enclosing vmap has axis_name={axis_name!r}")
+    raise UnboundAxisError(
+        f"no enclosing vmap has axis_name={axis_name!r} (nor an fl.distributed.spmd over processes); wrap the call "
+        f"in fl.vmap(..., axis_name={axis_name!r}) or fl.distributed.spmd(f, axis_name={axis_name!r})"
+    )
 
 
 @public

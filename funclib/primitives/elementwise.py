@@ -3,6 +3,8 @@
 Binary primitives broadcast implicitly (NumPy rules) and take operands of one dtype: promotion happens in the
 public wrappers. Cotangents of a broadcast operand are summed back ("unbroadcast", as in HIPS autograd).
 Each public wrapper has an eager fast path: with no transform active and Tensor operands it calls NumPy directly.
+Low-precision operands (float8, int4) take the impl instead, which computes in the wide dtype and rounds back
+(``kernels.lowp``): NumPy alone would use ml_dtypes' loops, which turn float8 overflow into NaN.
 """
 
 from __future__ import annotations
@@ -26,20 +28,26 @@ from ..core import (
     check_no_imaginary,
     holds_tracer,
     is_undefined,
+    is_weak,
 )
 from ..errors import DTypeError, NotLinearError, OutOfRangeError, ShapeError
+from ..kernels import lowp
 from ..kernels.fusion import CONVERT, INTEGER_POW, Lowering
 from ._util import broadcast_shapes
 from .shape import batch_align, broadcast_to, concatenate, expand_dims, instantiate, select, unbroadcast
 
-FLOAT = frozenset(dtypes.FLOATING)
-REAL_FLOAT = frozenset(dtypes.REAL_FLOATING)
-NUMERIC = frozenset(dtypes.NUMERIC)
-REAL_NUMERIC = frozenset(dtypes.INTEGER + dtypes.REAL_FLOATING)
-INTEGER = frozenset(dtypes.INTEGER)
-INT_BOOL = frozenset(dtypes.INTEGER + dtypes.BOOL)
+LOWP = frozenset(dtypes.LOW_PRECISION)
+_F8 = frozenset(dtypes.FLOAT8)
+_I4 = frozenset(dtypes.INT4)
+FAST_FLOAT = frozenset(dtypes.FLOATING)  # floats NumPy computes in directly
+FLOAT = FAST_FLOAT | _F8
+REAL_FLOAT = frozenset(dtypes.REAL_FLOATING) | _F8
+NUMERIC = frozenset(dtypes.NUMERIC) | LOWP
+REAL_NUMERIC = frozenset(dtypes.INTEGER + dtypes.REAL_FLOATING) | LOWP
+INTEGER = frozenset(dtypes.INTEGER) | _I4
+INT_BOOL = frozenset(dtypes.INTEGER + dtypes.BOOL) | _I4
 BOOL = frozenset(dtypes.BOOL)
-ALL = frozenset(dtypes.ALL)
+ALL = frozenset(dtypes.ALL) | LOWP
 COMPLEX = frozenset(dtypes.COMPLEX)
 
 _SCALARS = (builtins.int, builtins.float, builtins.complex)
@@ -145,9 +153,12 @@ def unary(
     p.family = "unary"
     p.ok_dtypes = ok
     _lower(p, lowering, no_lowering)
+    fast = ok - LOWP
 
     @p.def_impl
     def _impl(x):
+        if getattr(x, "dtype", None) in LOWP:
+            return lowp.compute(np_fn, x)
         return np_fn(x)
 
     @p.def_abstract_eval
@@ -187,7 +198,7 @@ def unary(
     def wrapper(x, /):
         if type(x) is Tensor:
             v = x._value
-            if v.dtype in ok:
+            if v.dtype in fast:
                 return _wrap(np_fn(v))  # concrete input: eager even under a transform (see binary)
         elif isinstance(x, Tensor) and x.dtype in ok:
             return p.bind(x)
@@ -258,9 +269,12 @@ def binary(
     p.family = "binary"
     p.ok_dtypes = ok
     _lower(p, lowering, no_lowering)
+    fast = ok - LOWP
 
     @p.def_impl
     def _impl(x, y):
+        if getattr(x, "dtype", None) in LOWP or getattr(y, "dtype", None) in LOWP:
+            return lowp.compute(np_fn, x, y)
         return np_fn(x, y)
 
     @p.def_abstract_eval
@@ -321,17 +335,17 @@ def binary(
             a = x._value
             if ty is Tensor:
                 b = y._value
-                if a.dtype is b.dtype and a.dtype in ok:
+                if a.dtype is b.dtype and a.dtype in fast:
                     try:
                         return _wrap(np_fn(a, b))
                     except ValueError:
                         broadcast_shapes(a.shape, b.shape, op=public)
                         raise
             # NumPy promotes bfloat16 with a Python float to float32, so that case takes the slow path
-            elif (ty is builtins.float and a.dtype in FLOAT and a.dtype != dtypes.bfloat16) or (
-                ty is builtins.int and a.dtype in NUMERIC
+            elif (ty is builtins.float and a.dtype in FAST_FLOAT and a.dtype != dtypes.bfloat16) or (
+                ty is builtins.int and a.dtype in NUMERIC and a.dtype not in LOWP
             ):
-                if a.dtype in ok and (ty is builtins.float or a.dtype in FLOAT or _fits(y, a.dtype)):
+                if a.dtype in fast and (ty is builtins.float or a.dtype in FLOAT or _fits(y, a.dtype)):
                     return _wrap(np_fn(a, y))
         if isinstance(x, Tensor):
             d = x.dtype
@@ -344,14 +358,14 @@ def binary(
                             # the abstract rule names the primitive; the user called the public function
                             broadcast_shapes(x.shape, y.shape, op=public)
                             raise
-                elif ty is builtins.float and d in FLOAT:
-                    return p.bind(x, _wrap(np.array(y, d)))
+                elif ty is builtins.float and d in FLOAT and not x.weak_type:
+                    return p.bind(x, _scalar_as(y, d, public))
         elif tx is builtins.float and isinstance(y, Tensor):
             d = y.dtype
-            if d in ok and d in FLOAT:
-                if ty is Tensor and d != dtypes.bfloat16:
+            if d in ok and d in FLOAT and not y.weak_type:
+                if ty is Tensor and d in fast and d != dtypes.bfloat16:
                     return _wrap(np_fn(x, y._value))
-                return p.bind(_wrap(np.array(x, d)), y)
+                return p.bind(_scalar_as(x, d, public), y)
         return _binary_slow(p, x, y, public)
 
     wrapper.__name__ = wrapper.__qualname__ = public
@@ -371,8 +385,14 @@ def _bcast_to(t, out):
 
 
 def promote_pair(op: str, x, y):
-    """Apply Array API promotion (weak Python scalars) to a pair of operands; returns two Tensors/Tracers."""
+    """Apply Array API promotion (weak Python scalars) to a pair of operands; returns two Tensors/Tracers.
+
+    A Python scalar traced by ``jit`` (``is_weak``) promotes as the scalar does; with another such value or a
+    Python scalar the result stays weak, as Python arithmetic on the two would."""
     sx, sy = type(x) in _SCALARS or type(x) is builtins.bool, type(y) in _SCALARS or type(y) is builtins.bool
+    wx, wy = is_weak(x), is_weak(y)
+    if wx or wy:
+        return _promote_weak(op, x, y, sx or wx, sy or wy)
     if sx and sy:
         x = _to_tensor(x, op)
         sx = False
@@ -395,16 +415,43 @@ def promote_pair(op: str, x, y):
     return x, y
 
 
+def _promote_weak(op: str, x, y, sx: bool, sy: bool):
+    if sx and sy:
+        t = x if is_weak(x) else y
+        d = dtypes.promote_types(*(v.dtype if is_weak(v) else dtypes.weak_dtype(v) for v in (x, y)))
+
+        def weak(v):
+            if not is_weak(v):
+                return t._trace.weak_constant(v, d)
+            return v if v.dtype == d else v._trace.cast(v, d, True)
+
+        return weak(x), weak(y)
+    if sx:
+        y = _to_tensor(y, op)
+        d = dtypes.weak_promote(y.dtype, dtypes.weak_sample(x.dtype))
+        return convert(x, d), convert(y, d)
+    x = _to_tensor(x, op)
+    d = dtypes.weak_promote(x.dtype, dtypes.weak_sample(y.dtype))
+    return convert(x, d), convert(y, d)
+
+
 def _scalar_as(v, d: np.dtype, op: str):
-    if d in INTEGER and not isinstance(v, builtins.bool) and isinstance(v, builtins.int) and not _fits(v, d):
-        info = np.iinfo(d)
+    if d in INTEGER and not isinstance(v, builtins.bool) and isinstance(v, builtins.int) and not _fits_any(v, d):
+        info = dtypes.iinfo(d)
         raise OutOfRangeError(
             f"{op}: Python integer {v} is out of range for {d.name} [{info.min}, {info.max}]; "
             f"cast the tensor to a wider dtype first"
         )
     if d not in FLOAT and isinstance(v, builtins.float):
         raise DTypeError(f"{op}: cannot combine a Python float with a {d.name} tensor; cast the tensor first")
+    if d in LOWP:
+        return _wrap(lowp.astype(np.asarray(v), d))
     return _wrap(np.asarray(v, dtype=d))
+
+
+def _fits_any(v: int, d: np.dtype) -> bool:
+    info = dtypes.iinfo(d)
+    return info.min <= v <= info.max
 
 
 def _binary_slow(p, x, y, public):
@@ -433,7 +480,10 @@ convert_p.def_lowering(CONVERT)
 
 @convert_p.def_impl
 def _convert_impl(x, *, new_dtype):
-    return np.asarray(x).astype(new_dtype)
+    x = np.asarray(x)
+    if new_dtype in LOWP or x.dtype in LOWP:
+        return lowp.astype(x, new_dtype)
+    return x.astype(new_dtype)
 
 
 @convert_p.def_abstract_eval
@@ -469,11 +519,11 @@ def convert(x, dtype):
     if type(x) is Tensor:
         if x._value.dtype == dtype:
             return x
-        return _wrap(x._value.astype(dtype))
+        return _wrap(_convert_impl(x._value, new_dtype=dtype))
     x = _to_tensor(x, "astype")
-    if x.dtype == dtype:
+    if x.dtype == dtype and not x.weak_type:
         return x
-    return convert_p.bind(x, new_dtype=dtype)
+    return convert_p.bind(x, new_dtype=dtype)  # of a weak value: its full precision, typed from here on
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -486,7 +536,7 @@ def _real_like(d):
 
 neg_p, negative = unary(
     "neg", np.negative, public="negative", ok=NUMERIC, jvp=lambda x, y, t: negative(t), linear=True,
-    lowering=Lowering("(-{0})"), dunder="__neg__",
+    lowering=Lowering("(-{0})", wraps=True), dunder="__neg__",
 )
 neg_p.def_transpose(lambda ct, x: [negative(ct)])
 # fl.sign, fl.floor, ... (funclib/ops) also take complex or integer tensors
@@ -528,8 +578,8 @@ def _abs_jvp(x, y, t):
 
 
 abs_p, abs = unary(
-    "abs", np.abs, ok=NUMERIC, jvp=_abs_jvp, out_dtype=_real_like, promote_int=False, lowering=Lowering("abs({0})"),
-    method=True, dunder="__abs__",
+    "abs", np.abs, ok=NUMERIC, jvp=_abs_jvp, out_dtype=_real_like, promote_int=False,
+    lowering=Lowering("abs({0})", wraps=True), method=True, dunder="__abs__",
 )
 
 
@@ -578,12 +628,12 @@ def _safe_div_np(x, y):
 
 
 add_p, add = binary(
-    "add", np.add, jvp=(lambda x, y, o, t: t, lambda x, y, o, t: t), linear_in="both", lowering=Lowering("({0} + {1})"),
-    dunder="__add__", rdunder="__radd__",
+    "add", np.add, jvp=(lambda x, y, o, t: t, lambda x, y, o, t: t), linear_in="both",
+    lowering=Lowering("({0} + {1})", wraps=True), dunder="__add__", rdunder="__radd__",
 )
 sub_p, subtract = binary(
     "sub", np.subtract, public="subtract", jvp=(lambda x, y, o, t: t, lambda x, y, o, t: negative(t)), linear_in="both",
-    lowering=Lowering("({0} - {1})"), dunder="__sub__", rdunder="__rsub__",
+    lowering=Lowering("({0} - {1})", wraps=True), dunder="__sub__", rdunder="__rsub__",
 )
 mul_p, multiply = binary(
     "mul",
@@ -591,7 +641,7 @@ mul_p, multiply = binary(
     public="multiply",
     jvp=(lambda x, y, o, t: safe_mul(t, y), lambda x, y, o, t: safe_mul(t, x)),
     linear_in="either",
-    lowering=Lowering("({0} * {1})"),
+    lowering=Lowering("({0} * {1})", wraps=True),
     dunder="__mul__",
     rdunder="__rmul__",
 )
@@ -663,9 +713,9 @@ def _zero(o):
 
 
 def _extremum(cmp: str) -> Lowering:
-    # floats propagate NaN, as np.maximum/np.minimum do
+    # floats propagate NaN, as np.maximum/np.minimum do; the result is one of the operands (exact)
     nan_aware = f"({{0}} if ({{0}} {cmp} {{1}} or {{0}} != {{0}}) else {{1}})"
-    return Lowering(f"({{0}} if {{0}} {cmp} {{1}} else {{1}})", f32=nan_aware, f64=nan_aware)
+    return Lowering(f"({{0}} if {{0}} {cmp} {{1}} else {{1}})", f32=nan_aware, f64=nan_aware, exact=True)
 
 
 max_p, maximum = binary(
@@ -898,6 +948,8 @@ integer_pow_p.no_rule["transpose"] = "not linear"
 
 @integer_pow_p.def_impl
 def _ipow_impl(x, *, y):
+    if x.dtype in LOWP:
+        return lowp.compute(lambda w: _ipow_impl(w, y=y), x)
     if y == 2:
         return np.multiply(x, x)
     if y < 0:
@@ -943,7 +995,7 @@ def integer_pow(x, y: int):
 stop_gradient_p = Primitive("stop_gradient")
 stop_gradient_p.family = "unary"
 stop_gradient_p.kernel = "copy"
-stop_gradient_p.def_lowering(Lowering("{0}"))
+stop_gradient_p.def_lowering(Lowering("{0}", exact=True))
 stop_gradient_p.def_impl(lambda x: x)
 stop_gradient_p.def_abstract_eval(lambda x: ShapedArray(x.shape, x.dtype))
 stop_gradient_p.no_rule["transpose"] = "its tangent is always zero, so no cotangent flows through it"

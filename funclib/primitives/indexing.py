@@ -17,6 +17,7 @@ from .. import dtypes
 from ..checks import check_shape
 from ..core import Primitive, ShapedArray, Tensor, Zero, _wrap, array_from, aval_of, is_undefined
 from ..errors import DTypeError, ShapeError
+from ..kernels import sparse
 from ..namespace import public
 from .elementwise import add, convert, maximum, minimum
 from .shape import bdim_to_front, broadcast_in_dim, concatenate, instantiate, iota, zeros
@@ -126,6 +127,8 @@ def scatter_impl(mode):
         out = np.array(x, copy=True)
         view = _front(out, axes)
         idx = np.asarray(idx)
+        if mode == "add" and len(axes) == 1 and view is out and sparse.add_rows(out, idx, upd):
+            return out  # along axis 0 on numba's kernel: np.add.at is several times slower
         key = tuple(idx[..., i] for i in range(len(axes)))
         try:
             if combine is None:

@@ -13,6 +13,7 @@ import numpy as np
 from .. import dtypes
 from ..core import Primitive, ShapedArray, Zero, aval_of
 from ..errors import DTypeError, ShapeError
+from ..kernels import lowp
 from ._util import check_axes, drop_axes
 from .elementwise import convert, divide, equal, multiply, safe_mul
 from .shape import (
@@ -37,7 +38,10 @@ def reduction(name, np_fn, ok, *, needs_identity=False):
 
     @p.def_impl
     def _impl(x, *, axes):
-        return np.asarray(np_fn(np.asarray(x), axes))
+        x = np.asarray(x)
+        if x.dtype in LOWP:  # accumulate in float32 (int8 for int4) and round back
+            return np.asarray(lowp.compute(lambda w: np.asarray(np_fn(w, axes)), x))
+        return np.asarray(np_fn(x, axes))
 
     @p.def_abstract_eval
     def _abstract(x, *, axes):
@@ -52,9 +56,10 @@ def reduction(name, np_fn, ok, *, needs_identity=False):
     return p
 
 
-FLOAT = frozenset(dtypes.FLOATING)
-NUMERIC = frozenset(dtypes.NUMERIC)
-REAL = frozenset(dtypes.INTEGER + dtypes.REAL_FLOATING)
+LOWP = frozenset(dtypes.LOW_PRECISION)
+FLOAT = frozenset(dtypes.FLOATING + dtypes.FLOAT8)
+NUMERIC = frozenset(dtypes.NUMERIC) | LOWP
+REAL = frozenset(dtypes.INTEGER + dtypes.REAL_FLOATING) | LOWP
 
 # the ufuncs' reduce methods directly: what np.max/np.prod/... call, without their Python dispatch layer
 reduce_max_p = reduction(

@@ -14,6 +14,7 @@ import numpy as np
 from .. import dtypes
 from ..core import Primitive, ShapedArray, Tensor, Tracer, Zero, _state, _wrap, aval_of, is_undefined
 from ..errors import DTypeError, ShapeError
+from ..kernels import lowp
 from ..kernels.fusion import Lowering
 from ._util import broadcast_shapes, check_axes, drop_axes
 
@@ -266,7 +267,8 @@ def transpose(x, permutation):
 
 # --- reduce_sum: broadcast_in_dim's transpose ---------------------------------------------------------------------
 
-NUMERIC = frozenset(dtypes.NUMERIC)
+LOWP = frozenset(dtypes.LOW_PRECISION)
+NUMERIC = frozenset(dtypes.NUMERIC) | LOWP
 
 reduce_sum_p = Primitive("reduce_sum", linear=True)
 reduce_sum_p.family = "reduction"
@@ -276,7 +278,10 @@ reduce_sum_p.kernel = "reduce_sum"
 @reduce_sum_p.def_impl
 def _sum_impl(x, *, axes):
     # the ufunc's reduce method directly: what np.sum calls, without its Python dispatch layer
-    return np.asarray(np.add.reduce(np.asarray(x), axis=axes, dtype=x.dtype))
+    x = np.asarray(x)
+    if x.dtype in LOWP:  # accumulate in float32 (int8 for int4) and round back
+        return np.asarray(lowp.compute(lambda w: np.asarray(np.add.reduce(w, axis=axes, dtype=w.dtype)), x))
+    return np.asarray(np.add.reduce(x, axis=axes, dtype=x.dtype))
 
 
 @reduce_sum_p.def_abstract_eval
@@ -321,7 +326,7 @@ def reduce_sum(x, axes):
         return x
     if _state.trace is None and type(x) is Tensor:
         v = x._value
-        if v.dtype in NUMERIC:
+        if v.dtype in NUMERIC and v.dtype not in LOWP:
             return _wrap(np.asarray(np.add.reduce(v, axis=axes, dtype=v.dtype)))
     return reduce_sum_p.bind(x, axes=axes)
 
@@ -582,7 +587,7 @@ def slice_(x, start_indices, limit_indices, strides=None):
 
 select_p = Primitive("select", linear=True)
 select_p.family = "select"
-select_p.def_lowering(Lowering("({1} if {0} else {2})"))
+select_p.def_lowering(Lowering("({1} if {0} else {2})", exact=True))
 
 
 _BLEND_MIN_SIZE = 512
@@ -697,6 +702,8 @@ def full(shape, fill_value, dtype):
     have ``dtype`` already)."""
     shape = _shape_tuple(shape, "full")
     dtype = dtypes.canonicalize(dtype)
+    if dtype in dtypes.LOW_PRECISION and not isinstance(fill_value, Tensor):
+        fill_value = lowp.astype(np.asarray(fill_value), dtype)  # saturating (float8) or wrapping (int4)
     if _state.trace is None and not isinstance(fill_value, Tensor):
         return _wrap(np.full(shape, fill_value, dtype=dtype))
     if not isinstance(fill_value, Tensor):

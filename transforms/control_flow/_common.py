@@ -16,7 +16,16 @@ import numpy as np
 from funclib import tree as tree_util
 from funclib.core import ShapedArray, Tracer, _state, _wrap, aval_of, set_trace
 from funclib.errors import FunclibError
-from funclib.jaxpr import ClosedJaxpr, Jaxpr, Literal, Var, eval_jaxpr, partial_eval_jaxpr, trace_to_jaxpr
+from funclib.jaxpr import (
+    ClosedJaxpr,
+    Jaxpr,
+    Literal,
+    Var,
+    eqn_has_effects,
+    eval_jaxpr,
+    partial_eval_jaxpr,
+    trace_to_jaxpr,
+)
 from funclib.primitives.shape import broadcast_in_dim, moveaxis, zeros
 
 from .._api_util import as_tensor_leaf
@@ -192,13 +201,14 @@ def pe_jaxpr(cj: ClosedJaxpr, in_unknowns: Sequence[bool], instantiate: Sequence
     return Split(ClosedJaxpr(known, cj.consts), ClosedJaxpr(unknown, []), out_uk, num_res)
 
 
-def dce(j: Jaxpr, used_outputs: Sequence[bool]) -> Jaxpr:
-    """Drop the unused outputs and every equation that only they needed (inputs are kept)."""
+def dce(j: Jaxpr, used_outputs: Sequence[bool], keep_effects: bool = True) -> Jaxpr:
+    """Drop the unused outputs and every equation that only they needed (inputs are kept). Effects stay unless
+    ``keep_effects`` is False (for a jaxpr that recomputes values whose effects happen elsewhere)."""
     outvars = [v for v, u in zip(j.outvars, used_outputs) if u]
     live = {v for v in outvars if type(v) is Var}
     eqns = []
     for eqn in reversed(j.eqns):
-        if any(o in live for o in eqn.outputs):
+        if any(o in live for o in eqn.outputs) or (keep_effects and eqn_has_effects(eqn)):
             eqns.append(eqn)
             live.update(a for a in eqn.inputs if type(a) is Var)
     eqns.reverse()
@@ -209,7 +219,8 @@ def invariant_vars(j: Jaxpr, invariant_inputs) -> set:
     """Variables computed only from ``invariant_inputs``, constvars and literals (loop invariants)."""
     inv = set(invariant_inputs) | set(j.constvars)
     for eqn in j.eqns:
-        if all(type(a) is Literal or a in inv for a in eqn.inputs):
+        # an effect runs every iteration, so what it computes is not hoisted out of the loop
+        if all(type(a) is Literal or a in inv for a in eqn.inputs) and not eqn_has_effects(eqn):
             inv.update(eqn.outputs)
     return inv
 

@@ -32,7 +32,7 @@ from funclib.core import (
     set_trace,
 )
 from funclib.errors import DTypeError, FunclibError, ShapeError
-from funclib.jaxpr import ClosedJaxpr, Jaxpr, Var
+from funclib.jaxpr import ClosedJaxpr, Jaxpr, Var, strip_effects
 from funclib.primitives.elementwise import bitwise_and, convert, floor_divide, less
 from funclib.primitives.indexing import dynamic_update_slice
 from funclib.primitives.reduce import reduce_or
@@ -313,8 +313,14 @@ def _while_partial_eval(trace, args, params):
             )
         if not any(carry_uk):
             return kouts
-        # unbounded: the staged loop recomputes the known part; it evaluates forwards, its transpose raises
-        uouts = trace.stage(while_p, args, params, bj.out_avals)
+        # unbounded: the staged loop recomputes the known part (without its effects, which ran above); it evaluates
+        # forwards, its transpose raises
+        stripped = dict(
+            params,
+            cond_jaxpr=ClosedJaxpr(strip_effects(cj.jaxpr), cj.consts),
+            body_jaxpr=ClosedJaxpr(strip_effects(bj.jaxpr), bj.consts),
+        )
+        uouts = trace.stage(while_p, args, stripped, bj.out_avals)
         ki = iter(kouts)
         return [o if u else next(ki) for o, u in zip(uouts, carry_uk)]
     ubc = [x for x, u in zip(bc, bc_uk) if u]
@@ -413,6 +419,8 @@ def _segment_jaxpr(sp, kbc_avals, ubc_avals, uinit_avals, kinit_avals, seg_len) 
     i64 = ShapedArray((), np.dtype(np.int64))
     avals = [*kbc_avals, *ubc_avals, i64, *uinit_avals, i64, *kinit_avals]
     steps = _wrap(np.arange(seg_len, dtype=np.int64))
+    # the forward sweep ran the known body's effects (prints, checks) once; recomputation must not repeat them
+    known = ClosedJaxpr(strip_effects(sp.known.jaxpr), sp.known.consts)
 
     def segment(*a):
         kb, ub, n = a[:nkb], a[nkb : nkb + nub], a[nkb + nub]
@@ -420,7 +428,7 @@ def _segment_jaxpr(sp, kbc_avals, ubc_avals, uinit_avals, kinit_avals, seg_len) 
         seg, kc0 = a[nkb + nub + 1 + nu], a[nkb + nub + 2 + nu :]
 
         def run(kc, uc):
-            outs = call(sp.known, *kb, *kc)
+            outs = call(known, *kb, *kc)
             return list(outs[:nk]), list(call(sp.unknown, *outs[nk:], *ub, *uc))
 
         def skip(kc, uc):

@@ -15,7 +15,7 @@ from funclib import tree as tree_util
 from funclib.checks import check_callable
 from funclib.core import Primitive, ShapedArray, Zero, _wrap, aval_of, is_undefined, set_trace
 from funclib.errors import ShapeError
-from funclib.jaxpr import ClosedJaxpr, Jaxpr, Var, eval_jaxpr
+from funclib.jaxpr import ClosedJaxpr, Eqn, Jaxpr, Var, eval_jaxpr
 from funclib.primitives.elementwise import add, convert
 from funclib.primitives.shape import concatenate, instantiate, moveaxis, reshape, slice_, zeros
 
@@ -172,6 +172,28 @@ def _scan_vmap(args, dims, *, jaxpr, num_consts, num_carry, length, reverse, unr
     return outs, out_dims
 
 
+def _scan_dce(eqn, used: list) -> Eqn | None:
+    """The scan without the stacked outputs nobody reads, and without the constants and inputs its body then no
+    longer needs (a forward pass stops storing per-step values the loss ignores; their zero cotangents stop being
+    read in the backward pass)."""
+    p = eqn.params
+    nc, ncar = p["num_consts"], p["num_carry"]
+    keep_y = used[ncar:]
+    if all(keep_y):
+        return None
+    body = p["jaxpr"].jaxpr
+    pruned = dce(body, [True] * ncar + list(keep_y))
+    read = {a for e in pruned.eqns for a in e.inputs if type(a) is Var} | set(pruned.outvars)
+    keep_in = [i for i, v in enumerate(body.invars) if nc <= i < nc + ncar or v in read]
+    new_body = Jaxpr(pruned.constvars, [body.invars[i] for i in keep_in], pruned.eqns, pruned.outvars)
+    params = dict(p, jaxpr=ClosedJaxpr(new_body, p["jaxpr"].consts), num_consts=sum(i < nc for i in keep_in))
+    outputs = eqn.outputs[:ncar] + [v for v, k in zip(eqn.outputs[ncar:], keep_y) if k]
+    return Eqn(eqn.prim, [eqn.inputs[i] for i in keep_in], params, outputs)
+
+
+scan_p.dce = _scan_dce
+
+
 # ------------------------------------------------------------------------------------------------------------
 # partial evaluation: the known iterations run now; only the unknown (tangent) part is staged
 
@@ -217,7 +239,8 @@ def scan_split(jaxpr: ClosedJaxpr, nc: int, ncar: int, const_uk, carry_uk, xs_uk
     out.const_uk, out.carry_uk, out.xs_uk = list(const_uk), carry_uk, list(xs_uk)
     out.ys_uk = sp.out_unknowns[ncar:]
     inv_j = Jaxpr(kj.constvars, kj.invars[:nkc], kj.eqns, inv_out)
-    out.inv = ClosedJaxpr(dce(inv_j, [True] * len(inv_out)), sp.known.consts)
+    # the invariant part runs once, outside the loop: effects stay in the loop, which runs them every iteration
+    out.inv = ClosedJaxpr(dce(inv_j, [True] * len(inv_out), keep_effects=False), sp.known.consts)
     loop_j = Jaxpr(kj.constvars, kj.invars, kj.eqns, list(kj.outvars[:n_kout]) + var_out)
     out.known = ClosedJaxpr(dce(loop_j, [True] * len(loop_j.outvars)), sp.known.consts)
     out.fwd = [
@@ -344,21 +367,23 @@ def _transpose_linear(cts, args, const_lin, xs_lin, jaxpr, nc, ncar, *, length, 
     rc_avals = [a for a, m in zip(ins[:nc], const_lin) if not m]
     rx_avals = [a for a, m in zip(ins[nc + ncar :], xs_lin) if not m]
     y_avals = [tangent_aval(a) for a in jaxpr.out_avals[ncar:]]
+    # stacked outputs without a cotangent get none in the body, rather than a (length, ...) array of zeros to read
+    y_zero = [c is None or type(c) is Zero for c in cts[ncar:]]
     lin_mask = list(const_lin) + [True] * ncar + list(xs_lin)
     n_rc, n_lc, n_rx = len(rc_avals), len(lc_avals), len(rx_avals)
 
     def body(*a):
         rc, acc = a[:n_rc], a[n_rc : n_rc + n_lc]
         ctc = a[n_rc + n_lc : n_rc + n_lc + ncar]
-        rx, cty = a[n_rc + n_lc + ncar : n_rc + n_lc + ncar + n_rx], a[n_rc + n_lc + ncar + n_rx :]
-        out = transpose_call(jaxpr, lin_mask, list(rc) + list(rx), list(ctc) + list(cty))
+        rx, given = a[n_rc + n_lc + ncar : n_rc + n_lc + ncar + n_rx], iter(a[n_rc + n_lc + ncar + n_rx :])
+        cty = [None if z else next(given) for z in y_zero]
+        out = transpose_call(jaxpr, lin_mask, list(rc) + list(rx), list(ctc) + cty)
         return [add(x, y) for x, y in zip(acc, out[:n_lc])] + out[n_lc:]
 
-    tj = closed(body, rc_avals + lc_avals + carry_avals + rx_avals + y_avals, "transpose of scan")
+    yin_avals = [a for a, z in zip(y_avals, y_zero) if not z]
+    tj = closed(body, rc_avals + lc_avals + carry_avals + rx_avals + yin_avals, "transpose of scan")
     ct_carry = [instantiate(c) if c is not None else zeros(a) for c, a in zip(cts[:ncar], carry_avals)]
-    ct_ys = [
-        instantiate(c) if c is not None else zeros(_stacked(a, length)) for c, a in zip(cts[ncar:], y_avals)
-    ]
+    ct_ys = [instantiate(c) for c, z in zip(cts[ncar:], y_zero) if not z]
     outs = scan_p.bind(
         *res_c,
         *[zeros(a) for a in lc_avals],

@@ -1,0 +1,240 @@
+"""funclib.distributed on 2 local ranks (mpiexec on the loopback): collective throughput, data-parallel scaling and
+the memory of sharded parameters. ``python -m benchmarks dist`` launches the ranks and prints rank 0's report.
+
+1. Allreduce of float32 buffers of 4 MB and 64 MB: funclib (``spmd(psum)`` eagerly and under ``jit``, with the
+   ranks' agreement check and a fresh output buffer per call) against raw mpi4py ``Allreduce`` into a preallocated
+   buffer, and with a new output buffer per call as a functional API must. Variants interleaved round by round;
+   medians.
+2. A compute-bound train step (an MLP, float32, batch 1024 per rank, SGD), rounds interleaved: both ranks running
+   the DDP step (twice the samples per step) against rank 0 alone running the same step unwrapped (the other rank
+   idles at a barrier). Throughput in samples per second.
+3. Peak memory per rank (tracemalloc: NumPy's allocations) of building a model with large parameters (8 layers of
+   1024 x 1024 float32, 32 MB) and its Adam state, then two jitted training steps: FullyShardedDataParallel
+   against DistributedDataParallel.
+
+The machine is shared: the load average is reported with the numbers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+import tracemalloc
+
+import numpy as np
+
+RESULT = "dist.json"
+
+
+def _allreduce(report):
+    import funclib as fl
+    from funclib.distributed._comm import world
+
+    w = world()
+    comm, MPI = w.comm, w.MPI
+    eager = fl.distributed.spmd(lambda v: fl.psum(v, "data"))
+    jitted = fl.jit(eager)
+    for mb in (4, 64):
+        a = np.random.default_rng(w.rank).random((mb << 20) // 4, np.float32)
+        t = fl.asarray(a)
+        out = np.empty_like(a)
+        variants = {
+            "raw mpi4py": lambda a=a, out=out: comm.Allreduce(a, out, op=MPI.SUM),
+            # what a functional API must do: a new output per call (its pages are faulted in by the write)
+            "raw mpi4py, new output": lambda a=a: comm.Allreduce(a, np.empty_like(a), op=MPI.SUM),
+            "funclib eager": lambda t=t: eager(t),
+            "funclib jit": lambda t=t: jitted(t),
+        }
+        np.testing.assert_allclose(jitted(t).numpy(), eager(t).numpy())
+        times = {k: [] for k in variants}
+        rounds = 15 if mb == 4 else 7
+        names = list(variants)
+        for r in range(rounds):
+            for k in names[r % len(names) :] + names[: r % len(names)]:
+                comm.Barrier()
+                t0 = time.perf_counter()
+                variants[k]()
+                times[k].append(time.perf_counter() - t0)
+        med = {k: statistics.median(v[1:]) for k, v in times.items()}
+        row = {k: {"median_ms": 1e3 * v, "GB_per_s": (mb / 1024) / v} for k, v in med.items()}
+        for k in ("funclib eager", "funclib jit"):
+            row[k]["fraction_of_raw"] = med["raw mpi4py"] / med[k]
+            row[k]["fraction_of_raw_new_output"] = med["raw mpi4py, new output"] / med[k]
+        report[f"allreduce {mb} MB"] = row
+    # funclib's extra round trip per call: the ranks' agreement on what they are about to run (16 bytes)
+    small, small_out = np.zeros(2, np.int64), np.zeros(2, np.int64)
+    lat = []
+    for _ in range(200):
+        comm.Barrier()
+        t0 = time.perf_counter()
+        comm.Allreduce(small, small_out, op=MPI.MAX)
+        lat.append(time.perf_counter() - t0)
+    report["agreement round trip ms"] = 1e3 * statistics.median(lat)
+
+
+def _mlp(key_seed=0, width=1024, depth=3):
+    import funclib.nn as nn
+
+    from funclib import random as frandom
+
+    keys = frandom.split(frandom.key(key_seed), depth + 1)
+    layers = [nn.Linear(256, width, key=keys[0]), nn.ReLU()]
+    for i in range(1, depth):
+        layers += [nn.Linear(width, width, key=keys[i]), nn.ReLU()]
+    layers.append(nn.Linear(width, 10, key=keys[depth]))
+    return nn.Sequential(*layers)
+
+
+def _scaling(report):
+    import funclib.nn as nn
+    import funclib.nn.functional as F
+    import funclib.optim as optim
+
+    import funclib as fl
+    from funclib.distributed._comm import world
+
+    w = world()
+    batch = 1024
+    rng = np.random.default_rng(w.rank)
+    x = fl.asarray(rng.normal(size=(batch, 256)).astype(np.float32))
+    y = fl.asarray(rng.integers(0, 10, size=batch))
+
+    def make_step(model):
+        opt = optim.SGD(model.parameters(), lr=1e-3)
+        opt.bind(model)
+
+        @fl.jit
+        def step(model, state, hyper, x, y):
+            loss, grads = nn.value_and_grad(model, lambda m, a, b: F.cross_entropy(m(a), b))(model, x, y)
+            model, state = opt.functional_update(model, grads, state, hyper)
+            return model, state, loss
+
+        return step, opt
+
+    ddp = nn.parallel.DistributedDataParallel(_mlp())
+    single = _mlp()
+    ddp_step, ddp_opt = make_step(ddp)
+    one_step, one_opt = make_step(single)
+    st = {"ddp": [ddp, ddp_opt.state], "one": [single, one_opt.state]}
+
+    def run_ddp():
+        m, s, loss = ddp_step(st["ddp"][0], st["ddp"][1], ddp_opt.hyperparams(), x, y)
+        st["ddp"] = [m, s]
+        loss.numpy()
+
+    def run_one():
+        if w.rank == 0:
+            m, s, loss = one_step(st["one"][0], st["one"][1], one_opt.hyperparams(), x, y)
+            st["one"] = [m, s]
+            loss.numpy()
+
+    times = {"2 ranks (DDP)": [], "1 rank": []}
+    for r in range(12):
+        order = [("2 ranks (DDP)", run_ddp), ("1 rank", run_one)]
+        for name, fn in order if r % 2 == 0 else order[::-1]:
+            w.comm.Barrier()
+            t0 = time.perf_counter()
+            fn()
+            w.comm.Barrier()
+            times[name].append(time.perf_counter() - t0)
+    med = {k: statistics.median(v[2:]) for k, v in times.items()}
+    thr = {"2 ranks (DDP)": 2 * batch / med["2 ranks (DDP)"], "1 rank": batch / med["1 rank"]}
+    report["train step"] = {
+        "model": "MLP 256-1024-1024-1024-10 float32, batch 1024 per rank, SGD",
+        **{k: {"median_ms": 1e3 * med[k], "samples_per_s": thr[k]} for k in med},
+        "speedup": thr["2 ranks (DDP)"] / thr["1 rank"],
+    }
+
+
+def _memory(report):
+    import funclib.nn as nn
+    import funclib.optim as optim
+
+    import funclib as fl
+    from funclib.distributed._comm import world
+
+    w = world()
+    rng = np.random.default_rng(w.rank)
+    x = fl.asarray(rng.normal(size=(64, 1024)).astype(np.float32))
+    peaks = {}
+    for kind in ("DistributedDataParallel", "FullyShardedDataParallel"):
+        import gc
+
+        gc.collect()
+        tracemalloc.start()
+        layers = []
+        for i in range(8):
+            layers += [nn.Linear(1024, 1024, key=fl.random.key(i)), nn.Tanh()]
+        model = getattr(nn.parallel, kind)(nn.Sequential(*layers))
+        opt = optim.Adam(model.parameters(), lr=1e-4)
+        opt.bind(model)
+
+        @fl.jit
+        def step(model, state, hyper, x, opt=opt):
+            loss, grads = nn.value_and_grad(model, lambda m, a: (m(a) ** 2).mean())(model, x)
+            model, state = opt.functional_update(model, grads, state, hyper)
+            return model, state, loss
+
+        state = opt.state
+        for _ in range(2):
+            model, state, loss = step(model, state, opt.hyperparams(), x)
+        loss.numpy()
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        peaks[kind] = peak / 2**20
+        del model, state, opt, step, layers
+    report["memory per rank"] = {
+        "model": "8 x Linear(1024, 1024) float32 (32 MB of parameters), Adam, two jitted steps, batch 64",
+        **{k: {"peak_MB": v} for k, v in peaks.items()},
+        "fsdp_over_ddp": peaks["FullyShardedDataParallel"] / peaks["DistributedDataParallel"],
+    }
+
+
+def worker(out_path: str) -> None:
+    from funclib.distributed._comm import world
+
+    w = world()
+    report = {"ranks": w.size, "load_average_before": list(os.getloadavg())}
+    _allreduce(report)
+    _scaling(report)
+    _memory(report)
+    report["load_average_after"] = list(os.getloadavg())
+    if w.rank == 0:
+        with open(out_path, "w") as f:
+            json.dump(report, f, indent=1)
+
+
+def main() -> None:
+    from benchmarks._harness import RESULTS_DIR
+    from funclib.distributed.launch import command, environment
+
+    RESULTS_DIR.mkdir(exist_ok=True)
+    out = RESULTS_DIR / RESULT
+    cmd = command(2, ["-m", "benchmarks.dist", str(out)])
+    subprocess.run(cmd, env=environment(), check=True, timeout=1800)
+    report = json.loads(out.read_text())
+    print(f"2 ranks on {os.cpu_count()} cores; load average before {report['load_average_before']}, after "
+          f"{report['load_average_after']}")
+    for mb in (4, 64):
+        row = report[f"allreduce {mb} MB"]
+        print(f"Allreduce {mb:2d} MB: " + "  ".join(
+            f"{k} {v['median_ms']:.2f} ms ({v['GB_per_s']:.2f} GB/s"
+            + (f", {100 * v['fraction_of_raw']:.0f}% of raw, {100 * v['fraction_of_raw_new_output']:.0f}% of raw "
+               "with a new output)" if "fraction_of_raw" in v else ")")
+            for k, v in row.items()))
+    print(f"the ranks' agreement check (a 16-byte Allreduce, once per eager collective or compiled call): "
+          f"{report['agreement round trip ms']:.3f} ms")
+    ts = report["train step"]
+    print(f"train step ({ts['model']}): 1 rank {ts['1 rank']['samples_per_s']:.0f} samples/s, 2 ranks "
+          f"{ts['2 ranks (DDP)']['samples_per_s']:.0f} samples/s: {ts['speedup']:.2f}x")
+    mem = report["memory per rank"]
+    print(f"memory per rank ({mem['model']}): DDP {mem['DistributedDataParallel']['peak_MB']:.1f} MB, FSDP "
+          f"{mem['FullyShardedDataParallel']['peak_MB']:.1f} MB: {mem['fsdp_over_ddp']:.2f}x")
+
+
+if __name__ == "__main__":
+    worker(sys.argv[1])

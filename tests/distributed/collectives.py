@@ -1,0 +1,177 @@
+"""Run on N ranks by tests/test_distributed.py: every collective over the process axis against the single-process
+result (a named vmap over all ranks' data, and NumPy), eagerly and under jit, with a vmap axis beside it, derivatives
+against finite differences, and the errors for ranks that disagree. Exits non-zero on the first failure."""
+
+import ml_dtypes
+import numpy as np
+
+import funclib as fl
+from funclib.distributed import RankMismatchError
+
+D = fl.distributed
+r, n = D.rank(), D.world_size()
+
+
+def data(rank):
+    g = np.random.default_rng(rank)
+    return {"a": g.normal(size=(n, 3)), "b": g.normal(size=(2,)).astype(np.float32)}
+
+
+ALL = [data(k) for k in range(n)]
+MINE = fl.tree.map(fl.asarray, ALL[r])
+STACKED = fl.tree.map(lambda *v: fl.asarray(np.stack(v)), *ALL)
+CYCLE = [(k, (k + 1) % n) for k in range(n)]
+PARTIAL = [(k, k + 1) for k in range(n - 1)]  # rank 0 receives nothing
+
+
+def every_collective(t):
+    return {
+        "psum": fl.psum(t, "data"),
+        "pmean": fl.pmean(t, "data"),
+        "pmax": fl.pmax(t, "data"),
+        "pmin": fl.pmin(t, "data"),
+        "gather": fl.all_gather(t, "data"),
+        "scatter": fl.psum_scatter(t["a"], "data"),
+        "cycle": fl.ppermute(t, "data", CYCLE),
+        "partial": fl.ppermute(t["b"], "data", PARTIAL),
+        "index": fl.axis_index("data"),
+        "size": fl.psum(1, "data"),
+    }
+
+
+def check(got, want, what, tol=1e-12):
+    for (path, g), w in zip(fl.tree.flatten_with_path(got)[0], fl.tree.leaves(want)):
+        g, w = np.asarray(g), np.asarray(w)
+        assert g.shape == w.shape and g.dtype == w.dtype, (what, path, g.shape, w.shape, g.dtype, w.dtype)
+        np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=tol, atol=tol,
+                                   err_msg=f"rank {r}: {what} {path}")
+
+
+def mine(tree):
+    """Rank r's row of a vmap result (the single-process simulation of the ranks)."""
+    return fl.tree.map(lambda v: v[r], tree)
+
+
+# --- every collective equals the single-process result -------------------------------------------------------
+want = mine(fl.vmap(every_collective, axis_name="data")(STACKED))
+a = np.stack([d["a"] for d in ALL])
+check(want["psum"]["a"], a.sum(0), "vmap reference vs NumPy")
+check(want["scatter"], a.sum(0)[r], "vmap reference vs NumPy")
+check(D.spmd(every_collective)(MINE), want, "eager", 1e-6)
+check(fl.jit(D.spmd(every_collective))(MINE), want, "jit(spmd)", 1e-6)
+check(D.spmd(fl.jit(every_collective))(MINE), want, "spmd(jit)", 1e-6)
+check(D.spmd(fl.jit(every_collective))(MINE), want, "spmd(jit), cached", 1e-6)
+
+# --- a process axis and a vmap axis together -----------------------------------------------------------------
+
+
+def both_axes(row):
+    return {
+        "psum": fl.psum(row, ("data", "i")),
+        "psum_data": fl.psum(row, "data"),
+        "gather": fl.all_gather(row, ("data", "i")),
+        "index": fl.axis_index(("data", "i")),
+        "max": fl.pmax(row, ("i", "data")),
+    }
+
+
+lanes = fl.vmap(both_axes, axis_name="i")
+got = D.spmd(lanes)(MINE["a"])
+want = mine(fl.vmap(lanes, axis_name="data")(STACKED["a"]))
+check(got, want, "vmap inside spmd", 1e-10)
+check(fl.jit(D.spmd(lanes))(MINE["a"]), want, "jit of vmap inside spmd", 1e-10)
+assert got["index"].numpy().tolist() == [r * n + k for k in range(n)], got["index"]
+
+# --- dtypes ----------------------------------------------------------------------------------------------------
+ints = np.arange(6, dtype=np.int32).reshape(2, 3) * (r + 1)
+for dt in (np.float16, ml_dtypes.bfloat16, np.int32, np.uint8, np.complex128):
+    x = fl.asarray((ints + (1j if dt is np.complex128 else 0)).astype(dt))
+    s = D.spmd(lambda v: fl.psum(v, "data"))(x)
+    assert s.dtype == x.dtype, (dt, s.dtype)
+    total = sum((ints * 0 + ints // (r + 1) * (k + 1)) for k in range(n))
+    np.testing.assert_allclose(np.asarray(s.numpy()).real.astype(np.float64), total, err_msg=str(dt))
+    g = D.spmd(lambda v: fl.all_gather(v, "data"))(x)
+    assert g.shape == (n, 2, 3) and g.dtype == x.dtype
+flags = fl.asarray(np.array([r == 0, True, False]))
+assert D.spmd(lambda v: fl.pmax(v, "data"))(flags).numpy().tolist() == [True, True, False]
+assert D.spmd(lambda v: fl.pmin(v, "data"))(flags).numpy().tolist() == [n == 1, True, False]
+nan = fl.asarray(np.array([np.nan if r == n - 1 else 1.0, float(r)]))
+assert np.isnan(D.spmd(lambda v: fl.pmax(v, "data"))(nan).numpy()[0]), "pmax must propagate NaN from any rank"
+assert D.spmd(lambda v: fl.pmin(v, "data"))(nan).numpy()[1] == 0.0
+
+# --- derivatives: grad through the collectives against finite differences of the global function --------------
+
+
+def local_loss(x):
+    g = fl.all_gather(x, "data")
+    s = fl.psum(x * x, "data")
+    p = fl.ppermute(x, "data", CYCLE)
+    rs = fl.psum_scatter(fl.reshape(fl.tile(x, (n,)), (n, -1)) * fl.arange(1.0, n + 1.0)[:, None], "data")
+    mixed = fl.sum(fl.sin(g) * (r + 1.0)) + fl.sum(s * x) + fl.sum(p * x * x)
+    return mixed + fl.sum(rs * rs) + fl.pmax(x, "data").sum()
+
+
+x = fl.asarray(np.random.default_rng(100 + r).normal(size=(3,)))
+dloss = D.spmd(fl.grad(local_loss))
+g = dloss(x)
+check(fl.jit(dloss)(x), g, "jit(grad)", 1e-10)
+check(fl.grad(D.spmd(local_loss))(x), g, "grad(spmd)", 1e-10)
+check(D.spmd(fl.jit(fl.grad(local_loss)))(x), g, "spmd(jit(grad))", 1e-10)
+total = D.spmd(lambda v: fl.psum(local_loss(v), "data"))  # the global function
+eps = 1e-6
+fd = np.zeros(3)
+for q in range(n):  # every rank takes part in every evaluation, perturbing only when it is rank q
+    for j in range(3):
+        e = np.zeros(3)
+        if q == r:
+            e[j] = eps
+        hi = total(fl.asarray(x.numpy() + e)).numpy()
+        lo = total(fl.asarray(x.numpy() - e)).numpy()
+        if q == r:
+            fd[j] = (hi - lo) / (2 * eps)
+np.testing.assert_allclose(g.numpy(), fd, rtol=1e-6, atol=1e-6, err_msg=f"rank {r}: grad vs finite differences")
+t = fl.asarray(np.random.default_rng(200 + r).normal(size=(3,)))
+_, jv = D.spmd(lambda v, u: fl.jvp(local_loss, (v,), (u,)))(x, t)
+jv_total = D.spmd(lambda v: fl.psum(v, "data"))(jv).numpy()
+gt_total = D.spmd(lambda v: fl.psum(v, "data"))(fl.sum(g * t)).numpy()
+np.testing.assert_allclose(jv_total, gt_total, rtol=1e-10, err_msg="sum of jvps != <grad, t> summed over ranks")
+
+# --- ranks that disagree get an error naming the rank and what differs, on every rank ------------------------
+if n > 1:
+    try:
+        D.spmd(lambda v: fl.psum(v, "data"))(fl.ones(2 + r))
+        raise AssertionError("an eager psum of different shapes did not raise")
+    except RankMismatchError as e:
+        msg = str(e)
+        assert "rank 1" in msg and "float32[3]" in msg and "float32[2]" in msg, msg
+
+    def step(x, y):
+        return fl.psum(x * 2.0, "data") + y
+
+    try:
+        fl.jit(D.spmd(step))(fl.ones((4, 3)), fl.ones(3 if r == 0 else 1))
+        raise AssertionError("a jitted call traced with different shapes did not raise")
+    except RankMismatchError as e:
+        msg = str(e)
+        assert "argument 'y'" in msg and "rank 1" in msg and "'step'" in msg, msg
+        assert "argument 'x'" not in msg, msg
+
+    def branchy(x):
+        return fl.psum(x * 2.0 if r == 0 else x + 2.0, "data")
+
+    try:
+        D.spmd(fl.jit(branchy))(fl.ones(3))
+        raise AssertionError("different programs did not raise")
+    except RankMismatchError as e:
+        assert "different sequence" in str(e) or "operation 0" in str(e), str(e)
+    # the world is still usable after every rank raised at the same point
+    assert D.spmd(lambda v: fl.psum(v, "data"))(fl.ones(2)).numpy().tolist() == [n, n]
+
+# --- eager helpers -------------------------------------------------------------------------------------------
+b = D.broadcast({"w": fl.asarray(np.full(3, float(r)))}, root=n - 1)
+assert b["w"].numpy().tolist() == [n - 1.0] * 3
+D.barrier()
+shares = D.spmd(lambda v: fl.all_gather(v, "data"))(fl.asarray(D.DistributedSampler(11, seed=3).indices()))
+covered = sorted(set(shares.numpy().reshape(-1).tolist()))
+assert covered == list(range(11)) and shares.shape == (n, -(-11 // n)), shares
+print(f"rank {r}: collectives ok")

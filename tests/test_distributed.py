@@ -1,0 +1,163 @@
+"""funclib.distributed on real ranks: scripts in tests/distributed/ run under mpiexec on the loopback (127.0.0.1
+only), each launch with a timeout, many checks per launch (starting ranks costs about a second).
+
+The scripts exit non-zero on the first failed check; an uncaught exception aborts every rank, so a failure can
+never hang the suite past the timeout.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).parent / "distributed"
+HAVE_MPI = importlib.util.find_spec("mpi4py") is not None
+needs_mpi = pytest.mark.skipif(not HAVE_MPI, reason="needs the dist extra: pip install funclib[dist]")
+
+
+def _env() -> dict:
+    env = dict(os.environ)
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
+        env[var] = "1"
+    return env
+
+
+def run(args: list[str], timeout: float) -> tuple[int, str, float]:
+    """Run a command in its own process group; on timeout the whole group is killed and the test fails."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_env(),
+                            start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        pytest.fail(f"{' '.join(args)} still running after {timeout} s (a hang):\n{out[-3000:]}")
+    return proc.returncode, out, time.perf_counter() - start
+
+
+def launch(script: str, n: int, timeout: float = 240) -> str:
+    if n == 1:
+        cmd = [sys.executable, str(HERE / script)]
+    else:
+        cmd = [sys.executable, "-m", "funclib.distributed.launch", "-n", str(n), str(HERE / script)]
+    rc, out, _ = run(cmd, timeout)
+    assert rc == 0, f"{script} on {n} ranks exited with {rc}:\n{out[-6000:]}"
+    for k in range(n):
+        assert f"rank {k}: " in out, out[-3000:]
+    return out
+
+
+@needs_mpi
+@pytest.mark.parametrize("n", [1, 2, 4])
+def test_every_collective_matches_one_process(n):
+    launch("collectives.py", n)
+
+
+@needs_mpi
+@pytest.mark.parametrize("n", [1, 2, 4])
+def test_data_parallel_and_sharded_training_match_one_process(n):
+    launch("training.py", n)
+
+
+@needs_mpi
+def test_a_rank_that_raises_ends_every_rank_with_its_error(tmp_path):
+    script = tmp_path / "fails.py"
+    script.write_text(
+        "import funclib as fl\n"
+        "D = fl.distributed\n"
+        "D.spmd(lambda v: fl.psum(v, 'data'))(fl.ones(2))\n"
+        "if D.rank() == 1:\n"
+        "    raise ValueError('rank one broke on purpose')\n"
+        "D.spmd(lambda v: fl.psum(v, 'data'))(fl.ones(2))  # rank 0 would wait here forever without the abort\n"
+        "print('rank 0 went on')\n"
+    )
+    rc, out, took = run([sys.executable, "-m", "funclib.distributed.launch", "-n", "2", str(script)], timeout=120)
+    assert rc != 0, out
+    assert "ValueError: rank one broke on purpose" in out and "rank 1 of 2" in out, out
+    assert "went on" not in out
+    # without a launcher's python -m mpi4py: init() installed the abort
+    rc, out, _ = run([find("mpiexec"), "-n", "2", "-iface", "lo", "-host", "127.0.0.1", sys.executable, str(script)],
+                     timeout=120)
+    assert rc != 0 and "rank one broke on purpose" in out, out
+
+
+def find(name: str) -> str:
+    from funclib.distributed.launch import find_mpiexec
+
+    return find_mpiexec(gforker=name.endswith("gforker"))
+
+
+def test_import_funclib_does_not_load_mpi():
+    code = "import sys, funclib, funclib.nn, funclib.optim; print('mpi4py' in sys.modules)"
+    rc, out, _ = run([sys.executable, "-c", code], timeout=120)
+    assert rc == 0 and out.strip().endswith("False"), out
+
+
+def test_without_the_extra_every_entry_point_names_it():
+    code = (
+        "import sys; sys.modules['mpi4py'] = None\n"
+        "import funclib as fl, funclib.nn as nn, funclib.optim as optim\n"
+        "for call in (fl.distributed.init, lambda: fl.distributed.spmd(lambda x: x)(1.0),\n"
+        "             lambda: nn.parallel.DistributedDataParallel(nn.Linear(2, 1)),\n"
+        "             lambda: nn.parallel.FullyShardedDataParallel(nn.Linear(2, 1)),\n"
+        "             lambda: optim.ZeroRedundancyOptimizer(nn.Linear(2, 1), optim.SGD, lr=0.1)):\n"
+        "    try:\n"
+        "        call()\n"
+        "        print('no error')\n"
+        "    except fl.distributed.DistributedError as e:\n"
+        "        assert 'pip install funclib[dist]' in str(e), e\n"
+        "print('all named the extra')\n"
+    )
+    rc, out, _ = run([sys.executable, "-c", code], timeout=120)
+    assert rc == 0 and "all named the extra" in out and "no error" not in out, out
+    rc, out, _ = run([sys.executable, "-c", "import sys; sys.modules['mpi4py'] = None\n"
+                      "from funclib.distributed.launch import main; sys.exit(main(['-n', '2', 'x.py']))"], timeout=120)
+    assert rc == 2 and "pip install funclib[dist]" in out, out
+
+
+def test_sampler_shards_cover_the_dataset_once_per_epoch():
+    from funclib.distributed import DistributedSampler
+
+    for n_items, ranks, drop in [(10, 3, False), (10, 3, True), (7, 2, False), (0, 2, False), (5, 8, False)]:
+        shards = [DistributedSampler(n_items, num_replicas=ranks, rank=k, seed=1, drop_last=drop) for k in range(ranks)]
+        for s in shards:
+            s.set_epoch(2)
+        got = [list(s) for s in shards]
+        assert len({len(g) for g in got}) == 1 and all(len(g) == len(s) for g, s in zip(got, shards))
+        flat = [i for g in got for i in g]
+        if drop:
+            assert len(set(flat)) == len(flat) == (n_items // ranks) * ranks
+        else:
+            assert set(flat) == set(range(n_items)) and len(flat) == -(-n_items // ranks) * ranks
+    a, b = DistributedSampler(10, num_replicas=2, rank=0), DistributedSampler(10, num_replicas=2, rank=0)
+    b.set_epoch(1)
+    assert list(a) != list(b), "a new epoch must reshuffle"
+    with pytest.raises(ValueError, match="rank 2 is outside 0..1"):
+        DistributedSampler(10, num_replicas=2, rank=2)
+
+
+def test_bad_arguments_name_the_function_and_the_fix():
+    import funclib as fl
+
+    with pytest.raises(TypeError, match="spmd: axis_name must be one name"):
+        fl.distributed.spmd(lambda x: x, axis_name=("a", "b"))
+    with pytest.raises(ValueError, match="ppermute: lane 0 is the source of more than one pair"):
+        fl.vmap(lambda v: fl.ppermute(v, "i", [(0, 1), (0, 2)]), axis_name="i")(fl.ones(3))
+    with pytest.raises(ValueError, match="outside axis 'i' of size 3"):
+        fl.vmap(lambda v: fl.ppermute(v, "i", [(0, 3)]), axis_name="i")(fl.ones(3))
+    with pytest.raises(ValueError, match=r"psum_scatter: the leading axis .* size 3"):
+        fl.vmap(lambda v: fl.psum_scatter(v, "i"), axis_name="i")(fl.ones((3, 2)))
+    with pytest.raises(fl.errors.FunclibError, match="run in chunks"):
+        fl.vmap(lambda v: fl.ppermute(v, "i", [(0, 1)]), axis_name="i", chunk_size=2)(fl.ones(3))
+    from funclib.primitives.collectives import UnboundAxisError
+
+    with pytest.raises(UnboundAxisError, match="fl.distributed.spmd"):
+        fl.psum(fl.ones(2), "data")
