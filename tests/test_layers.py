@@ -49,13 +49,11 @@ FILE_BUDGET = 800
 OVER_TRANSFORM_BUDGET = {
     "transforms/lowering.py": "the lowering split (plan / steps / program and emitter)",
     "transforms/export.py": "the lowering split, which moves the program encoding beside the plan",
-    "transforms/onnx/_rules.py": "splitting the ONNX rules by kind of primitive",
 }
 OVER_FILE_BUDGET = {
     "nn/functional.py": "splitting nn.functional by topic",
     # the process-axis guard, call primitives' own steps and float8 carriers came with the merge of main
     "transforms/lowering.py": "the lowering split (plan / steps / program and emitter)",
-    "transforms/onnx/_rules.py": "splitting the ONNX rules by kind of primitive",
 }
 # Import cycles known today, each with what removes it (stale entries fail, as above).
 KNOWN_CYCLES = {

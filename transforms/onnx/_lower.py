@@ -401,7 +401,7 @@ class Lowering:
                 f"fl.onnx.export: primitive '{name}'{where(eqn)} has no ONNX lowering"
                 + (f": {why}" if why else "")
                 + ". Compute it outside the exported function and pass the result in as an input, or register a "
-                f"lowering with @fl.onnx.onnx_rule({name!r}) (the rules are in funclib/transforms/onnx/_rules.py)."
+                f"lowering with @fl.onnx.onnx_rule({name!r}) (the rules are in funclib/transforms/onnx/_rules/)."
             )
         need = MIN_OPSET.get(name, 18)
         if self.opset < need:
