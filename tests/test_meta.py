@@ -94,6 +94,22 @@ def test_elementwise_primitive_has_a_lowering_or_says_why(prim):
     assert supported, f"'{prim.name}''s lowering has no template for any dtype: {prim.lowering}"
 
 
+def test_a_lowering_is_a_kernel_expression_and_a_jit_step_a_function():
+    """``prim.lowering`` is an elementwise row's scalar expression (a ``fusion.Lowering``); a call primitive that
+    runs its body its own way under jit sets ``prim.jit_step``. jit's executor calls the latter for any equation it
+    does not fuse, so a function stored as ``lowering`` would be skipped, and a ``Lowering`` called."""
+    bad = [p.name for p in PRIMS if p.lowering is not None and not isinstance(p.lowering, fusion.Lowering)]
+    bad += [
+        p.name
+        for p in PRIMS
+        if p.jit_step is not None and (isinstance(p.jit_step, fusion.Lowering) or not callable(p.jit_step))
+    ]
+    assert not bad, (
+        f"primitives whose lowering is not a fusion.Lowering or whose jit_step is not a function: {bad}; a call "
+        "primitive's own jit step is prim.jit_step = fn(eqn) -> step, the elementwise record is prim.def_lowering"
+    )
+
+
 @pytest.mark.parametrize("prim", PRIMS, ids=[p.name for p in PRIMS])
 def test_row_agrees_with_the_record(prim):
     """A row says non-differentiable only when the record explains why, and lists linear argument groups exactly
