@@ -282,6 +282,20 @@ def test_pow_accuracy():
             assert err[i] <= bound, f"pow({x32[i]!r}, {y32[i]!r}) = {got[i]!r}, reference {ref[i]!r}"
 
 
+def test_exhaustive_checker_measures_as_ulp_error():
+    """``tests/exhaustive_vmath.py`` (run outside the suite) on a slice of bit patterns agrees with ``ulp_error``."""
+    import exhaustive_vmath
+
+    for name, centre in (("tanh", 0.625), ("exp", -87.33655), ("log1p", -0.5)):
+        start = int(np.array([centre], F32).view(np.uint32)[0]) - 2**14
+        worst, at, hist = exhaustive_vmath.scan(name, start, start + 2**15)
+        x = np.arange(start, start + 2**15, dtype=np.uint32).view(F32)
+        with np.errstate(all="ignore"):
+            err = ulp_error(run(name, x), REFERENCE[name](x.astype(np.float64)))
+        assert worst == err.max() and at == start + int(np.argmax(err))
+        assert hist.sum() == x.size and hist[0] == np.count_nonzero(err < 0.25)
+
+
 def _fresh_loop(f):
     @numba.njit(error_model="numpy")
     def loop(x, out):
