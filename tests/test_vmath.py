@@ -10,6 +10,7 @@ stays within its measured bound.
 from __future__ import annotations
 
 import math
+import os
 
 import ml_dtypes
 import numba
@@ -761,3 +762,18 @@ def test_eager_ufuncs_are_the_kernel_functions(name):
     assert getattr(ufuncs, name)(np.float32(0.5)).shape == ()
     with pytest.raises(TypeError, match=f"ufuncs.{name} takes float32"):
         getattr(ufuncs, name)(np.ones(2))
+
+
+def test_eager_ufunc_cache_follows_vmath(tmp_path, monkeypatch):
+    """An eager ufunc's cached loop is keyed on vmath's version: after vmath.py changes it compiles again instead of
+    loading a loop built from the old code, which would disagree with jitted kernels."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("FUNCLIB_CACHE_DIR", str(cache))
+    try:
+        for version in ("a", "b", "a"):
+            monkeypatch.setattr(vmath, "VERSION", version)
+            ufuncs._ufunc.cache_clear()
+            ufuncs._ufunc("logistic")
+    finally:
+        ufuncs._ufunc.cache_clear()
+    assert len([n for n in os.listdir(cache) if n.startswith("funclib.kernels.ufuncs._logistic_scalar.")]) == 2
