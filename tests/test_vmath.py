@@ -24,7 +24,7 @@ ULP_BOUND = 2.0  # the contract
 # up, with FMA and with its plain multiply-add fallback. The samples below are held to these, so that a
 # regression shows long before the contract breaks.
 MEASURED_MAX_ULP = {
-    "exp": 0.88,
+    "exp": 0.90,
     "expm1": 1.24,
     "log": 0.87,
     "log1p": 0.94,
