@@ -10,8 +10,8 @@ Functions (float32 in, float32 out; other argument types are converted to float3
 
 Accuracy: each is within 2 ulp of the float64 function over the whole float32 range, subnormal inputs
 and outputs included (no flush to zero). Measured over all 2**32 inputs against libm in float64
-(``python -m tests.exhaustive_vmath``): exp 0.90, expm1 1.24, log 0.87, log1p 0.94, tanh 0.77, logistic 1.48,
-erf 1.07, sin 0.94, cos 0.95 ulp (on CPUs without FMA: 0.90, 1.24, 0.89, 0.95, 1.01, 1.48, 1.08, 0.99, 0.98);
+(``python -m tests.exhaustive_vmath``): exp 0.90, expm1 1.24, log 0.87, log1p 0.94, tanh 1.17, logistic 1.48,
+erf 1.07, sin 0.94, cos 0.95 ulp (on CPUs without FMA: 0.90, 1.24, 0.89, 0.95, 1.22, 1.48, 1.08, 0.99, 0.98);
 pow 0.50 ulp on random samples.
 Special values follow C99: NaN propagates,
 ``exp(+-inf) = inf, 0``, ``log(0) = -inf``, ``log(x < 0) = nan``, ``tanh(+-inf) = +-1``, odd functions
@@ -28,11 +28,12 @@ lies in ``[sqrt(1/2), sqrt(2))``; ``log1p`` keeps the rounding error of ``1 + x`
 and ``erf`` switch between a polynomial near zero and a second form by a select, computing both. For
 ``0.9 <= |x|``, ``erf`` is ``1 - P(t)/Q(t)`` with a degree-6 rational fit of ``erfc`` in ``t = |x| - 0.85``
 (clamped at 4): there erf lies in ``[0.79, 1]``, so erfc needs only an absolute error of about ``2**-26``, not a
-relative one, and no ``exp``. ``tanh`` divides float32 pairs: ``e**-2|x|`` from the reduction is held exactly
-as ``2**n * (p + pl)``, ``1 +- e**-2|x|`` as rounded sums plus their exact errors, and the quotient as
-``q + remainder / denominator``, so the result is rounded about once. ``logistic`` divides ``1`` or
-``e = exp(-|x|)`` by ``1 + e`` held as a rounded sum plus its exact error, and the quotient as
-``q + remainder / denominator``, so only ``exp``'s own error and one rounding remain;
+relative one, and no ``exp``. For ``|x| >= 0.625`` (past ``atanh(1/2)``, so the subtraction cancels nothing),
+``tanh`` is ``1 - 2 / (1 + e**2|x|)`` written as ``1 - 2**(1-n) / (e**2r + 2**-n)`` with
+``e**2|x| = 2**n * e**2r``: the polynomial for ``e**2r`` ends in the multiply-add that adds ``1 + 2**-n``, so the
+denominator is rounded once, and the quotient, below 1/2 where the result is above it, passes on at most half its
+relative error. ``logistic`` divides ``1`` or ``e = exp(-|x|)`` by ``1 + e`` held as a rounded sum plus its exact
+error, and the quotient as ``q + remainder / denominator``, so only ``exp``'s own error and one rounding remain;
 on CPUs without FMA, where that remainder is inexact, it holds ``e`` as a float32 pair too.
 
 Multiply-adds in the polynomials and the corrections are explicit fused multiply-adds (``llvm.fma``, one
@@ -373,10 +374,16 @@ def flog1p(x):
 
 # --------------------------------------------------------------------------------------------- tanh
 
-_TANH_X0 = _F(0.55)
-_TANH_CLAMP = _F(20.0)  # tanh rounds to 1 above 9.01
+_TANH_X0 = _F(0.625)  # above atanh(1/2) = 0.549, so that 1 - d below has no cancellation
+_TANH_CLAMP = _F(9.5)  # tanh rounds to 1 above 9.01
 # tanh(a) = a + a**3 * T(a*a) on 0 <= a < _TANH_X0
-_T0, _T1, _T2, _T3, _T4 = (_F(c) for c in (-0.33333316, 0.1333258, -0.053851683, 0.02106892, -0.0062700924))
+_T0, _T1, _T2, _T3, _T4 = (_F(c) for c in (-0.3333328, 0.13331406, -0.053736515, 0.020628167, -0.0056922967))
+# e**(2a) = 2**n * e**(2r) with r = a - n*ln2/2 and the coefficients of _exp_poly scaled by 2**k. One float32 ln2/2
+# suffices: its error times n <= 28 changes e**2a by up to 2**-24 relative, which reaches tanh multiplied by
+# 2 / (1 + e**2a) <= 2**(1-n), never more than 0.07 ulp.
+_LOG2E_2 = _F(2.0 * 1.4426950408889634)
+_LN2_2 = _F(0.5 * np.log(2.0))
+_H2, _H3, _H4, _H5, _H6 = (c * _F(2.0**k) for k, c in zip(range(2, 7), (_C2, _C3, _C4, _C5, _C6)))
 
 
 @njit(**_INNER)
@@ -390,20 +397,20 @@ def ftanh(x):
     """tanh for float32. Example: ``ftanh(np.float32(-0.0))`` is ``-0.0``."""
     x = _F(x)
     a = abs(x)
-    z = x * x
+    z = a * a
     small = _fma(a * z, _fma(_fma(_fma(_fma(_T4, z, _T3), z, _T2), z, _T1), z, _T0), a)
-    # (1 - e) / (1 + e) for e = e**-2a = d * (p + pl) <= 1/3, numerator and denominator as float32 pairs
-    ac = _TANH_CLAMP if a > _TANH_CLAMP else a
-    n, u = _exp_reduce_core(-(ac + ac))
-    d = _float(_I((n + _B127) << 23))
-    p, pl = _one_plus(u)
-    eh = p * d
-    t = _ONE - eh
-    tl = _fma(-pl, d, (_ONE - t) - eh)  # 1 - e = t + tl (Fast2Sum)
-    s = _ONE + eh
-    c = _fma(pl, d, eh - (s - _ONE))  # 1 + e = s + c
-    large = _div2(t, tl, s, c)
-    return _copysign(small if a < _TANH_X0 else large, x)
+    # 1 - 2 / (1 + e**2a) = 1 - 2**(1-n) / (e**2r + 2**-n): the denominator is one rounding (the last multiply-add
+    # of the polynomial), where 1 + e**2a would be two; the powers of two are exact (n <= 28)
+    ac = _TANH_CLAMP if _TANH_CLAMP < a else a
+    t = _fma(ac, _LOG2E_2, _SHIFT)
+    nf = t - _SHIFT
+    r = _fma(-nf, _LN2_2, ac)
+    p2 = _float(_I(_ONE_BITS - _I(_bits(t) << 23)))  # 2**-n: t's bits shifted left by 23 are n << 23, as in _exp
+    s = _fma(_fma(_fma(_fma(_fma(_fma(_H6, r, _H5), r, _H4), r, _H3), r, _H2), r, _TWO), r, _ONE + p2)
+    large = _ONE - (p2 + p2) / s
+    # a NaN takes the polynomial, which keeps it (the bit arithmetic above need not); x ^ |x| is x's sign bit
+    v = large if a >= _TANH_X0 else small
+    return _float(_I(_bits(v) | (_bits(x) ^ _bits(a))))
 
 
 # ----------------------------------------------------------------------------------------- logistic
