@@ -264,10 +264,8 @@ def _checkify_impl(*args, jaxpr, sites):
     return _run_framed(run, args, sites)
 
 
-def _lower_checkify(eqn):
-    from .lowering import _closed_program
-
-    prog = _closed_program(eqn.params["jaxpr"])
+def _lower_checkify(eqn, body_program):
+    prog = body_program(eqn.params["jaxpr"])
     if prog is None:
         return None
     sites = eqn.params["sites"]

@@ -70,10 +70,8 @@ def _ls_impl(*args, jaxprs, const_lengths):
     return [o._value for o in outs]
 
 
-def _lower_ls(eqn):
-    from .lowering import _closed_program
-
-    prog = _closed_program(eqn.params["jaxprs"][_SOLVE])
+def _lower_ls(eqn, body_program):
+    prog = body_program(eqn.params["jaxprs"][_SOLVE])
     if prog is None:
         return None
     lengths = eqn.params["const_lengths"]

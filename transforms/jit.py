@@ -48,7 +48,8 @@ from funclib.passes import dce, optimize
 from funclib.primitives._util import instantiate, zeros
 
 from ._api_util import as_tensor_leaf, check_argnames
-from .lowering import Program, compile_program
+from .lowering import compile_program
+from .program import Program
 
 log = logging.getLogger("funclib.jit")
 

@@ -1,9 +1,10 @@
 """A ``scan`` whose whole body lowers to numba runs as one generated loop (``funclib.kernels.loopgen``).
 
-``native_scan(eqn, fallback)`` describes the body's equations to the generator: the fusion plan's elementwise
-regions (with their reductions), stand-alone reductions, ``dot_general``, ``transpose``, ``reshape``,
-``broadcast_in_dim``, ``slice`` and ``rev``. A body with anything else (another loop, a ``cond``, a gather, a sort,
-float16 values, ...) gives ``None`` and the caller keeps its executor loop. If the generated kernel fails to
+``native_scan(eqn, fallback, emitter)`` describes the body's equations as a ``loopgen.LoopSpec`` (the fusion
+plan's elementwise regions with their reductions, stand-alone reductions, ``dot_general``, ``transpose``, ``reshape``,
+``broadcast_in_dim``, ``slice`` and ``rev``) and asks the emitter for its loop kernel. A body with anything else
+(another loop, a ``cond``, a gather, a sort, float16 values, ...) gives ``None`` and the caller keeps its executor
+loop. If the generated kernel fails to
 compile, the step logs it and runs ``fallback`` from then on, so results never depend on which path ran.
 """
 
@@ -13,11 +14,13 @@ import logging
 from collections.abc import Callable
 
 import numpy as np
-from funclib.kernels import loopgen
+from funclib.kernels import fusion, loopgen
+from funclib.kernels.backend import Emitter, Unsupported
 
 from funclib.jaxpr import Literal, Var
 
-from .lowering import _REDUCTIONS, FusedStep, Group, _kernel_name, plan
+from .fusion_plan import REDUCTIONS, Group, kernel_name, plan_groups
+from .plan import fused_region
 
 log = logging.getLogger("funclib.jit")
 
@@ -26,7 +29,7 @@ class NativeScan:
     """The executor step for a scan: runs the generated loop kernel; ``fallback`` if it cannot be compiled."""
 
     def __init__(
-        self, kernel: loopgen.LoopKernel, body_consts: list, lit_consts: list, params: dict, fallback: Callable
+        self, kernel: Callable, body_consts: list, lit_consts: list, params: dict, fallback: Callable
     ):
         self.kernel = kernel
         self.source = kernel.source
@@ -60,20 +63,20 @@ class NativeScan:
         return self.fallback(*args)
 
 
-def native_scan(eqn, fallback: Callable) -> NativeScan | None:
+def native_scan(eqn, fallback: Callable, emitter: Emitter) -> NativeScan | None:
     """A ``NativeScan`` for this scan equation, or ``None`` if its body holds an unsupported step."""
     p = eqn.params
     body = p["jaxpr"]
     try:
-        spec, consts, lit_consts = _describe(body, p)
-        kernel = loopgen.build(spec)
-    except loopgen.Unsupported as e:
+        spec, consts, lit_consts = _describe(body, p, emitter)
+        kernel = emitter.loop_kernel(spec)
+    except Unsupported as e:
         log.debug("scan: executor loop (%s)", e)
         return None
     return NativeScan(kernel, consts, lit_consts, p, fallback)
 
 
-def _describe(body, p):
+def _describe(body, p, emitter):
     j = body.jaxpr
     consts = [np.asarray(getattr(c, "_value", c)) for c in body.consts]
     values: list = []
@@ -84,14 +87,14 @@ def _describe(body, p):
         values.append(loopgen.Value(aval.dtype.name, tuple(aval.shape)))
         return len(values) - 1
 
-    items = plan(j, staged=False)
+    items = plan_groups(j, emitter, staged=False)
     # literal operands of non-elementwise steps, array literals, and literal body outputs become loop-invariant
     # inputs, after the scan's own constants
     lits: dict = {}
     for kind, item in items:
         if kind == "group":
             operands = item.inputs
-        elif not item.prim.multiple_results and _kernel_name(item) is not None:
+        elif not item.prim.multiple_results and kernel_name(item, emitter) is not None:
             operands = _distinct_inputs(item.inputs)
         else:
             operands = item.inputs
@@ -125,24 +128,24 @@ def _describe(body, p):
             continue
         e = item
         name = e.prim.name
-        if not e.prim.multiple_results and _kernel_name(e) is not None:
+        if not e.prim.multiple_results and kernel_name(e, emitter) is not None:
             g = Group(e.outputs[0].aval.shape)
-            g.eqns, g.names, g.vars = [e], [_kernel_name(e)], set(e.outputs)
+            g.eqns, g.names, g.vars = [e], [kernel_name(e, emitter)], set(e.outputs)
             g.inputs = _distinct_inputs(e.inputs)
             g.outputs = list(e.outputs)
             steps.append(_region(g, ref, out))
-        elif name in _REDUCTIONS:
+        elif name in REDUCTIONS:
             src = ref(e.inputs[0])
             dt = e.outputs[0].aval.dtype
             if name == "reduce_sum" and dt == np.dtype(np.bool_):
-                raise loopgen.Unsupported("a boolean sum")
-            ops = (loopgen.fusion.OpSpec("copy", (("in", 0),), dt.name),)
+                raise Unsupported("a boolean sum")
+            ops = (fusion.OpSpec("copy", (("in", 0),), dt.name),)
             axes = tuple(sorted(e.params["axes"]))
-            red = loopgen.Reduction(_REDUCTIONS[name], 0, axes, out(e.outputs[0]))
+            red = loopgen.Reduction(REDUCTIONS[name], 0, axes, out(e.outputs[0]))
             steps.append(loopgen.Elementwise((src,), ops, (), tuple(e.inputs[0].aval.shape), red))
         elif name == "dot_general":
             if "preferred_element_type" in e.params:
-                raise loopgen.Unsupported("dot_general with a preferred_element_type")
+                raise Unsupported("dot_general with a preferred_element_type")
             (lc, rc), (lb, rb) = e.params["dimension_numbers"]
             lhs, rhs = ref(e.inputs[0]), ref(e.inputs[1])
             steps.append(loopgen.Dot(lhs, rhs, out(e.outputs[0]), (tuple(lc), tuple(rc)), (tuple(lb), tuple(rb))))
@@ -168,7 +171,7 @@ def _describe(body, p):
         elif name == "rev":
             steps.append(loopgen.Rev(ref(e.inputs[0]), out(e.outputs[0]), tuple(e.params["dimensions"])))
         else:
-            raise loopgen.Unsupported(f"primitive {name}")
+            raise Unsupported(f"primitive {name}")
 
     outs = [ref(a) for a in j.outvars]
     ncar = p["num_carry"]
@@ -198,14 +201,13 @@ def _distinct_inputs(inputs) -> list:
 
 
 def _region(g: Group, ref: Callable, out: Callable) -> loopgen.Elementwise:
-    fs = FusedStep(g)  # builds the scalar op program (and appends a fused reduction's output to g.outputs)
+    region, values = fused_region(g)
     inputs = [ref(a) for a in g.inputs]
-    n_out = len(fs.out_ops)
-    outputs = tuple((op, out(v)) for op, v in zip(fs.out_ops, g.outputs[:n_out]))
+    n_out = len(region.outputs)
+    outputs = tuple((op, out(v)) for op, v in zip(region.outputs, values[:n_out]))
     red = None
-    if fs.red is not None:
-        kind, op, leading, k, _, _ = fs.red
-        r = len(g.shape)
-        axes = tuple(range(k)) if leading else tuple(range(r - k, r))
-        red = loopgen.Reduction(kind, op, axes, out(g.outputs[n_out]))
-    return loopgen.Elementwise(tuple(inputs), fs.ops, outputs, tuple(g.shape), red)
+    if region.reduction is not None:
+        k, r = region.reduction.n_axes, len(g.shape)
+        axes = tuple(range(k)) if region.reduction.leading else tuple(range(r - k, r))
+        red = loopgen.Reduction(region.reduction.kind, region.reduction.op, axes, out(values[n_out]))
+    return loopgen.Elementwise(tuple(inputs), region.ops, outputs, tuple(g.shape), red)

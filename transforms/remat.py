@@ -104,10 +104,8 @@ def _remat_impl(*args, jaxpr, policy):
     return [o._value for o in outs]
 
 
-def _lower_remat(eqn):
-    from .lowering import _closed_program
-
-    prog = _closed_program(eqn.params["jaxpr"])
+def _lower_remat(eqn, body_program):
+    prog = body_program(eqn.params["jaxpr"])
     if prog is None:
         return None
     return lambda *args: prog.run(list(args))
