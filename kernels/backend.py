@@ -11,8 +11,8 @@ an emitter, the one object that knows the device, to turn those plans into code 
   optional reduction), ``staged_kernel`` (a ``fusion.StagedSpec``: passes over the rows of a (rows, cols) space),
   ``loop_kernel`` (a ``loopgen.LoopSpec``: a whole ``scan``), each raising ``Unsupported`` for what it cannot
   generate so that the lowering runs the equations another way;
-- **memory**: ``empty`` for outputs, ``scratch`` for the row buffers a kernel asks for, and an optional placement
-  of large outputs relative to an input (``placed``, ``anchor``, ``empty_near``);
+- **memory**: ``empty`` for outputs, ``asarray`` for constants, ``scratch`` for the row buffers a kernel asks for,
+  and an optional placement of large outputs relative to an input (``placed``, ``anchor``, ``empty_near``);
 - **everything else**: ``primitive`` gives the function that runs one non-fused equation on the device
   (``dot_general`` is the call into BLAS).
 
@@ -86,6 +86,10 @@ class Emitter(Protocol):
 
     def empty(self, shape: tuple[int, ...], dtype: np.dtype) -> Any:
         """A new array on the device, contents undefined."""
+        ...
+
+    def asarray(self, x: Any) -> Any:
+        """``x`` as an array on the device: a program's constants, and the scalars a NumPy impl may return."""
         ...
 
     def placed(self, nbytes: int) -> bool:

@@ -72,6 +72,7 @@ class NumbaCPU:
         return loopgen.build(spec)
 
     empty = staticmethod(np.empty)
+    asarray = staticmethod(np.asarray)
 
     def placed(self, nbytes: int) -> bool:
         return nbytes >= _PLACE_MIN_BYTES

@@ -51,7 +51,7 @@ def compile_program(jaxpr: Jaxpr, guard: bool = True, name: str = "program", emi
             fns.append(fn)
             kept.append(st)
     plan.steps = kept
-    return Program(plan, fns)
+    return Program(plan, fns, emitter)
 
 
 def body_program(cj: ClosedJaxpr, emitter: Emitter = CPU) -> Program | None:
@@ -103,7 +103,7 @@ def _lower_scan(eqn, emitter: Emitter):
     prog = body_program(eqn.params["jaxpr"], emitter)
     if prog is None:
         return None
-    loop = steps.ScanLoop(prog, eqn.params)
+    loop = steps.ScanLoop(prog, eqn.params, emitter)
     if config.fuse_kernels and config.native_loops:
         # the whole loop as one generated function where the body allows; the executor loop otherwise
         native = native_scan(eqn, loop, emitter)
@@ -117,14 +117,14 @@ def _lower_while(eqn, emitter: Emitter):
     cprog, bprog = body_program(p["cond_jaxpr"], emitter), body_program(p["body_jaxpr"], emitter)
     if cprog is None or bprog is None:
         return None
-    return steps.WhileLoop(cprog, bprog, p)
+    return steps.WhileLoop(cprog, bprog, p, emitter)
 
 
 def _lower_cond(eqn, emitter: Emitter):
     progs = [body_program(b, emitter) for b in eqn.params["branches"]]
     if any(pr is None for pr in progs):
         return None
-    return steps.Switch(progs)
+    return steps.Switch(progs, emitter)
 
 
 # loops run natively around their compiled bodies: one executor pass per iteration, no tracing or dispatch

@@ -1,11 +1,13 @@
-"""A ``scan`` whose whole body lowers to numba runs as one generated loop (``funclib.kernels.loopgen``).
+"""A ``scan`` whose whole body lowers to generated code runs as one loop kernel (``funclib.kernels.loopgen``).
 
-``native_scan(eqn, fallback, emitter)`` describes the body's equations as a ``loopgen.LoopSpec`` (the fusion
-plan's elementwise regions with their reductions, stand-alone reductions, ``dot_general``, ``transpose``, ``reshape``,
-``broadcast_in_dim``, ``slice`` and ``rev``) and asks the emitter for its loop kernel. A body with anything else
-(another loop, a ``cond``, a gather, a sort, float16 values, ...) gives ``None`` and the caller keeps its executor
-loop. If the generated kernel fails to
-compile, the step logs it and runs ``fallback`` from then on, so results never depend on which path ran.
+``native_scan(eqn, fallback, emitter)`` describes the body as a ``loopgen.LoopSpec`` and asks the emitter for its
+loop kernel. The description is built from pieces any loop can use: ``plan_body`` plans the body's equations (the
+fusion plan's elementwise regions with their reductions) and finds the literals that become loop-invariant inputs,
+``BodyValues`` numbers the values, and ``describe_steps`` turns the planned equations into loop steps (fused
+regions, stand-alone reductions, ``dot_general``, ``transpose``, ``reshape``, ``broadcast_in_dim``, ``slice``,
+``rev``). A body with anything else (another loop, a ``cond``, a gather, a sort, float16 values, ...) gives
+``None`` and the caller keeps its executor loop. If the generated kernel fails to compile, the step logs it and
+runs ``fallback`` from then on, so results never depend on which path ran.
 """
 
 from __future__ import annotations
@@ -76,20 +78,28 @@ def native_scan(eqn, fallback: Callable, emitter: Emitter) -> NativeScan | None:
     return NativeScan(kernel, consts, lit_consts, p, fallback)
 
 
-def _describe(body, p, emitter):
-    j = body.jaxpr
-    consts = [np.asarray(getattr(c, "_value", c)) for c in body.consts]
-    values: list = []
-    ids: dict = {}
-    lit_consts: list = []
+class BodyValues:
+    """The numbered values of a loop body as ``loopgen.Value``s, and which jaxpr atom each one is."""
 
-    def new(aval) -> int:
-        values.append(loopgen.Value(aval.dtype.name, tuple(aval.shape)))
-        return len(values) - 1
+    def __init__(self):
+        self.values: list[loopgen.Value] = []
+        self.ids: dict = {}
 
-    items = plan_groups(j, emitter, staged=False)
-    # literal operands of non-elementwise steps, array literals, and literal body outputs become loop-invariant
-    # inputs, after the scan's own constants
+    def bind(self, a) -> int:
+        """A new value for the variable (or literal) ``a``."""
+        self.values.append(loopgen.Value(a.aval.dtype.name, tuple(a.aval.shape)))
+        self.ids[a if type(a) is Var else id(a)] = len(self.values) - 1
+        return len(self.values) - 1
+
+    def ref(self, a) -> int:
+        return self.ids[a if type(a) is Var else id(a)]
+
+
+def plan_body(jaxpr, emitter: Emitter) -> tuple[list, list]:
+    """The planned equations of a loop body (fused regions without staging, which the loop generator does not
+    emit), and the literals that become loop-invariant inputs: operands of steps other than fused regions, array
+    literals and literal outputs."""
+    items = plan_groups(jaxpr, emitter, staged=False)
     lits: dict = {}
     for kind, item in items:
         if kind == "group":
@@ -101,27 +111,17 @@ def _describe(body, p, emitter):
         for a in operands:
             if type(a) is Literal:
                 lits.setdefault(id(a), a)
-    for a in j.outvars:
+    for a in jaxpr.outvars:
         if type(a) is Literal:
             lits.setdefault(id(a), a)
-    for v in list(j.constvars) + list(j.invars[: p["num_consts"]]):
-        ids[v] = new(v.aval)
-    for key, a in lits.items():
-        lit_consts.append(np.asarray(a.val, dtype=a.aval.dtype))
-        ids[key] = new(a.aval)
-    n_consts = len(values)
-    for v in j.invars[p["num_consts"] :]:
-        ids[v] = new(v.aval)
-    n_in = len(values)
+    return items, list(lits.values())
+
+
+def describe_steps(items: list, vals: BodyValues, emitter: Emitter) -> list:
+    """The ``loopgen`` steps of a planned body (``plan_body``) whose inputs ``vals`` has bound; binds every value
+    they compute. ``Unsupported`` for an equation the loop generator does not emit."""
     steps: list = []
-
-    def ref(a) -> int:
-        return ids[a if type(a) is Var else id(a)]
-
-    def out(v) -> int:
-        ids[v] = new(v.aval)
-        return ids[v]
-
+    ref, out = vals.ref, vals.bind
     for kind, item in items:
         if kind == "group":
             steps.append(_region(item, ref, out))
@@ -172,11 +172,27 @@ def _describe(body, p, emitter):
             steps.append(loopgen.Rev(ref(e.inputs[0]), out(e.outputs[0]), tuple(e.params["dimensions"])))
         else:
             raise Unsupported(f"primitive {name}")
+    return steps
 
-    outs = [ref(a) for a in j.outvars]
-    ncar = p["num_carry"]
+
+def _describe(body, p, emitter):
+    """A scan's ``LoopSpec``: values numbered constants, then literals, carry and scanned slices, then steps."""
+    j = body.jaxpr
+    nc, ncar = p["num_consts"], p["num_carry"]
+    items, lits = plan_body(j, emitter)
+    vals = BodyValues()
+    for v in list(j.constvars) + list(j.invars[:nc]):
+        vals.bind(v)
+    for a in lits:
+        vals.bind(a)
+    n_consts = len(vals.values)
+    for v in j.invars[nc:]:
+        vals.bind(v)
+    n_in = len(vals.values)
+    steps = describe_steps(items, vals, emitter)
+    outs = [vals.ref(a) for a in j.outvars]
     spec = loopgen.LoopSpec(
-        values=tuple(values),
+        values=tuple(vals.values),
         n_consts=n_consts,
         n_carry=ncar,
         n_xs=n_in - n_consts - ncar,
@@ -185,7 +201,8 @@ def _describe(body, p, emitter):
         ys=tuple(outs[ncar:]),
         reverse=bool(p["reverse"]),
     )
-    return spec, consts, lit_consts
+    consts = [np.asarray(getattr(c, "_value", c)) for c in body.consts]
+    return spec, consts, [np.asarray(a.val, dtype=a.aval.dtype) for a in lits]
 
 
 def _distinct_inputs(inputs) -> list:

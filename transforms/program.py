@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from funclib.kernels.backend import Emitter
+
 from .plan import ProgramPlan
 
 
@@ -23,10 +25,10 @@ class Program:
 
     __slots__ = ("in_slots", "out_slots", "consts", "steps", "describe_lines", "kernels", "fallback_names", "_run")
 
-    def __init__(self, plan: ProgramPlan, fns: Sequence[Callable]):
+    def __init__(self, plan: ProgramPlan, fns: Sequence[Callable], emitter: Emitter):
         self.in_slots = list(plan.in_slots)
         self.out_slots = list(plan.out_slots)
-        self.consts = list(plan.consts)  # (slot, value)
+        self.consts = [(s, emitter.asarray(v)) for s, v in plan.consts]  # (slot, value on the device)
         self.steps = [(fn, st.ins, st.outs, st.multi, st.frees) for fn, st in zip(fns, plan.steps)]
         self.describe_lines = [f"{st.outs} = {st.label}{st.ins}" for st in plan.steps]
         self.kernels = [fn for fn in fns if hasattr(fn, "source")]

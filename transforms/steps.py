@@ -36,7 +36,7 @@ class FusedStep:
         self.plans: dict = {}
         self.kernels: dict = {}  # (spec, innermost size) -> kernel, shared by the layouts that collapse alike
         self._anchor, self._empty, self._empty_near = emitter.anchor, emitter.empty, emitter.empty_near
-        self._scratch = emitter.scratch
+        self._scratch, self._asarray = emitter.scratch, emitter.asarray
         # the kernel as planned from the static shapes (what .lower() shows before any call)
         shapes = [(1,) * (self.rank - len(sh)) + sh for sh in region.in_shapes]
         cshape, cins, csplit = region.collapse(shapes)
@@ -85,7 +85,7 @@ class FusedStep:
         try:
             sig = tuple([(a.shape, a.strides, a.dtype) for a in arrays])
         except AttributeError:  # a Python scalar from a NumPy fallback step
-            arrays = [np.asarray(a) for a in arrays]
+            arrays = [self._asarray(a) for a in arrays]
             sig = tuple([(a.shape, a.strides, a.dtype) for a in arrays])
         p = self.plans.get(sig)
         if p is None:
@@ -144,7 +144,7 @@ class StagedStep:
         self.buf_dtypes = compiled.scratch
         self._compiled = compiled
         self._anchor, self._empty, self._empty_near = emitter.anchor, emitter.empty, emitter.empty_near
-        self._scratch = emitter.scratch
+        self._scratch, self._asarray = emitter.scratch, emitter.asarray
         self._kernel = None
 
     def __call__(self, *arrays):
@@ -155,7 +155,7 @@ class StagedStep:
         for i, cshape, half in self.in_prep:
             a = arrays[i]
             if type(a) is not np.ndarray:
-                a = np.asarray(a)
+                a = self._asarray(a)
             if a.shape != cshape:
                 a = a.reshape(cshape)
             args.append(a if half is None else a.view(half))
@@ -179,31 +179,32 @@ class StagedStep:
 class ScanLoop:
     """``scan`` around its body's program: one executor pass per iteration."""
 
-    def __init__(self, body, params: dict):
+    def __init__(self, body, params: dict, emitter: Emitter):
         self.body = body
+        self.empty, self.asarray = emitter.empty, emitter.asarray
         self.nc, self.ncar = params["num_consts"], params["num_carry"]
         self.length, self.reverse = params["length"], params["reverse"]
         self.y_avals = params["jaxpr"].out_avals[self.ncar :]
 
     def __call__(self, *args):
-        nc, ncar, length, run = self.nc, self.ncar, self.length, self.body.run
+        nc, ncar, length, run, asarray = self.nc, self.ncar, self.length, self.body.run, self.asarray
         consts = list(args[:nc])
         carry = list(args[nc : nc + ncar])
-        xs = [np.asarray(x) for x in args[nc + ncar :]]
-        ys = [np.empty((length,) + a.shape, a.dtype) for a in self.y_avals]
+        xs = [asarray(x) for x in args[nc + ncar :]]
+        ys = [self.empty((length,) + a.shape, a.dtype) for a in self.y_avals]
         for i in range(length - 1, -1, -1) if self.reverse else range(length):
             out = run(consts + carry + [x[i] for x in xs])
             carry = out[:ncar]
             for buf, y in zip(ys, out[ncar:]):
                 buf[i] = y
-        return [np.asarray(c) for c in carry] + ys
+        return [asarray(c) for c in carry] + ys
 
 
 class WhileLoop:
     """``while`` around its condition's and body's programs, at most ``max_steps`` iterations when given."""
 
-    def __init__(self, cond, body, params: dict):
-        self.cond, self.body = cond, body
+    def __init__(self, cond, body, params: dict, emitter: Emitter):
+        self.cond, self.body, self.asarray = cond, body, emitter.asarray
         self.cn, self.bn, self.max_steps = params["cond_nconsts"], params["body_nconsts"], params["max_steps"]
 
     def __call__(self, *args):
@@ -218,18 +219,18 @@ class WhileLoop:
                 break
             carry = body(bc + carry)
             k += 1
-        return [np.asarray(c) for c in carry]
+        return [self.asarray(c) for c in carry]
 
 
 class Switch:
     """``cond``: the branch program the (clamped) index selects."""
 
-    def __init__(self, branches: list):
-        self.branches = branches
+    def __init__(self, branches: list, emitter: Emitter):
+        self.branches, self.asarray = branches, emitter.asarray
 
     def __call__(self, index, *ops):
         i = min(max(int(index), 0), len(self.branches) - 1)
-        return [np.asarray(o) for o in self.branches[i].run(list(ops))]
+        return [self.asarray(o) for o in self.branches[i].run(list(ops))]
 
 
 def dot_col2im(x, y, *, dimension_numbers, cols_shape, col2im_params):
