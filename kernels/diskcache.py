@@ -328,7 +328,12 @@ class DiskCache(_Cache):
         f = self._py_func
         cells = serialize.dumps(tuple(c.cell_contents for c in f.__closure__)) if f.__closure__ else b""
         code = (hashlib.sha256(f.__code__.co_code).hexdigest(), hashlib.sha256(cells).hexdigest())
-        return (sig, codegen.magic_tuple(), code, self._stamp, numba.__version__, sys.version_info[:2])
+        # vmath (which imports this module) is inlined into the samplers and the eager ufuncs: a change to it must
+        # not leave their machine code stale
+        from . import vmath
+
+        stamp = (self._stamp, vmath.VERSION)
+        return (sig, codegen.magic_tuple(), code, stamp, numba.__version__, sys.version_info[:2])
 
     def _path(self, d: str, key: tuple) -> str:
         return os.path.join(d, self._name + hashlib.sha256(repr(key).encode()).hexdigest()[:20] + ".nbc")

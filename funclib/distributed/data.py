@@ -26,7 +26,7 @@ class DistributedSampler:
       seed: the base seed, the same on every rank.
       drop_last: drop the tail instead of padding.
 
-    >>> sampler = DistributedSampler(10, num_replicas=2, rank=1, shuffle=False)
+    >>> sampler = fl.distributed.DistributedSampler(10, num_replicas=2, rank=1, shuffle=False)
     >>> list(sampler)
     [1, 3, 5, 7, 9]
     >>> sampler.set_epoch(1)  # call once per epoch before iterating, for a new order
