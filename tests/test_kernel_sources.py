@@ -4,8 +4,8 @@ leading and trailing reductions, float16, float8, narrow integers, a long-row sp
 layer norm, loop fission over the row) and a whole-loop scan.
 
 A change meant to alter the code (a faster kernel, a fix) updates ``PINNED``: ``python tests/test_kernel_sources.py``
-prints the new table. The module header every kernel shares (``fusion.KERNEL_IMPORTS``, which names vmath's
-version and changes with it on purpose) is not part of the pin.
+prints the new table. The imports at the top of a kernel module are not part of the pin: they name the versions
+of the libraries the kernels call (vmath, lowp), which change on purpose when those do.
 """
 
 import hashlib
@@ -14,7 +14,6 @@ import funclib.nn.functional as F
 import ml_dtypes
 import numpy as np
 import pytest
-from funclib.kernels import fusion
 
 import funclib as fl
 
@@ -67,7 +66,7 @@ PROGRAMS = {
 
 
 def _digest(src: str) -> str:
-    body = "\n".join(line for line in src.splitlines() if line not in fusion.KERNEL_IMPORTS)
+    body = "\n".join(line for line in src.splitlines() if not line.startswith(("import ", "from ")))
     return hashlib.sha256(body.encode()).hexdigest()[:16]
 
 
@@ -79,12 +78,12 @@ def _digests(name: str) -> list[str]:
 PINNED = {
     'broadcast_chain': ['b8ebe82db8318676'],
     'float16_row_sum': ['211d5e4e425e47b6'],
-    'float8': ['9a6a9a622fe36b8b'],
+    'float8': ['682fb726e755d709'],
     'int8_wrap': ['21747119f591101a'],
     'layer_norm': ['39ed133fa7d7d83d'],
     'leading_sum_f64': ['23fef9596c931237'],
     'row_split': ['fb7b922cfcb4f6ad'],
-    'scan_rnn': ['d64ecd924c768658'],
+    'scan_rnn': ['08c3f84c3ea75e12'],
     'softmax': ['25f42c51dd5f8a2a'],
     'staged_fission': ['f53325b8c986c1d2'],
 }
