@@ -21,6 +21,7 @@ other primitive's NumPy impl.
 from __future__ import annotations
 
 import functools
+from dataclasses import replace
 
 import numpy as np
 from funclib.kernels.backend import Emitter
@@ -43,15 +44,9 @@ def compile_program(jaxpr: Jaxpr, guard: bool = True, name: str = "program", emi
     loop bodies): the ranks agree that they run the same program before any of them enters a collective.
     """
     plan = plan_program(jaxpr, emitter, guard=guard)
-    fns = []
-    kept = []
-    for st in plan.steps:
-        fn = _step(st, plan.jaxpr, name, emitter)
-        if fn is not None:  # an axis with nothing to check
-            fns.append(fn)
-            kept.append(st)
-    plan.steps = kept
-    return Program(plan, fns, emitter)
+    made = [(st, _step(st, plan.jaxpr, name, emitter)) for st in plan.steps]
+    made = [(st, fn) for st, fn in made if fn is not None]  # a guard step of an axis with nothing to check
+    return Program(replace(plan, steps=[st for st, _ in made]), [fn for _, fn in made], emitter)
 
 
 def body_program(cj: ClosedJaxpr, emitter: Emitter = CPU) -> Program | None:
