@@ -59,14 +59,13 @@ Example:
     array([1.       , 2.7182817], dtype=float32)
 
 Cached kernels that call these functions are not invalidated when this file changes (a cache entry is keyed
-by its own module): put ``VERSION`` (a hash of this file) into the kernel cache key.
+by its own module), so ``VERSION`` (a hash of this file) is written into every generated kernel's source
+(``fusion.KERNEL_IMPORTS``), which its cache key hashes.
 """
 
 from __future__ import annotations
 
-import hashlib
 import math
-import pathlib
 
 import numpy as np
 from llvmlite import binding as llvm_binding
@@ -79,6 +78,7 @@ from . import diskcache
 
 __all__ = [
     "FUNCS",
+    "SCALAR_FUNCTIONS",
     "VERSION",
     "log_split",
     "view_f32",
@@ -97,7 +97,7 @@ __all__ = [
     "ftanh",
 ]
 
-VERSION: str = hashlib.sha256(pathlib.Path(__file__).read_bytes()).hexdigest()[:16]
+VERSION: str = diskcache.VMATH_VERSION
 
 # Compiled once and cached; forceinline makes LLVM inline them into the calling loop, which then vectorizes.
 # error_model="numpy" keeps divisions free of the zero check (a branch). fastmath is set explicitly so that a
@@ -630,3 +630,5 @@ FUNCS = {
     "cos": fcos,
     "pow": fpow,
 }
+# what generated kernels import (``fusion.KERNEL_IMPORTS``)
+SCALAR_FUNCTIONS = tuple(f.__name__ for f in FUNCS.values())
