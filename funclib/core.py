@@ -185,7 +185,8 @@ class Primitive:
         self.vmap = None
         # higher-order primitives (jit's call, cond, scan, ...) split themselves under partial evaluation
         self.partial_eval = None
-        # a call primitive that runs its body its own way under jit: ``jit_step(eqn) -> step`` (None: its impl)
+        # a call primitive that runs its body its own way under jit: ``jit_step(eqn, body_program) -> step``
+        # (None: its impl); ``body_program(closed_jaxpr)`` compiles a body for the same device
         self.jit_step = None
         # ``dce(eqn, used_outputs) -> Eqn | None``: the equation computing only the used outputs (a loop whose
         # body stops producing per-step values nobody reads), for ``passes.dce``

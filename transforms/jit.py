@@ -51,7 +51,8 @@ from funclib.primitives.shape import instantiate, zeros
 from ._api_util import as_tensor_leaf, check_argnames
 from .autodiff import backward_pass, jvp
 from .batching import vmap
-from .lowering import Program, compile_program
+from .lowering import compile_program
+from .program import Program
 
 log = logging.getLogger("funclib.jit")
 
