@@ -19,7 +19,6 @@ import numpy as np
 
 import funclib as fl
 from funclib import dtypes
-from funclib import random as _random
 from funclib.checks import check_int, check_number, describe
 from funclib.core import Tensor, Tracer, _state, _wrap
 from funclib.errors import DTypeError, ShapeError
@@ -29,7 +28,7 @@ from funclib.primitives.conv import conv_patches, conv_patches_transpose
 from funclib.primitives.dot import dot_general
 from funclib.primitives.indexing import gather
 
-from .module import next_key
+from .module import _bernoulli_rows, next_key
 
 __all__ = [
     "relu",
@@ -263,7 +262,7 @@ def dropout(input, p: float = 0.5, training: bool = True, inplace: bool = False,
     if p == 1.0:
         return x * 0.0
     k = next_key("dropout") if key is None else key
-    keep = _random.bernoulli(k, 1.0 - p, tuple(x.shape))
+    keep = _bernoulli_rows(k, 1.0 - p, tuple(x.shape))
     return fl.where(keep, x * (1.0 / (1.0 - p)), _zero(x))
 
 

@@ -161,7 +161,11 @@ def test_bad_arguments_name_the_function_and_the_fix():
 
     with pytest.raises(UnboundAxisError, match="fl.distributed.spmd"):
         fl.psum(fl.ones(2), "data")
+    import funclib.nn as nn
 
+    for wrapper in (nn.parallel.DistributedDataParallel, nn.parallel.FullyShardedDataParallel):
+        with pytest.raises(ValueError, match=f"{wrapper.__name__}: batch_layout must be 'strided'.*got 'rows'"):
+            wrapper(nn.Linear(2, 1), batch_layout="rows")
 
 
 def test_pooled_buffers_are_reused_only_when_nothing_refers_to_them(monkeypatch):
