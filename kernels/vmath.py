@@ -7,6 +7,9 @@ vectorizing. The functions here use only arithmetic, bit casts and selects, so a
 Functions (float32 in, float32 out; other argument types are converted to float32 first):
 ``fexp, flog, flog1p, fexpm1, ftanh, flogistic, ferf, fsin, fcos`` and ``fpow(x, y)``.
 ``FUNCS`` maps the plain names (``"exp"``, ...) to them. float64 kernels should call ``math.*``.
+Building blocks for other kernels (the random samplers): the bit casts ``view_i32``/``view_f32`` (float32 <->
+int32) and ``view_i64``/``view_f64`` (float64 <-> int64), and ``log_split(x) -> (e, f)`` with
+``x = 2**e * (1 + f)``, ``1 + f`` in ``[sqrt(1/2), sqrt(2))``, for a positive normal float32.
 
 Accuracy: each is within 2 ulp of the float64 function over the whole float32 range, subnormal inputs
 and outputs included (no flush to zero). Measured over all 2**32 inputs against libm in float64: exp 0.88,
@@ -56,14 +59,13 @@ Example:
     array([1.       , 2.7182817], dtype=float32)
 
 Cached kernels that call these functions are not invalidated when this file changes (a cache entry is keyed
-by its own module): put ``VERSION`` (a hash of this file) into the kernel cache key.
+by its own module), so ``VERSION`` (a hash of this file) is written into every generated kernel's source
+(``fusion.KERNEL_IMPORTS``), which its cache key hashes.
 """
 
 from __future__ import annotations
 
-import hashlib
 import math
-import pathlib
 
 import numpy as np
 from llvmlite import binding as llvm_binding
@@ -76,7 +78,13 @@ from . import diskcache
 
 __all__ = [
     "FUNCS",
+    "SCALAR_FUNCTIONS",
     "VERSION",
+    "log_split",
+    "view_f32",
+    "view_f64",
+    "view_i32",
+    "view_i64",
     "fcos",
     "ferf",
     "fexp",
@@ -89,7 +97,7 @@ __all__ = [
     "ftanh",
 ]
 
-VERSION: str = hashlib.sha256(pathlib.Path(__file__).read_bytes()).hexdigest()[:16]
+VERSION: str = diskcache.VMATH_VERSION
 
 # Compiled once and cached; forceinline makes LLVM inline them into the calling loop, which then vectorizes.
 # error_model="numpy" keeps divisions free of the zero check (a branch). fastmath is set explicitly so that a
@@ -103,36 +111,24 @@ _I = np.int32
 _L = np.int64
 
 
-@intrinsic
-def _bits(typingctx, x):
-    def codegen(context, builder, sig, args):
-        return builder.bitcast(args[0], ir.IntType(32))
+def _view(name: str, src, dst, ir_type):
+    """A numba intrinsic reinterpreting the bits of a ``src`` scalar as a ``dst`` one (no conversion: one
+    ``bitcast`` instruction, which vectorizes)."""
 
-    return types.int32(types.float32), codegen
+    def view(typingctx, x):
+        def codegen(context, builder, sig, args):
+            return builder.bitcast(args[0], ir_type)
 
+        return dst(src), codegen
 
-@intrinsic
-def _float(typingctx, i):
-    def codegen(context, builder, sig, args):
-        return builder.bitcast(args[0], ir.FloatType())
-
-    return types.float32(types.int32), codegen
+    view.__name__ = view.__qualname__ = name
+    return intrinsic(view)
 
 
-@intrinsic
-def _bits64(typingctx, x):
-    def codegen(context, builder, sig, args):
-        return builder.bitcast(args[0], ir.IntType(64))
-
-    return types.int64(types.float64), codegen
-
-
-@intrinsic
-def _float64(typingctx, i):
-    def codegen(context, builder, sig, args):
-        return builder.bitcast(args[0], ir.DoubleType())
-
-    return types.float64(types.int64), codegen
+view_i32 = _view("view_i32", types.float32, types.int32, ir.IntType(32))
+view_f32 = _view("view_f32", types.int32, types.float32, ir.FloatType())
+view_i64 = _view("view_i64", types.float64, types.int64, ir.IntType(64))
+view_f64 = _view("view_f64", types.int64, types.float64, ir.DoubleType())
 
 
 _FMA_ARCHES = ("aarch64", "arm64", "powerpc64", "ppc64")  # fused multiply-add is part of the base ISA
@@ -201,14 +197,20 @@ _E0, _E1, _E2, _E3, _E4 = _F(0.49999994), _F(0.1666652), _F(0.0416684), _F(0.008
 
 
 @njit(**_INNER)
-def _exp_reduce_core(x):
-    """e**x = 2**n * (1 + u), |u| < 0.42, for |x| < 2**22 / log2(e)."""
+def _ln2_reduce(x):
+    """x = n * ln2 + (rh - rl) with an integer n, rh exact and r = rh - rl, |r| <= ln2/2, for |x| < 2**22 / log2(e)."""
     t = _fma(x, _LOG2E, _SHIFT)
-    n = _I(_bits(t) - _SHIFT_BITS)
+    n = _I(view_i32(t) - _SHIFT_BITS)
     nf = t - _SHIFT
     rh = _fma(-nf, _LN2_HI, x)  # exact
     rl = nf * _LN2_LO
-    r = rh - rl
+    return n, rh, rl, rh - rl
+
+
+@njit(**_INNER)
+def _exp_reduce_core(x):
+    """e**x = 2**n * (1 + u), |u| < 0.42, for |x| < 2**22 / log2(e)."""
+    n, rh, rl, r = _ln2_reduce(x)
     p = _fma(_fma(_fma(_fma(_E4, r, _E3), r, _E2), r, _E1), r, _E0)
     return n, rh + _fma(r * r, p, -rl)
 
@@ -228,7 +230,7 @@ def _exp(x):
     # rounded only by the last multiplication.
     n1 = _I(n >> 1)
     n2 = _I(n - n1)
-    return (_ONE + u) * _float(_I((n1 + _B127) << 23)) * _float(_I((n2 + _B127) << 23))
+    return (_ONE + u) * view_f32(_I((n1 + _B127) << 23)) * view_f32(_I((n2 + _B127) << 23))
 
 
 @njit(**_INNER)
@@ -267,17 +269,12 @@ def fexpm1(x):
     x = _F(x)
     xc = _EXP_HI if x > _EXP_HI else x
     xc = _EM1_LO if xc < _EM1_LO else xc
-    t = _fma(xc, _LOG2E, _SHIFT)
-    n = _I(_bits(t) - _SHIFT_BITS)
-    nf = t - _SHIFT
-    rh = _fma(-nf, _LN2_HI, xc)  # exact
-    rl = nf * _LN2_LO
-    r = rh - rl
+    n, rh, rl, r = _ln2_reduce(xc)
     z = r * r
     q = _fma(z * r, _fma(_fma(_fma(_fma(_M4, r, _M3), r, _M2), r, _M1), r, _M0), _HALF * z)
     # 2**n * (1 + r + q) - 1 = 2 * ((s - 1/2) + s*rh + s*(q - rl)) with s = 2**(n-1) <= 2**127; the
     # first two terms are exact and summed first.
-    s = _float(_I((n + _I(126)) << 23))
+    s = view_f32(_I((n + _I(126)) << 23))
     res = _TWO * _fma(s, q - rl, (s - _HALF) + s * rh)
     return x if abs(x) < _EM1_TINY else res
 
@@ -293,11 +290,11 @@ _R0, _R1, _R2, _R3, _R4, _R5, _R6, _R7 = (
 
 
 @njit(**_INNER)
-def _log_split(x):
+def log_split(x):
     """x > 0 normal -> (e, f) with x = 2**e * (1 + f), 1 + f in [sqrt(1/2), sqrt(2))."""
-    ix = _I(_bits(x) - _SQRTH_BITS)
+    ix = _I(view_i32(x) - _SQRTH_BITS)
     e = _F(_I(ix >> 23))
-    m = _float(_I((ix & _MANT) + _SQRTH_BITS))
+    m = view_f32(_I((ix & _MANT) + _SQRTH_BITS))
     return e, m - _ONE
 
 
@@ -315,7 +312,7 @@ def flog(x):
     x = _F(x)
     sub = x < _FLT_MIN
     xs = x * _TWO23 if sub else x
-    e, f = _log_split(xs)
+    e, f = log_split(xs)
     e = e - _F(23.0) if sub else e
     res = e * _LN2_HI + (f + _fma(e, _LN2_LO, _log_tail(f)))
     res = x if not x < _INF else res  # +inf, nan
@@ -331,7 +328,7 @@ def flog1p(x):
     # exact rounding error of 1 + x (TwoSum); log(s + c) = log(s) + c/s to first order
     bb = s - _ONE
     c = (_ONE - (s - bb)) + (x - bb)
-    e, f = _log_split(s)
+    e, f = log_split(s)
     res = e * _LN2_HI + (f + (_log_tail(f) + _fma(e, _LN2_LO, c / s)))
     res = x if not abs(x) >= _LOG1P_TINY else res  # tiny, +-0, nan
     res = x if x == _INF else res
@@ -350,7 +347,7 @@ _T0, _T1, _T2, _T3, _T4 = (_F(c) for c in (-0.33333316, 0.1333258, -0.053851683,
 @njit(**_INNER)
 def _copysign(v, x):
     """|v| with the sign of x, for v >= +0."""
-    return _float(_I(_bits(v) | (_bits(x) & _SIGN)))
+    return view_f32(_I(view_i32(v) | (view_i32(x) & _SIGN)))
 
 
 @diskcache.njit(**_OPTS)
@@ -363,7 +360,7 @@ def ftanh(x):
     # (1 - e) / (1 + e) for e = e**-2a = d * (p + pl) <= 1/3, numerator and denominator as float32 pairs
     ac = _TANH_CLAMP if a > _TANH_CLAMP else a
     n, u = _exp_reduce_core(-(ac + ac))
-    d = _float(_I((n + _B127) << 23))
+    d = view_f32(_I((n + _B127) << 23))
     p, pl = _one_plus(u)
     eh = p * d
     t = _ONE - eh
@@ -387,7 +384,7 @@ def _logistic_pair(x):
     n, u = _exp_reduce_core(-(-_EXP_LO if a > -_EXP_LO else a))
     # e**-|x| = 2**n * (1 + u) = 2**(n - m) * d * (p + pl); d = 2**m is normal, and so is d * p
     m = max(n, _LOGI_NMIN)
-    d = _float(_I((m + _B127) << 23))
+    d = view_f32(_I((m + _B127) << 23))
     p, pl = _one_plus(u)
     eh = p * d
     s = _ONE + eh
@@ -395,7 +392,7 @@ def _logistic_pair(x):
     neg = x < _ZERO
     # for x < 0, e / (1 + e) = (p + pl) / (s + c) scaled by 2**n = d * 2**(n - m): only subnormal results round again
     y = _div2(p if neg else _ONE, pl if neg else _ZERO, s, c)
-    d2 = _float(_I((n - m + _B127) << 23))
+    d2 = view_f32(_I((n - m + _B127) << 23))
     return y * (d if neg else _ONE) * (d2 if neg else _ONE)
 
 
@@ -416,12 +413,12 @@ def flogistic(x):
     # e = 2**n * (1 + u), n in [-150, 0]: adding n + 64 to the exponent of 1 + u keeps it normal and the multiply
     # by 2**-64 rounds a subnormal once (one multiply where _exp needs two). That integer add can turn a NaN
     # finite, so u - u (0, or NaN) carries it into s.
-    e = _float(_I(_bits(_ONE + u) + ((n + _I(64)) << 23))) * _TWOM64
+    e = view_f32(_I(view_i32(_ONE + u) + ((n + _I(64)) << 23))) * _TWOM64
     s = (_ONE + e) + (u - u)
     c = e - (s - _ONE)  # 1 + e = s + c exactly (Fast2Sum, e <= 1)
     # (e or 1) / (s + c) as q + remainder / s, rounded once at the end; the select reads x's sign bit (one blend,
     # no compare; -0 gives e = 1, the same 1/2)
-    num = e if _bits(x) < _I(0) else _ONE
+    num = e if view_i32(x) < _I(0) else _ONE
     inv = _ONE / s
     q = num * inv
     return _fma(_fma(-q, c, _fma(-q, s, num)), inv, q)
@@ -516,7 +513,7 @@ def _sincos_reduce(x):
     f = ((p0 - j) + p1) + p2
     r = f * _PIO2
     rh = _F(r)
-    return rh, _F(r - _D(rh)), _I(_bits64(t) & _L(3))
+    return rh, _F(r - _D(rh)), _I(view_i64(t) & _L(3))
 
 
 @njit(**_INNER)
@@ -539,7 +536,7 @@ def fsin(x):
     rh, rl, q = _sincos_reduce(x)
     s, c = _sin_cos_poly(rh, rl)
     v = c if (q & 1) != 0 else s
-    res = _float(_I(_bits(v) ^ ((q & 2) << 30) ^ (_bits(x) & _SIGN)))
+    res = view_f32(_I(view_i32(v) ^ ((q & 2) << 30) ^ (view_i32(x) & _SIGN)))
     return res if abs(x) < _INF else _NAN
 
 
@@ -554,7 +551,7 @@ def fcos(x):
     s, c = _sin_cos_poly(rh, rl)
     q = q + 1
     v = c if (q & 1) != 0 else s
-    res = _float(_I(_bits(v) ^ ((q & 2) << 30)))
+    res = view_f32(_I(view_i32(v) ^ ((q & 2) << 30)))
     return res if abs(x) < _INF else _NAN
 
 
@@ -576,9 +573,9 @@ _TWO24 = _F(2.0**24)
 @njit(**_INNER)
 def _log2_64(a):
     """log2 of a positive normal float64, relative error about 2**-50."""
-    ix = _L(_bits64(a) - _SQRTH_BITS64)
+    ix = _L(view_i64(a) - _SQRTH_BITS64)
     e = _D(_L(ix >> 52))
-    f = _float64(_L((ix & _MANT64) + _SQRTH_BITS64)) - _DONE
+    f = view_f64(_L((ix & _MANT64) + _SQRTH_BITS64)) - _DONE
     s = f / (_DTWO + f)
     z = s * s
     p = ((((((_A8 * z + _A7) * z + _A6) * z + _A5) * z + _A4) * z + _A3) * z + _A2) * z + _A1
@@ -590,13 +587,13 @@ def _exp2_64(t):
     t = _EXP2_LIM if t > _EXP2_LIM else t
     t = -_EXP2_LIM if t < -_EXP2_LIM else t
     u = t + _SHIFT64
-    n = _L(_bits64(u) - _SHIFT64_BITS)
+    n = _L(view_i64(u) - _SHIFT64_BITS)
     r = t - (u - _SHIFT64)
     r2 = r * r
     lo = (((_X4 * r + _X3) * r + _X2) * r + _X1) * r + _X0
     hi = (((_X9 * r + _X8) * r + _X7) * r + _X6) * r + _X5
     p = lo + (r2 * r2 * r) * hi
-    return p * _float64(_L((n + _B1023) << 52))
+    return p * view_f64(_L((n + _B1023) << 52))
 
 
 @diskcache.njit(**_OPTS)
@@ -616,7 +613,7 @@ def fpow(x, y):
     y_int = np.floor(y) == y  # true for +-inf
     hy = y * _HALF
     y_odd = y_int and abs(y) < _TWO24 and np.floor(hy) != hy
-    res = -res if (_bits(x) < 0 and y_odd) else res
+    res = -res if (view_i32(x) < 0 and y_odd) else res
     res = _NAN if (x < _ZERO and x > _NINF and not y_int) else res
     return _ONE if (y == _ZERO or x == _ONE or (ax == _ONE and abs(y) == _INF)) else res
 
@@ -633,3 +630,5 @@ FUNCS = {
     "cos": fcos,
     "pow": fpow,
 }
+# what generated kernels import (``fusion.KERNEL_IMPORTS``)
+SCALAR_FUNCTIONS = tuple(f.__name__ for f in FUNCS.values())
