@@ -3,8 +3,9 @@
 Each rank trains on its own share of every global batch (``DistributedSampler``); ``DistributedDataParallel``
 starts every rank from rank 0's parameters and averages the gradients in the backward pass, so N ranks take the
 same optimizer steps as one process with the whole batch: ``SyncBatchNorm`` normalizes with the statistics of
-the global batch, and only the dropout masks differ (each rank draws its own). The step is one ``fl.jit``
-function, unchanged from one process.
+the global batch, and dropout draws, from the key every rank shares, this rank's rows of the masks one process
+draws for the whole batch. The ranks then differ from one process only by the rounding of sums taken in another
+order. The step is one ``fl.jit`` function, unchanged from one process.
 
     python examples/ddp_digits.py                                         # one process
     python -m funclib.distributed.launch -n 2 examples/ddp_digits.py      # two local ranks
@@ -67,7 +68,7 @@ def main(argv=None) -> float:
         return model, state, loss
 
     predict = make_predict()
-    key = frandom.fold_in(frandom.key(args.seed), rank)  # each rank's own dropout masks
+    key = frandom.key(args.seed)  # the same on every rank: each draws its rows of the global batch's masks
     state = opt.state
     start = time.perf_counter()
     for epoch in range(args.epochs):

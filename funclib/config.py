@@ -31,6 +31,22 @@ native_loops: bool = not _env_flag("FUNCLIB_NO_NATIVE_LOOPS")
 the compiled body per iteration). Read when a jitted function compiles for a new signature."""
 
 
+def _env_number(name: str, default: float) -> float:
+    v = os.environ.get(name)
+    if v is None or not v.strip():
+        return default
+    try:
+        return float(v)
+    except ValueError:
+        raise ValueError(f"{name} must be a number, got {v!r}") from None
+
+
+distributed_buffer_pool_mb: float = _env_number("FUNCLIB_DISTRIBUTED_BUFFER_POOL_MB", 256)
+"""Memory (MiB) each process keeps for reuse as the outputs of Allreduces across processes (``psum``, ``pmean``,
+``pmax``, ``pmin`` over a ``fl.distributed`` axis, DDP's gradient buckets): a buffer is reused once every tensor
+made from it is gone, saving the page faults of fresh memory. 0 turns the reuse off."""
+
+
 def cache_dir() -> str:
     """Where jit keeps compiled kernels: ``FUNCLIB_CACHE_DIR``, else ``$XDG_CACHE_HOME/funclib``, else
     ``~/.cache/funclib``.

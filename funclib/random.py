@@ -41,6 +41,7 @@ from .primitives.random_bits import (
     random_standard_p,
     random_truncated_normal_p,
     random_uniform_p,
+    random_uniform_rows_p,
     threefry2x32_p,
 )
 
@@ -425,6 +426,19 @@ def _uniform01(k, shape, w):
 def _split2(k):
     ks = _keyed(random_bits_p, k, shape=(2, 2), dtype=_U32)
     return ks[0], ks[1]
+
+
+def _uniform01_rows(k, shape: tuple[int, ...], rows) -> Tensor:
+    """Rows ``rows`` (an integer tensor of length ``shape[0]``, traced or not) of ``uniform(k, (R,) + shape[1:])``
+    for any ``R`` past the largest row, bit for bit: float32 in [0, 1).
+
+    Element ``i`` of a stream depends only on the key and ``i`` (``kernels/threefry.py``), so each row is computed
+    from its own counters: a process that holds some rows of a global batch draws just those, and the union over
+    processes is the draw for the whole batch.
+    """
+    if _state.trace is None and type(k) is Tensor and type(rows) is Tensor:
+        return _wrap(random_uniform_rows_p.impl(k._value, rows._value, row_shape=shape[1:], dtype=dtypes.float32))
+    return random_uniform_rows_p.bind(k, rows, row_shape=shape[1:], dtype=dtypes.float32)
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -200,6 +200,69 @@ def uniform64_open(keys, out):
     fill64(keys, out, _open53)
 
 
+@njit(inline="always")
+def _fill32_from(k0, k1, row, first, f):
+    """``row[i] = f(word first + i)`` for an even (block-aligned) stream position ``first``: fill32's loop."""
+    n = row.shape[0]
+    half = n // 2
+    base = first >> 1
+    for j in range(half):
+        c0, c1 = _ctr(base + j)
+        y0, y1 = block(k0, k1, c0, c1)
+        row[2 * j] = f(y0)
+        row[2 * j + 1] = f(y1)
+    if n & 1:
+        c0, c1 = _ctr(base + half)
+        y0, _ = block(k0, k1, c0, c1)
+        row[n - 1] = f(y0)
+
+
+@njit(inline="always")
+def fill32_rows(keys, rows, out, f):
+    """``out[l, j, k] = f(word rows[l, j] * K + k)`` of lane ``l``'s 32-bit stream, ``K = out.shape[2]``: rows of a
+    longer draw, each from its own counters (a row may start on the odd word of a block)."""
+    inner = out.shape[2]
+    for lane in range(out.shape[0]):
+        k0, k1 = keys[lane, 0], keys[lane, 1]
+        for j in range(out.shape[1]):
+            row = out[lane, j]
+            start = rows[lane, j] * inner
+            if start & 1 and inner > 0:
+                c0, c1 = _ctr(start >> 1)
+                _, y1 = block(k0, k1, c0, c1)
+                row[0] = f(y1)
+                _fill32_from(k0, k1, row[1:], start + 1, f)
+            else:
+                _fill32_from(k0, k1, row, start, f)
+
+
+@njit(inline="always")
+def fill64_rows(keys, rows, out, f):
+    """``out[l, j, k] = f(w0, w1)`` of the block at counter ``rows[l, j] * K + k`` of lane ``l``'s stream."""
+    inner = out.shape[2]
+    for lane in range(out.shape[0]):
+        k0, k1 = keys[lane, 0], keys[lane, 1]
+        for j in range(out.shape[1]):
+            row = out[lane, j]
+            start = rows[lane, j] * inner
+            for k in range(inner):
+                c0, c1 = _ctr(start + k)
+                y0, y1 = block(k0, k1, c0, c1)
+                row[k] = f(y0, y1)
+
+
+@diskcache.njit(**_OPTS)
+def uniform32_rows(keys, rows, out):
+    """Rows of ``uniform32``'s output (int64 ``rows``, non-negative): see ``fill32_rows``."""
+    fill32_rows(keys, rows, out, _unit24)
+
+
+@diskcache.njit(**_OPTS)
+def uniform64_rows(keys, rows, out):
+    """Rows of ``uniform64``'s output (int64 ``rows``, non-negative): see ``fill64_rows``."""
+    fill64_rows(keys, rows, out, _unit53)
+
+
 # ----------------------------------------------------------------------------------------------------
 # Branch-free float32 log of (0, 1] and sin/cos(2 pi u), so the normal kernel vectorizes (numba's are scalar libm
 # calls). They are not vmath's flog/fsin/fcos: those handle every float32 (subnormals, infinities, NaN, huge

@@ -173,6 +173,8 @@ class Buffer:
 class _RngState(threading.local):
     def __init__(self):
         self.stack: list[list] = []
+        # inside a data-parallel wrapper: b -> this rank's rows (an int tensor) of the global batch
+        self.global_rows = None
 
 
 _rng_state = _RngState()
@@ -245,6 +247,35 @@ def next_key(op: str = "dropout"):
             "call model.eval() to turn dropout off."
         )
     return _random._next_key(op)
+
+
+class _global_batch_rows:
+    """Inside the block, stochastic layers draw this process's rows of the numbers drawn for a global batch:
+    ``rows_of(b)`` gives, for a draw whose leading axis has ``b`` entries here, the indices of those entries in
+    the global batch (an integer tensor, traced or not). ``DistributedDataParallel`` installs it, so N ranks draw
+    the dropout masks one process draws for the whole batch; None turns it off inside the block."""
+
+    def __init__(self, rows_of):
+        self.rows_of = rows_of
+
+    def __enter__(self):
+        self.saved = _rng_state.global_rows
+        _rng_state.global_rows = self.rows_of
+        return self
+
+    def __exit__(self, *exc):
+        _rng_state.global_rows = self.saved
+
+
+def _bernoulli_rows(key, p: float, shape: tuple) -> Tensor:
+    """``fl.random.bernoulli(key, p, shape)``, or inside ``_global_batch_rows`` this process's rows of the draw for
+    the global batch (bit for bit what one process holding the whole batch draws)."""
+    rows_of = _rng_state.global_rows
+    if rows_of is None or not shape:
+        return _random.bernoulli(key, p, shape)
+    key = _random._consume(key, "bernoulli")
+    u = _random._uniform01_rows(key, shape, rows_of(shape[0]))
+    return u < _random._param(p, fl.float32)
 
 
 def _split_key(key, n: int) -> list:

@@ -30,10 +30,19 @@ import numpy as np
 import funclib as fl
 from funclib.core import Tensor
 from funclib.distributed import broadcast, process_axis
-from funclib.primitives.collectives import all_gather_p, psum_p, psum_scatter_p
+from funclib.primitives.collectives import all_gather_p, axis_index_p, psum_p, psum_scatter_p
 
 from .layers import _BatchNorm
-from .module import Module, Parameter, _rng_state, _trainable_locations, next_key, rng, store_state
+from .module import (
+    Module,
+    Parameter,
+    _global_batch_rows,
+    _rng_state,
+    _trainable_locations,
+    next_key,
+    rng,
+    store_state,
+)
 
 __all__ = ["DistributedDataParallel", "FullyShardedDataParallel", "SyncBatchNorm"]
 
@@ -57,6 +66,37 @@ def _swap(module: Module, tensors: list, values: list, locs: dict) -> list:
 def _restore(saved: list) -> None:
     for m, n, v in reversed(saved):
         m._parameters[n] = v
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Random numbers of the global batch
+
+_LAYOUTS = ("strided", "contiguous")
+
+
+def _check_layout(layout, where: str):
+    if layout is not None and layout not in _LAYOUTS:
+        raise ValueError(
+            f"{where}: batch_layout must be 'strided' (rank r holds rows r, r + N, r + 2N, ... of the global batch, "
+            "as DistributedSampler deals them), 'contiguous' (rank r holds rows r*b to r*b + b - 1) or None (each "
+            f"rank draws its own random numbers), got {layout!r}"
+        )
+    return layout
+
+
+def _global_rows(axis, layout):
+    """The ``_global_batch_rows`` context for this rank's share of the global batch (a no-op on one rank).
+
+    The rank comes from ``axis_index``, a traced value under ``jit``, so every rank compiles the same program."""
+    if layout is None or axis.size == 1:
+        return contextlib.nullcontext()
+
+    def rows_of(b: int):
+        (i,) = axis_index_p.bind(axes=(axis,))
+        local = fl.arange(b, dtype=fl.int64)
+        return local * axis.size + i if layout == "strided" else i * b + local
+
+    return _global_batch_rows(rows_of)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -110,11 +150,21 @@ class DistributedDataParallel(Module):
     bucket (``bucket_cap_mb``, 25 MB by default, filled from the last parameter, the order gradients come out of
     the backward pass). Build the optimizer after wrapping (``ddp.parameters()``), as in PyTorch.
 
+    Random numbers: the ranks' batches are taken as rows of one global batch (``batch_layout``), and dropout draws
+    this rank's rows of the masks one process draws for the whole batch, from the same key on every rank (give
+    every rank the same ``nn.rng`` key, or the same ``fl.manual_seed``). With ``SyncBatchNorm`` for batch
+    statistics, N ranks then compute what one process computes on the global batch, up to rounding. Each rank
+    draws only its own rows.
+
     Args:
       module: the model.
       bucket_cap_mb: the size of one Allreduce, in megabytes.
       broadcast_buffers: also send rank 0's buffers (running statistics) at wrap time.
       axis_name: the name of the process axis (collectives in the model that name it reduce over the ranks).
+      batch_layout: which rows of the global batch this rank holds: ``"strided"`` (rows r, r + N, r + 2N, ..., as
+        ``DistributedSampler`` deals them; the default), ``"contiguous"`` (rows r*b to r*b + b - 1 for a local
+        batch of b), or None: each rank draws its own numbers, as in PyTorch (then give each rank its own key,
+        ``fl.random.fold_in(key, rank)``, or its masks repeat on every rank).
 
     Gradient accumulation: inside ``with ddp.no_sync():`` gradients stay per rank. Tensors are immutable, so
     there is no ``.grad`` for a later backward to add to: sum the micro-batches' gradients yourself and average
@@ -137,16 +187,19 @@ class DistributedDataParallel(Module):
         bucket_cap_mb: float = 25.0,
         broadcast_buffers: bool = True,
         axis_name: Any = "data",
+        batch_layout: str | None = "strided",
     ):
         super().__init__()
         _check_module(module, "DistributedDataParallel")
         if not (isinstance(bucket_cap_mb, (int, float)) and bucket_cap_mb > 0):
             raise ValueError(f"DistributedDataParallel: bucket_cap_mb must be a positive number, got {bucket_cap_mb!r}")
+        _check_layout(batch_layout, "DistributedDataParallel")
         axis = process_axis(axis_name)
         self._sync_initial_state(module, broadcast_buffers)
         self.module = module
         self.axis = axis
         self.bucket_cap_mb = float(bucket_cap_mb)
+        self.batch_layout = batch_layout
         self.require_backward_grad_sync = True
 
     @staticmethod
@@ -171,6 +224,10 @@ class DistributedDataParallel(Module):
         return _buckets(sizes, int(self.bucket_cap_mb * (1 << 20)))
 
     def forward(self, *args, **kwargs):
+        with _global_rows(self.axis, self.batch_layout):
+            return self._forward(args, kwargs)
+
+    def _forward(self, args, kwargs):
         if not self.require_backward_grad_sync or self.axis.size == 1:
             return self.module(*args, **kwargs)
         order, locs = _trainable_locations(self.module)
@@ -348,6 +405,8 @@ class FullyShardedDataParallel(Module):
     Args:
       module: the model (its tensors are replaced: keep using the wrapper).
       axis_name: the name of the process axis.
+      batch_layout: which rows of the global batch this rank holds, for dropout masks that equal one process's
+        (see ``DistributedDataParallel``).
 
     Returns:
         A module computing what ``module`` computes from the gathered shards.
@@ -359,9 +418,10 @@ class FullyShardedDataParallel(Module):
     ['module.0.flat_param', 'module.2.flat_param']
     """
 
-    def __init__(self, module: Module, *, axis_name: Any = "data"):
+    def __init__(self, module: Module, *, axis_name: Any = "data", batch_layout: str | None = "strided"):
         super().__init__()
         _check_module(module, "FullyShardedDataParallel")
+        _check_layout(batch_layout, "FullyShardedDataParallel")
         axis = process_axis(axis_name)
         DistributedDataParallel._sync_initial_state(module, True)
         children = [(n, c) for n, c in module._modules.items() if c is not None and any(c.trainable_parameters())]
@@ -379,9 +439,11 @@ class FullyShardedDataParallel(Module):
                 )
             self.module = module
         self.axis = axis
+        self.batch_layout = batch_layout
 
     def forward(self, *args, **kwargs):
-        return self.module(*args, **kwargs)
+        with _global_rows(self.axis, self.batch_layout):
+            return self.module(*args, **kwargs)
 
     def full_state_dict(self) -> dict[str, Tensor]:
         """The model's whole parameters and buffers by their names in the unwrapped model (Allgathers: call it

@@ -1079,6 +1079,36 @@ keyed_row(
 )
 
 
+def _uniform_rows_ref(cfg, key, rows):
+    """Rows of the longer random_uniform draw of the same lanes: the primitive's definition."""
+    key, rows = np.asarray(key), np.asarray(rows)
+    lanes, b = key.shape[:-1], rows.shape[-1]
+    total = int(rows.max(initial=0)) + 1
+    full = np.asarray(
+        bind("random_uniform", fl.asarray(key), shape=(total, *cfg["row_shape"]), dtype=cfg["dtype"], open=False)
+    )
+    flat, idx = full.reshape((-1, total, *cfg["row_shape"])), rows.reshape(-1, b)
+    return np.stack([flat[i][idx[i]] for i in range(flat.shape[0])]).reshape(lanes + (b, *cfg["row_shape"]))
+
+
+add_row(
+    Row(
+        "random_uniform_rows",
+        lambda cfg, key, rows: bind("random_uniform_rows", key, rows, row_shape=cfg["row_shape"], dtype=cfg["dtype"]),
+        lambda dtype: st.fixed_dictionaries(
+            {"lanes": _LANES, "b": st.integers(1, 3), "row_shape": _SAMPLE, "dtype": st.just(dtype)}
+        ),
+        lambda draw, cfg, dtype, smooth: [
+            _u32(draw, cfg["lanes"] + (2,)),
+            ints(draw, D.int64, cfg["lanes"] + (cfg["b"],), 0, 6),
+        ],
+        _uniform_rows_ref,
+        (D.float32, D.float64),
+        nondiff="random numbers have no derivative with respect to the key or the row indices",
+    )
+)
+
+
 @st.composite
 def _param_cfg(draw, dtype, param_dtype=None):
     lanes = draw(_LANES)

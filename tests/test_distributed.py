@@ -161,3 +161,54 @@ def test_bad_arguments_name_the_function_and_the_fix():
 
     with pytest.raises(UnboundAxisError, match="fl.distributed.spmd"):
         fl.psum(fl.ones(2), "data")
+    import funclib.nn as nn
+
+    for wrapper in (nn.parallel.DistributedDataParallel, nn.parallel.FullyShardedDataParallel):
+        with pytest.raises(ValueError, match=f"{wrapper.__name__}: batch_layout must be 'strided'.*got 'rows'"):
+            wrapper(nn.Linear(2, 1), batch_layout="rows")
+
+
+def test_pooled_buffers_are_reused_only_when_nothing_refers_to_them(monkeypatch):
+    import numpy as np
+
+    import funclib as fl
+    from funclib.core import _wrap
+    from funclib.distributed._pool import MAX_PER_SIZE, MIN_BYTES, BufferPool
+
+    monkeypatch.setattr(fl.config, "distributed_buffer_pool_mb", 1)
+    pool = BufferPool()
+    shape = (MIN_BYTES // 4,)
+    derived = {
+        "a slice": lambda a: a[3:7],
+        "a reshaped transpose": lambda a: a.reshape(2, -1).T,
+        "a tensor's numpy view": lambda a: _wrap(a).numpy(),  # a collective's output becomes a tensor so
+        "a tensor": _wrap,
+        "a memoryview": memoryview,
+        "np.frombuffer": lambda a: np.frombuffer(a, np.uint8),
+    }
+    for what, derive in derived.items():
+        a = pool.take(shape, np.float32)
+        assert a.shape == shape and a.dtype == np.float32 and a.flags.c_contiguous and a.flags.writeable
+        addr = a.ctypes.data
+        survivor = derive(a)
+        del a
+        others = [pool.take(shape, np.float32) for _ in range(3)]
+        assert all(b.ctypes.data != addr for b in others), f"handed out again while {what} of it was alive"
+        del survivor, others
+        assert pool.take(shape, np.float32).ctypes.data == addr, f"not reused once {what} was gone"
+    c = pool.take((MIN_BYTES // 16, 2), np.float64)  # the same size in bytes, another dtype and shape
+    assert c.shape == (MIN_BYTES // 16, 2) and c.dtype == np.float64 and c.flags.c_contiguous
+
+    # bounded: at most MAX_PER_SIZE buffers of one size, and the memory limit, evicting the least recently used
+    held = [pool.take(shape, np.float32) for _ in range(MAX_PER_SIZE + 2)]
+    assert pool.held_bytes == MAX_PER_SIZE * MIN_BYTES
+    del held, c
+    big = pool.take((3 << 18,), np.uint8)  # 768 KiB: frees the least recently used buffers to fit under 1 MiB
+    assert pool.held_bytes <= 1 << 20 and big.size == 3 << 18
+    assert pool.take((2 << 20,), np.uint8).size == 2 << 20  # over the limit: plain memory, not held
+    assert pool.held_bytes <= 1 << 20
+    assert pool.take((16,), np.float32).base is None  # under MIN_BYTES: plain memory
+    monkeypatch.setattr(fl.config, "distributed_buffer_pool_mb", 0)
+    assert pool.take(shape, np.float32).base is None  # 0 turns reuse off
+    pool.clear()
+    assert pool.held_bytes == 0

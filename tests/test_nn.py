@@ -630,6 +630,26 @@ def test_dropout_statistics_and_keys():
     assert np.all(z.reshape(4, 8, 9).std(-1) == 0)  # whole channels
 
 
+@pytest.mark.parametrize("ranks", [2, 3])
+@pytest.mark.parametrize("layout", ["strided", "contiguous"])
+def test_dropout_draws_a_ranks_rows_of_the_global_batch(ranks, layout):
+    # simulated ranks in one process: each draws inside DistributedDataParallel's context for its rows
+    from funclib.nn.module import _global_batch_rows
+
+    b = 4
+    x = fl.ones((ranks * b, 5, 4))  # masks of 20, 5 (Dropout1d) and 1 numbers per row
+    with nn.rng(R.key(5)):
+        whole = [F.dropout(x, 0.4).numpy(), nn.Dropout1d(0.5)(x).numpy(), F.dropout(x[:, 0, 0], 0.5).numpy()]
+    for r in range(ranks):
+        rows = np.arange(b) * ranks + r if layout == "strided" else r * b + np.arange(b)
+        with nn.rng(R.key(5)), _global_batch_rows(lambda n, rows=rows: fl.asarray(rows[:n])):
+            mine = [F.dropout(x[:b], 0.4), nn.Dropout1d(0.5)(x[:b]), F.dropout(x[:b, 0, 0], 0.5)]
+        for m, w in zip(mine, whole):
+            np.testing.assert_array_equal(m.numpy(), w[rows])
+    with nn.rng(R.key(5)), _global_batch_rows(lambda n: fl.arange(n)):
+        assert F.dropout(fl.ones(()), 0.5).shape == ()  # a 0-d draw has no rows: the same on every rank
+
+
 def test_embedding_and_one_hot():
     emb = nn.Embedding(6, 3, padding_idx=1, dtype=fl.float64, key=R.key(0))
     idx = np.array([[0, 1, 5], [1, 2, 2]])

@@ -14,6 +14,8 @@ import warnings
 import numpy as np
 import pytest
 from funclib.kernels import threefry as tf
+from hypothesis import given
+from hypothesis import strategies as st
 
 import funclib as fl
 from funclib import random as R
@@ -840,3 +842,39 @@ def test_global_key_is_thread_safe():
     R.manual_seed(5)
     sequential = sorted(float(R.rand(1)[0]) for _ in range(n_threads * per_thread))
     assert sorted(v for d in drawn for v in d) == sequential
+
+
+@given(
+    inner=st.lists(st.integers(0, 5), max_size=3),
+    total=st.integers(1, 12),
+    picks=st.lists(st.integers(0, 11), min_size=1, max_size=6),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_rows_of_a_global_draw_are_that_draws_rows(inner, total, picks, seed):
+    # what a process holding rows `picks` of a global batch draws: bit for bit the rows of the whole draw
+    rows = np.array([p % total for p in picks])
+    shape = (len(rows), *inner)
+    k = R.key(seed)
+    full = R.uniform(k, (total, *inner)).numpy()
+    got = R._uniform01_rows(k, shape, fl.asarray(rows))
+    assert got.shape == shape and got.dtype == fl.float32
+    np.testing.assert_array_equal(got.numpy(), full[rows])
+    jitted = fl.jit(lambda key, r: R._uniform01_rows(key, shape, r))
+    np.testing.assert_array_equal(jitted(k, fl.asarray(rows)).numpy(), full[rows])
+
+
+def test_rows_of_a_global_draw_under_vmap_and_past_32_bit_counters():
+    keys = R.split(R.key(3), 3)
+    rows = fl.asarray(np.array([4, 0, 2]))
+    lanes = fl.vmap(lambda key: R._uniform01_rows(key, (3, 2, 3), rows))(keys).numpy()
+    for i in range(3):
+        np.testing.assert_array_equal(lanes[i], R.uniform(keys[i], (5, 2, 3)).numpy()[[4, 0, 2]])
+    # counters past 2**32 (a global batch of 2**31 rows of 6 numbers): the kernel's 64-bit counter layout
+    row = 2**31 + 5
+    got = R._uniform01_rows(R.key(0), (1, 6), fl.asarray(np.array([row]))).numpy()[0]
+    k0, k1 = (int(v) for v in R.key(0).numpy())
+    want = []
+    for c in range(row * 3, row * 3 + 3):
+        y0, y1 = tf.block(np.uint32(k0), np.uint32(k1), np.uint32(c >> 32), np.uint32(c & 0xFFFFFFFF))
+        want += [np.float32(int(y0) >> 8) * np.float32(2**-24), np.float32(int(y1) >> 8) * np.float32(2**-24)]
+    np.testing.assert_array_equal(got, np.array(want, np.float32))

@@ -31,7 +31,7 @@ import numpy as np
 from funclib import tree as tree_util
 from funclib.core import Tensor, _wrap
 
-from ._comm import DistributedError, ProcessAxis, RankMismatchError, initialized, world
+from ._comm import DistributedError, ProcessAxis, RankMismatchError, digest, initialized, world
 from ._spmd import spmd
 from .data import DistributedSampler
 
@@ -106,7 +106,10 @@ def broadcast(tree: Any, root: int = 0) -> Any:
     if w.size == 1:
         return tree
     desc = [(v._value.dtype.str, v._value.shape) for v in leaves]
-    w.agree(repr((str(treedef), desc)).encode(), lambda: ("broadcast", [(f"leaf {i}", d) for i, d in enumerate(desc)]))
+    w.agree(
+        digest(repr((str(treedef), desc)).encode()),
+        lambda: ("broadcast", [(f"leaf {i}", d) for i, d in enumerate(desc)]),
+    )
     out = []
     for v in leaves:
         a = v._value

@@ -3,7 +3,12 @@
 Every collective first agrees with the other ranks on what it is about to do: an eager collective exchanges a
 hash of its operation and operand types, a compiled program one hash of its whole jaxpr per call (the guard step
 that ``transforms/lowering.py`` puts first). A mismatch raises on every rank, naming the ranks and what differs,
-instead of deadlocking or mixing buffers of different shapes.
+instead of deadlocking or mixing buffers of different shapes. The agreement cannot ride on the data collective
+itself: ranks that disagree on a shape would post buffers of different lengths, which MPI may truncate, mix or
+wait on forever. So it is one 16-byte Allreduce of a digest computed once per signature (per program when
+compiled), a few microseconds on an idle machine.
+
+Allreduce outputs come from a pool (``_pool.py``) and are reused once the tensors made from them are gone.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from funclib.errors import FunclibError
 from funclib.primitives.collectives import ExternalAxis
 
 from ._guard import describe_program, program_key
+from ._pool import BufferPool
 
 INSTALL_HINT = "pip install funclib[dist]"
 
@@ -58,6 +64,10 @@ class World:
         self.size = self.comm.Get_size()
         self.axes: dict = {}
         self._max_ops: dict = {}
+        self.pool = BufferPool()
+        self._mine = np.zeros(2, np.int64)
+        self._every = np.zeros(2, np.int64)
+        self._digests: dict = {}  # an eager collective's signature -> digest
 
     def axis(self, name) -> ProcessAxis:
         ax = self.axes.get(name)
@@ -66,20 +76,24 @@ class World:
         return ax
 
     # --- agreement ------------------------------------------------------------------------------------------
-    def agree(self, key: bytes, describe) -> None:
-        """Raise RankMismatchError on every rank unless every rank passed the same ``key``; ``describe()`` gives
-        this rank's readable version of it, exchanged only on a mismatch."""
+    def agree(self, digest: int, describe) -> None:
+        """Raise RankMismatchError on every rank unless every rank passed the same ``digest`` (of ``digest()``);
+        ``describe()`` gives this rank's readable version of it, exchanged only on a mismatch."""
         if self.size == 1:
             return
-        h = int.from_bytes(hashlib.blake2b(key, digest_size=7).digest(), "little")
-        buf = np.array([h, -h], np.int64)
-        out = np.empty_like(buf)
-        self.comm.Allreduce(buf, out, op=self.MPI.MAX)
-        if out[0] == h and -out[1] == h:
+        mine, every = self._mine, self._every
+        mine[0] = digest
+        mine[1] = -digest
+        self.comm.Allreduce(mine, every, op=self.MPI.MAX)  # max(d) == -max(-d) == d on every rank iff all equal
+        if every[0] == digest and every[1] == -digest:
             return
-        mine = describe()
-        every = self.comm.allgather(mine)
+        every = self.comm.allgather(describe())
         raise RankMismatchError(_mismatch_message(every, self.rank))
+
+
+def digest(key: bytes) -> int:
+    """A 56-bit digest of ``key``, the same in every process (``hash()`` is salted per process)."""
+    return int.from_bytes(hashlib.blake2b(key, digest_size=7).digest(), "little")
 
 
 def _mismatch_message(every: list, me: int) -> str:
@@ -177,8 +191,22 @@ class ProcessAxis(ExternalAxis):
     # --- the collectives ------------------------------------------------------------------------------------
     def collective(self, op: str, arrays: list, **params) -> list:
         arrays = [np.asarray(a) for a in arrays]
-        self.world.agree(_op_key(op, arrays, params), lambda: _op_description(op, arrays, params))
+        if self.size > 1 and op != "axis_index":  # axis_index sends nothing: nothing to disagree on
+            self.world.agree(self._digest(op, arrays, params), lambda: _op_description(op, arrays, params))
         return self.run(op, arrays, params)
+
+    def _digest(self, op, arrays, params) -> int:
+        cache = self.world._digests
+        try:
+            sig = (op, tuple(sorted(params.items())), tuple((a.dtype, a.shape) for a in arrays))
+            d = cache.get(sig)
+        except TypeError:  # an unhashable parameter: no caching
+            return digest(_op_key(op, arrays, params))
+        if d is None:
+            if len(cache) > 4096:
+                cache.clear()
+            d = cache[sig] = digest(_op_key(op, arrays, params))
+        return d
 
     def program_step(self, op: str, params: dict):
         """The step of a compiled program for this collective (the program's guard has checked the ranks agree)."""
@@ -191,11 +219,11 @@ class ProcessAxis(ExternalAxis):
 
     def program_guard(self, jaxpr, name: str):
         """A step that checks every rank runs the same program before its first collective (once per call)."""
-        key = program_key(jaxpr)
+        d = digest(program_key(jaxpr))
         agree = self.world.agree
 
         def guard():
-            agree(key, lambda: describe_program(jaxpr, name))
+            agree(d, lambda: describe_program(jaxpr, name))
 
         return guard
 
@@ -249,8 +277,9 @@ class ProcessAxis(ExternalAxis):
         return op
 
     def _reduce(self, arrays, op):
-        """Allreduce each dtype's operands as one flat buffer (one message per dtype, not per array)."""
-        comm, MPI = self.world.comm, self.world.MPI
+        """Allreduce each dtype's operands as one flat buffer (one message per dtype, not per array), received
+        into pooled memory."""
+        comm, MPI, pool = self.world.comm, self.world.MPI, self.world.pool
         out = [None] * len(arrays)
         groups: dict = {}
         for i, a in enumerate(arrays):
@@ -259,13 +288,16 @@ class ProcessAxis(ExternalAxis):
             wide = _wide(dtype)
             if len(idx) == 1:
                 a = arrays[idx[0]]
-                send = np.ascontiguousarray(a, wide)
-                recv = np.empty(a.shape, wide)
-                comm.Allreduce(send, recv, op=op)
+                recv = pool.take(a.shape, wide)
+                if wide == dtype and a.flags.c_contiguous:
+                    comm.Allreduce(a, recv, op=op)
+                else:  # the conversion or the copy goes straight into the output
+                    recv[...] = a
+                    comm.Allreduce(MPI.IN_PLACE, recv, op=op)
                 out[idx[0]] = recv if wide == dtype else recv.astype(dtype)
                 continue
             sizes = [arrays[i].size for i in idx]
-            flat = np.empty(sum(sizes), wide)
+            flat = pool.take((sum(sizes),), wide)
             k = 0
             for i, n in zip(idx, sizes):
                 flat[k : k + n] = arrays[i].reshape(-1)

@@ -170,6 +170,56 @@ random_standard_p = _keyed(
 
 
 # ----------------------------------------------------------------------------------------------------
+# random_uniform_rows: chosen rows of a longer random_uniform draw, computed from their own counters. A process
+# that holds some rows of a global batch (data parallelism) draws exactly its rows of the whole batch's numbers.
+
+random_uniform_rows_p = Primitive("random_uniform_rows")
+random_uniform_rows_p.family = "random"
+random_uniform_rows_p.no_rule["transpose"] = "not linear"
+random_uniform_rows_p.no_rule["jvp"] = "its inputs are the key and row indices, integer tensors"
+random_uniform_rows_p.doc = (
+    "Rows ``rows`` (int64, per lane) of ``random_uniform(key; shape=(R,) + row_shape, dtype, open=False)`` for "
+    "any R past the largest row, bit for bit; output ``rows.shape + row_shape``."
+)
+_ROW_KERNELS = {dtypes.float32: _tf.uniform32_rows, dtypes.float64: _tf.uniform64_rows}
+
+
+@random_uniform_rows_p.def_impl
+def _uniform_rows_impl(key, rows, *, row_shape, dtype):
+    keys = _lanes(key)
+    rows = np.asarray(rows)
+    idx = np.ascontiguousarray(rows, np.int64).reshape(keys.shape[0], -1)
+    if idx.size and idx.min() < 0:
+        bad = rows.reshape(-1)[idx.argmin()]
+        raise ValueError(f"random_uniform_rows: row indices must be in [0, 2**63), got {bad}")
+    out = np.empty((keys.shape[0], idx.shape[1], math.prod(row_shape)), dtype)
+    if out.size:
+        _ROW_KERNELS[dtype](keys, idx, out)
+    return out.reshape(rows.shape + tuple(row_shape))
+
+
+@random_uniform_rows_p.def_abstract_eval
+def _uniform_rows_abstract(key, rows, *, row_shape, dtype):
+    _check_key("random_uniform_rows", key)
+    if rows.dtype not in dtypes.INTEGER:
+        raise DTypeError(f"random_uniform_rows: rows must be an integer tensor, got {rows.dtype.name}")
+    if rows.shape[:-1] != key.shape[:-1] or not rows.shape:
+        raise ShapeError(
+            f"random_uniform_rows: rows must have the key's lane axes {key.shape[:-1]} and one more, got "
+            f"{rows.str_short()}"
+        )
+    if dtype not in _ROW_KERNELS:
+        raise DTypeError(f"random_uniform_rows: dtype must be float32 or float64, got {dtype}")
+    return ShapedArray(rows.shape + tuple(row_shape), dtype)
+
+
+@random_uniform_rows_p.def_jvp
+def _uniform_rows_jvp(primals, tangents, **params):
+    out = random_uniform_rows_p.bind(*primals, **params)
+    return out, Zero(aval_of(out))
+
+
+# ----------------------------------------------------------------------------------------------------
 # Samplers with parameters per element: random_gamma (shape alpha), random_truncated_normal (bounds),
 # random_poisson (rate). Inputs: key (*lanes, 2) and parameters (*lanes, *sample_shape), already broadcast by
 # the caller.
@@ -199,6 +249,9 @@ def _param_vmap(p):
         return p.bind(*moved, **params), 0
 
     return rule
+
+
+random_uniform_rows_p.def_vmap(_param_vmap(random_uniform_rows_p))
 
 
 def _run_param(kernel, key, x, dtype):

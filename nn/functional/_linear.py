@@ -7,13 +7,12 @@ import math
 import numpy as np
 
 import funclib as fl
-from funclib import random as _random
 from funclib.checks import check_number
 from funclib.core import Tensor
 from funclib.errors import ShapeError
 from funclib.primitives.dot import dot_general
 
-from ..module import next_key
+from ..module import _bernoulli_rows, next_key
 from ._args import as_float, as_tensor, zero
 
 
@@ -40,7 +39,7 @@ def dropout(input, p: float = 0.5, training: bool = True, inplace: bool = False,
     if p == 1.0:
         return x * 0.0
     k = next_key("dropout") if key is None else key
-    keep = _random.bernoulli(k, 1.0 - p, tuple(x.shape))
+    keep = _bernoulli_rows(k, 1.0 - p, tuple(x.shape))
     return fl.where(keep, x * (1.0 / (1.0 - p)), zero(x))
 
 

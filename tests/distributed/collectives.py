@@ -167,6 +167,34 @@ if n > 1:
     # the world is still usable after every rank raised at the same point
     assert D.spmd(lambda v: fl.psum(v, "data"))(fl.ones(2)).numpy().tolist() == [n, n]
 
+# --- Allreduce outputs in reused memory: a result still referenced is never overwritten ---------------------------
+total_of = [float(sum(q + k for q in range(n))) for k in range(3)]
+big = [fl.asarray(np.full((64, 512), float(r + k), np.float32)) for k in range(3)]  # 128 KB: pooled
+psum = D.spmd(lambda v: fl.psum(v, "data"))
+jpsum = fl.jit(psum)
+kept = [psum(big[0]), jpsum(big[1])]
+row = psum(big[2]).numpy()[5]  # only a view of one row survives
+tree = psum({"a": big[0], "b": big[2]})  # two arrays of one dtype: one flat buffer, outputs are views of it
+for k in range(6):  # results dropped at once: their memory is handed out again
+    psum(big[k % 3])
+    jpsum(big[(k + 1) % 3])
+assert float(kept[0].numpy().min()) == float(kept[0].numpy().max()) == total_of[0], kept[0]
+assert float(kept[1].numpy().min()) == float(kept[1].numpy().max()) == total_of[1], kept[1]
+assert row.tolist() == [total_of[2]] * 512, row
+assert tree["a"].numpy().tolist() == [[total_of[0]] * 512] * 64 and float(tree["b"].numpy()[63, 511]) == total_of[2]
+if n > 1:
+    from funclib.distributed._comm import world
+
+    held = world().pool.held_bytes
+    for _ in range(4):
+        psum(big[0])
+        jpsum(big[1])
+    assert world().pool.held_bytes == held, "the memory of dropped results must be reused"
+half = D.spmd(lambda v: fl.psum(v, "data"))(fl.asarray(np.full((256, 256), r + 1.0, np.float16)))  # via float32
+assert half.dtype == fl.float16 and half.numpy().min() == half.numpy().max() == n * (n + 1) / 2, half
+cols = fl.transpose(fl.asarray(np.arange(64 * 512, dtype=np.float64).reshape(64, 512) * (r + 1)))  # not contiguous
+np.testing.assert_array_equal(psum(cols).numpy(), np.arange(64 * 512.0).reshape(64, 512).T * (n * (n + 1) / 2))
+
 # --- eager helpers -------------------------------------------------------------------------------------------
 b = D.broadcast({"w": fl.asarray(np.full(3, float(r)))}, root=n - 1)
 assert b["w"].numpy().tolist() == [n - 1.0] * 3

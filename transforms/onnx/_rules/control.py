@@ -58,6 +58,7 @@ NOT_EXPORTABLE.update(
         "threefry2x32": _RANDOM,
         "random_bits": _RANDOM,
         "random_uniform": _RANDOM,
+        "random_uniform_rows": _RANDOM,
         "random_normal": _RANDOM,
         "random_standard": _RANDOM,
         "random_gamma": _RANDOM,
