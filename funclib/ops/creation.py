@@ -88,6 +88,64 @@ def _astype_method(self, dtype, /, *, copy: bool = True, device=None):
     return convert(self, dtypes.canonicalize(dtype))
 
 
+def _cast_method(name: str, dtype):
+    def cast(self):
+        return convert(self, dtype)
+
+    cast.__name__ = cast.__qualname__ = name
+    cast.__doc__ = f"``x.{name}()`` is ``x.astype(fl.{dtype.name})``, as PyTorch's method."
+    return tensor_method(name)(cast)
+
+
+for _name, _dtype in (
+    ("float", dtypes.float32),
+    ("double", dtypes.float64),
+    ("half", dtypes.float16),
+    ("bfloat16", dtypes.bfloat16),
+    ("long", dtypes.int64),
+    ("int", dtypes.int32),
+    ("bool", dtypes.bool_),
+):
+    _cast_method(_name, _dtype)
+
+
+@tensor_method("to")
+def _to_method(self, *args, dtype=None, device=None, non_blocking: bool = False, copy: bool = False,
+               memory_format=None):
+    """PyTorch's ``x.to(...)``: a dtype, a device (only ``"cpu"``) or another tensor (its dtype), positionally or
+    as ``dtype=``/``device=``.
+
+    >>> fl.tensor([1.5, 2.5]).to(fl.int64)
+    Tensor([1, 2], dtype=int64)
+    """
+    for a in args:
+        if isinstance(a, Tensor):
+            dtype = a.dtype
+        elif isinstance(a, str) or a is None:
+            device = a
+        else:
+            try:
+                dtype = dtypes.canonicalize(a)
+            except (TypeError, ValueError):
+                raise TypeError(
+                    f"Tensor.to: expected a dtype, a device or a tensor, got {describe(a)}; e.g. x.to(fl.float64)"
+                ) from None
+    _check_device(device, "Tensor.to")
+    return self if dtype is None else convert(self, dtypes.canonicalize(dtype))
+
+
+@tensor_method("numel")
+def _numel(self) -> int:
+    """The number of elements (``x.size``), as PyTorch's ``x.numel()``."""
+    return self.size
+
+
+@tensor_method("dim")
+def _dim(self) -> int:
+    """The number of axes (``x.ndim``), as PyTorch's ``x.dim()``."""
+    return self.ndim
+
+
 @public
 def astype(x, dtype, /, *, copy: bool = True, device=None) -> Tensor:
     """Cast ``x`` to ``dtype`` (any cast NumPy allows: float to int truncates, complex to real is an error).
