@@ -32,6 +32,7 @@ from . import (
     resampling,
     rnn,
     transformer,
+    utils,
 )
 from .activation import *  # noqa: F401, F403
 from .container import *  # noqa: F401, F403
@@ -49,6 +50,7 @@ __all__ = [
     "functional",
     "init",
     "parallel",
+    "utils",
     *module.__all__,
     *container.__all__,
     *layers.__all__,

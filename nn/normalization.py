@@ -158,7 +158,7 @@ class RMSNorm(Module):
         A module mapping a tensor to one of the same shape.
 
     >>> nn.RMSNorm(2, eps=0.0)(fl.tensor([[3.0, 4.0]]))
-    Tensor([[0.8485281, 1.1313709]], dtype=float32)
+    Tensor([[0.84852815, 1.1313709 ]], dtype=float32)
     """
 
     def __init__(

@@ -301,7 +301,7 @@ def rms_norm(input, normalized_shape, weight=None, eps: float | None = None) -> 
         A tensor of the input's shape.
 
     >>> F.rms_norm(fl.tensor([[3.0, 4.0]]), 2, eps=0.0)
-    Tensor([[0.8485281, 1.1313709]], dtype=float32)
+    Tensor([[0.84852815, 1.1313709 ]], dtype=float32)
     """
     x = as_float(input, "rms_norm")
     ns = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
