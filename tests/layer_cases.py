@@ -10,8 +10,9 @@ by the case's name, so only PyTorch's outputs and gradients need storing.
 from __future__ import annotations
 
 import zlib
-from dataclasses import dataclass, field
-from typing import Any, Callable
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -23,7 +24,6 @@ class Case:
     shapes: tuple[tuple[int, ...], ...]
     forward: Callable[..., Any] = lambda lib, m, *xs: m(*xs)  # noqa: E731
     train: bool = True
-    tags: tuple[str, ...] = field(default=())
 
 
 def rng(*parts: str) -> np.random.Generator:
