@@ -106,7 +106,7 @@ _CHANNEL_DROPOUT_ARGS = """
 def _dtype(dtype, device=None):
     if device not in (None, "cpu"):
         raise ValueError(f"unknown device {device!r}; funclib runs on 'cpu': pass device=None or 'cpu'")
-    d = dtypes.default_float if dtype is None else dtypes.canonicalize(dtype)
+    d = dtypes.float_default() if dtype is None else dtypes.canonicalize(dtype)
     if d not in dtypes.REAL_FLOATING:
         raise TypeError(
             f"layer parameters must be floating point, got dtype {d.name};"

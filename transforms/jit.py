@@ -382,7 +382,8 @@ class Jitted:
                 x = as_tensor_leaf(x, f"jit({self.__name__})")
                 conv.append(x)
                 sig.append((tuple(x.shape), x.dtype, False))
-        key = (in_tree, tuple(sig), tuple((k, w, v) for k, w, v in static))
+        # Python floats, creation functions and samplers without dtype= are traced in the default float dtype
+        key = (in_tree, tuple(sig), tuple((k, w, v) for k, w, v in static), dtypes.float_default())
         return key, conv, in_tree, dyn_args, static
 
     # --- tracing ------------------------------------------------------------------------------------------------
@@ -443,8 +444,8 @@ class Jitted:
         return names
 
     def _desc(self, key, names):
-        in_tree, leaf_sig, static = key
-        d = {"tree": str(in_tree)}
+        in_tree, leaf_sig, static, default = key
+        d = {"tree": str(in_tree), "default": default.name}
         for n, (shape, dt, weak) in zip(names, leaf_sig):
             d[n] = f"a Python {type(dtypes.weak_sample(dt)).__name__}" if weak else ShapedArray(shape, dt).str_short()
         for kind, w, v in static:
@@ -461,6 +462,8 @@ class Jitted:
             if a != b:
                 if k == "tree":
                     changes.append(f"the argument structure changed from {a} to {b}")
+                elif k == "default":
+                    changes.append(f"the default float dtype (fl.set_default_dtype) changed from {a} to {b}")
                 else:
                     changes.append(f"argument {k!r} changed from {a or 'absent'} to {b or 'absent'}")
         return "; ".join(changes) or "no visible change (a previous trace was evicted)"
@@ -496,6 +499,7 @@ class Jitted:
         if self._fast_ok and not kwargs and _state.trace is None:
             sig = tuple([(a._value.shape, a._value.dtype) for a in args if type(a) is Tensor])
             if len(sig) == len(args):
+                sig = (sig, dtypes.float_default())
                 hit = self._fast.get(sig)
                 if hit is not None:
                     program, consts, out_tree, one, weak_out = hit

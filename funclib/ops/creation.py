@@ -196,21 +196,21 @@ def zeros(shape, *, dtype=None, device=None) -> Tensor:
     (2, 3)
     """
     _check_device(device, "zeros")
-    return S.full(_shape_arg(shape, "zeros"), 0, dtypes.canonicalize(dtype or dtypes.default_float))
+    return S.full(_shape_arg(shape, "zeros"), 0, dtypes.canonicalize(dtype or dtypes.float_default()))
 
 
 @public
 def ones(shape, *, dtype=None, device=None) -> Tensor:
     """A tensor of ones (float32 by default)."""
     _check_device(device, "ones")
-    return S.full(_shape_arg(shape, "ones"), 1, dtypes.canonicalize(dtype or dtypes.default_float))
+    return S.full(_shape_arg(shape, "ones"), 1, dtypes.canonicalize(dtype or dtypes.float_default()))
 
 
 @public
 def empty(shape, *, dtype=None, device=None) -> Tensor:
     """A tensor of ``shape`` filled with zeros (an immutable tensor is never observed uninitialized)."""
     _check_device(device, "empty")
-    return S.full(_shape_arg(shape, "empty"), 0, dtypes.canonicalize(dtype or dtypes.default_float))
+    return S.full(_shape_arg(shape, "empty"), 0, dtypes.canonicalize(dtype or dtypes.float_default()))
 
 
 @public
@@ -291,7 +291,7 @@ def arange(start, /, stop=None, step=1, *, dtype=None, device=None) -> Tensor:
         raise ValueError("arange: step must not be zero")
     if dtype is None:
         is_float = any(isinstance(v, float) for v in (start, stop, step))
-        d = dtypes.default_float if is_float else dtypes.default_int
+        d = dtypes.float_default() if is_float else dtypes.default_int
     else:
         d = dtypes.canonicalize(dtype)
     if all(isinstance(v, int) for v in (start, stop, step)):
@@ -320,9 +320,9 @@ def linspace(start, stop, /, num: int, *, dtype=None, device=None, endpoint: boo
     """
     _check_device(device, "linspace")
     if isinstance(start, complex) or isinstance(stop, complex):
-        d = dtypes.canonicalize(dtype) if dtype is not None else dtypes.default_complex
+        d = dtypes.canonicalize(dtype) if dtype is not None else dtypes.complex_default()
     else:
-        d = dtypes.canonicalize(dtype) if dtype is not None else dtypes.default_float
+        d = dtypes.canonicalize(dtype) if dtype is not None else dtypes.float_default()
     if d not in dtypes.INEXACT:
         raise DTypeError(f"linspace: dtype must be floating-point, got {d.name}")
     num = check_int(num, "linspace", "num", min=0)
@@ -347,7 +347,7 @@ def eye(n_rows: int, n_cols: int | None = None, /, *, k: int = 0, dtype=None, de
     n_rows = check_int(n_rows, "eye", "n_rows", min=0)
     n_cols = n_rows if n_cols is None else check_int(n_cols, "eye", "n_cols", min=0)
     k = check_int(k, "eye", "k")
-    d = dtypes.canonicalize(dtype or dtypes.default_float)
+    d = dtypes.canonicalize(dtype or dtypes.float_default())
     return _wrap(np.eye(n_rows, n_cols, k=k, dtype=d))
 
 
