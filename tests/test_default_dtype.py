@@ -134,3 +134,12 @@ def test_only_real_floating_dtypes_can_be_the_default(bad):
         with fl.default_dtype(bad):
             pass
     assert fl.get_default_dtype() == fl.float32
+
+
+def test_the_examples_in_the_docstrings_run():
+    import doctest
+
+    import funclib.ops.defaults as mod
+
+    result = doctest.testmod(mod, extraglobs={"fl": fl})
+    assert result.attempted > 0 and result.failed == 0

@@ -134,3 +134,12 @@ def test_errors_about_leaves_name_them_by_key():
         fl.vmap(lambda p: p["w"], in_axes=({"w": 2},))({"w": fl.ones((3, 2))})
     with pytest.raises(ConcretizationError, match=r"depends on argument p\['x'\].*static_argnames=\('p',\)"):
         fl.jit(lambda p: float(p["x"]))({"x": fl.ones(())})
+
+
+def test_the_examples_in_the_docstrings_run():
+    import doctest
+
+    import funclib.ops.pytree as mod
+
+    result = doctest.testmod(mod, extraglobs={"fl": fl})
+    assert result.attempted > 0 and result.failed == 0
