@@ -55,6 +55,7 @@ from .errors import SerializationError, UnsafePickleError  # noqa: F401
 from .jaxpr import ClosedJaxpr, Jaxpr, eval_jaxpr, typecheck  # noqa: F401
 from .namespace import NAMESPACE as _NAMESPACE
 from .ops import fft, linalg  # noqa: F401
+from .ops.pytree import ravel as _ravel
 from .random import global_randint as randint  # noqa: F401
 from .random import manual_seed, rand, rand_like, randn, randn_like, randperm  # noqa: F401
 
@@ -77,6 +78,8 @@ from .transforms import solvers as _solvers  # noqa: E402
 # the iterative solvers need while_loop and custom_linear_solve (transforms), so they join fl.linalg here
 linalg.cg = _solvers.cg
 linalg.bicgstab = _solvers.bicgstab
+# fl.tree is in the core; ravel concatenates and casts (the namespace), so it joins fl.tree here
+tree.ravel = _ravel
 
 
 def __getattr__(name: str):

@@ -787,11 +787,11 @@ def _python_dtype(obj) -> np.dtype | None:
     if not walk(obj):
         return None
     if complex in kinds:
-        return dtypes.default_complex
+        return dtypes.complex_default()
     if float in kinds:
-        return dtypes.default_float
+        return dtypes.float_default()
     if int in kinds:
         return dtypes.default_int
     if bool in kinds:
         return dtypes.bool_
-    return dtypes.default_float  # empty list
+    return dtypes.float_default()  # empty list

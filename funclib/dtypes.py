@@ -13,6 +13,7 @@ how low-precision bugs start, so ``float8 + float32`` asks for an explicit cast.
 from __future__ import annotations
 
 import builtins
+import threading
 from typing import NamedTuple
 
 import ml_dtypes
@@ -44,9 +45,27 @@ INT4 = (int4, uint4)
 LOW_PRECISION = FLOAT8 + INT4  # storage dtypes: not in ALL, which lists the dtypes every op family computes in
 INEXACT = frozenset(FLOATING + FLOAT8)
 
-default_float = float32
 default_int = int64
-default_complex = complex64
+
+
+class _Defaults(threading.local):
+    # a thread's override of the process-wide default float dtype (``fl.default_dtype``); None: no override
+    float: np.dtype | None = None
+    process_float: np.dtype = float32  # a class attribute: one value for every thread (``fl.set_default_dtype``)
+
+
+_defaults = _Defaults()
+
+
+def float_default() -> np.dtype:
+    """The dtype of Python floats and of floating results that name no dtype (``fl.set_default_dtype``)."""
+    d = _defaults.float
+    return _Defaults.process_float if d is None else d
+
+
+def complex_default() -> np.dtype:
+    """The complex dtype matching ``float_default()``: complex128 under float64, else complex64."""
+    return complex128 if float_default() == float64 else complex64
 
 _BY_NAME = {d.name: d for d in ALL + LOW_PRECISION}
 _BY_NAME["bool"] = bool_
@@ -139,13 +158,13 @@ def canonicalize(dtype) -> np.dtype:
     if isinstance(dtype, np.dtype) and dtype in _KNOWN:
         return dtype
     if dtype is builtins.float:
-        return default_float
+        return float_default()
     if dtype is builtins.int:
         return default_int
     if dtype is builtins.bool:
         return bool_
     if dtype is builtins.complex:
-        return default_complex
+        return complex_default()
     try:
         d = np.dtype(dtype)
     except TypeError:
@@ -204,9 +223,9 @@ def python_scalar_dtype(x) -> np.dtype:
     if isinstance(x, builtins.int):
         return default_int
     if isinstance(x, builtins.float):
-        return default_float
+        return float_default()
     if isinstance(x, builtins.complex):
-        return default_complex
+        return complex_default()
     raise TypeError(f"not a Python scalar: {x!r}")
 
 
@@ -235,11 +254,11 @@ def weak_promote(dtype: np.dtype, scalar) -> np.dtype:
     if isinstance(scalar, builtins.int):
         return dtype if k != "b" else default_int
     if isinstance(scalar, builtins.float):
-        return dtype if k in "fc" else default_float
+        return dtype if k in "fc" else float_default()
     if isinstance(scalar, builtins.complex):
         if k == "c":
             return dtype
-        return complex128 if dtype == float64 else default_complex
+        return complex128 if dtype == float64 else complex_default()
     raise TypeError(f"unsupported scalar {scalar!r} of type {type(scalar).__name__}")
 
 

@@ -368,7 +368,7 @@ def _check_order(lo, hi, op: str, lo_name: str, hi_name: str, strict: bool = Tru
 
 def _float_dtype(dtype, op: str) -> np.dtype:
     if dtype is None:
-        return dtypes.default_float
+        return dtypes.float_default()
     d = dtypes.canonicalize(dtype)
     if d not in dtypes.REAL_FLOATING:
         raise DTypeError(f"random.{op}: dtype must be a real floating dtype, got {d.name}")
@@ -638,7 +638,7 @@ def categorical(key: Tensor, logits: Tensor, axis: int = -1, shape: Shape | None
     key = _consume(key, "categorical")
     logits = ops.asarray(logits)
     if logits.dtype not in dtypes.REAL_FLOATING:
-        logits = _convert(logits, dtypes.default_float)
+        logits = _convert(logits, dtypes.float_default())
     axis = _norm_axis(axis, logits.ndim, "categorical")
     batch = logits.shape[:axis] + logits.shape[axis + 1 :]
     shape = batch if shape is None else _shape(shape, "categorical")
@@ -732,7 +732,7 @@ def choice(
         if p.shape != (n,):
             raise ShapeError(f"random.choice: p must have shape ({n},), got {p.shape}")
         if p.dtype not in dtypes.REAL_FLOATING:
-            p = _convert(p, dtypes.default_float)
+            p = _convert(p, dtypes.float_default())
     if replace:
         if p is None:
             idx = _randint(key, shape, 0, n, dtypes.int64)

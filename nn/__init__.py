@@ -17,13 +17,32 @@ design (state under transforms, randomness, frozen parameters).
 (3, 5)
 """
 
-from . import activation, container, functional, init, layers, loss, module, parallel, quantized, rnn, transformer
+from . import (
+    activation,
+    container,
+    functional,
+    init,
+    layers,
+    layers3d,
+    loss,
+    module,
+    normalization,
+    parallel,
+    quantized,
+    resampling,
+    rnn,
+    transformer,
+    utils,
+)
 from .activation import *  # noqa: F401, F403
 from .container import *  # noqa: F401, F403
 from .layers import *  # noqa: F401, F403
+from .layers3d import *  # noqa: F401, F403
 from .loss import *  # noqa: F401, F403
 from .module import *  # noqa: F401, F403
+from .normalization import *  # noqa: F401, F403
 from .quantized import *  # noqa: F401, F403
+from .resampling import *  # noqa: F401, F403
 from .rnn import *  # noqa: F401, F403
 from .transformer import *  # noqa: F401, F403
 
@@ -31,9 +50,13 @@ __all__ = [
     "functional",
     "init",
     "parallel",
+    "utils",
     *module.__all__,
     *container.__all__,
     *layers.__all__,
+    *layers3d.__all__,
+    *normalization.__all__,
+    *resampling.__all__,
     *activation.__all__,
     *loss.__all__,
     *quantized.__all__,

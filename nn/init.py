@@ -42,7 +42,7 @@ def _key(key, op):
 def _float_like(tensor, op) -> tuple[tuple[int, ...], object]:
     if not isinstance(tensor, Tensor):
         tensor = fl.asarray(tensor)
-    d = tensor.dtype if tensor.dtype in dtypes.REAL_FLOATING else dtypes.default_float
+    d = tensor.dtype if tensor.dtype in dtypes.REAL_FLOATING else dtypes.float_default()
     return tuple(tensor.shape), d
 
 

@@ -22,6 +22,7 @@ from funclib.primitives._util import normalize_axis
 from . import functional as F
 from . import init
 from .functional._args import conv_padding_arg, ints, pool_args
+from .functional._conv import conv, conv_transpose, padding_mode_widths
 from .functional._pooling import adaptive_avg_pool, adaptive_output_size, avg_pool, max_pool
 from .module import Module, Parameter, _split_key, store_state
 
@@ -64,7 +65,9 @@ _CONV_ARGS = """
         dilation: spacing of the kernel's taps, an int or one per axis (default 1).
         groups: split the channels into this many independent groups (default 1).
         bias: learn an additive bias (default True).
-        padding_mode: only ``"zeros"``.""" + _DEVICE_DTYPE_KEY
+        padding_mode: ``"zeros"``, ``"reflect"``, ``"replicate"`` or ``"circular"`` (default ``"zeros"``).""" + (
+    _DEVICE_DTYPE_KEY
+)
 _CONV_TRANSPOSE_ARGS = """
         in_channels: channels of the input (``C_in``).
         out_channels: channels of the output.
@@ -103,7 +106,7 @@ _CHANNEL_DROPOUT_ARGS = """
 def _dtype(dtype, device=None):
     if device not in (None, "cpu"):
         raise ValueError(f"unknown device {device!r}; funclib runs on 'cpu': pass device=None or 'cpu'")
-    d = dtypes.default_float if dtype is None else dtypes.canonicalize(dtype)
+    d = dtypes.float_default() if dtype is None else dtypes.canonicalize(dtype)
     if d not in dtypes.REAL_FLOATING:
         raise TypeError(
             f"layer parameters must be floating point, got dtype {d.name};"
@@ -333,9 +336,11 @@ class _ConvNd(Module):
                 f"{name}: in_channels={in_channels} and out_channels={out_channels} must be divisible by "
                 f"groups={groups}; choose groups dividing both"
             )
-        if padding_mode != "zeros":
+        modes = ("zeros",) if self._transposed else ("zeros", "reflect", "replicate", "circular")
+        if padding_mode not in modes:
             raise ValueError(
-                f"{name}: only padding_mode='zeros' is supported, got {padding_mode!r}; pad the input with F.pad first"
+                f"{name}: padding_mode must be {' or '.join(repr(m) for m in modes)}, got {padding_mode!r}"
+                + ("; pad the input with F.pad first" if self._transposed else "")
             )
         d = _dtype(dtype, device)
         self.in_channels, self.out_channels = in_channels, out_channels
@@ -365,17 +370,21 @@ class _ConvNd(Module):
 
     def forward(self, input):
         self._check(input)
-        conv = F.conv1d if self._nd == 1 else F.conv2d
-        return conv(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+        name, padding = type(self).__name__, self.padding
+        if self.padding_mode != "zeros":
+            k, d, s = self.kernel_size, self.dilation, self.stride
+            input = F.pad(input, padding_mode_widths(padding, self._nd, k, d, s, name), mode=self.padding_mode)
+            padding = 0
+        return conv(input, self.weight, self.bias, self.stride, padding, self.dilation, self.groups, self._nd, name)
 
     def _check(self, input):
         nd = self._nd
+        axes = ", ".join("LHW"[-nd:] if nd < 3 else "DHW")
         if input.ndim not in (nd + 1, nd + 2) or input.shape[-nd - 1] != self.in_channels:
             raise ShapeError(
                 f"{type(self).__name__}({self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}): "
-                f"expected input of shape (N, C, {', '.join('LHW'[-nd:])}) with C={self.in_channels} (or unbatched "
-                f"(C, {', '.join('LHW'[-nd:])})), got {tuple(input.shape)}; check in_channels or transpose your input "
-                "(channels come first)"
+                f"expected input of shape (N, C, {axes}) with C={self.in_channels} (or unbatched (C, {axes})), got "
+                f"{tuple(input.shape)}; check in_channels or transpose your input (channels come first)"
             )
 
     def extra_repr(self):
@@ -391,6 +400,8 @@ class _ConvNd(Module):
             s += f", groups={self.groups}"
         if self.bias is None:
             s += ", bias=False"
+        if self.padding_mode != "zeros":
+            s += f", padding_mode={self.padding_mode!r}"
         return s
 
 
@@ -473,8 +484,8 @@ class _ConvTransposeNd(_ConvNd):
     def forward(self, input, output_size=None):
         self._check(input)
         op = self._output_padding(input, output_size)
-        conv = F.conv_transpose1d if self._nd == 1 else F.conv_transpose2d
-        return conv(input, self.weight, self.bias, self.stride, self.padding, op, self.groups, self.dilation)
+        args = (self.weight, self.bias, self.stride, self.padding, op, self.groups, self.dilation)
+        return conv_transpose(input, *args, self._nd, type(self).__name__)
 
     def _output_padding(self, input, output_size):
         if output_size is None:
@@ -749,7 +760,7 @@ class _BatchNorm(Module):
             want = " or ".join(f"{n}D" for n in self._ndims)
             raise ShapeError(
                 f"{name}: expected {want} input (got {input.ndim}D input of shape {tuple(input.shape)}); use "
-                "BatchNorm1d for (N, C) or (N, C, L) and BatchNorm2d for (N, C, H, W)"
+                "BatchNorm1d for (N, C) or (N, C, L), BatchNorm2d for (N, C, H, W) and BatchNorm3d for (N, C, D, H, W)"
             )
         if input.shape[1] != self.num_features:
             raise ShapeError(

@@ -1,7 +1,8 @@
 """Recurrent layers ``RNN``, ``LSTM``, ``GRU`` (multi-layer, bidirectional, ``batch_first``, inter-layer dropout,
 LSTM ``proj_size``), with PyTorch's parameter names (``weight_ih_l0``, ``bias_hh_l1_reverse``, ...), gate order
 and init. Each layer and direction is one ``fl.scan`` over time (the loop is traced once, not unrolled); the input
-projection of all time steps is one matrix multiply before the loop.
+projection of all time steps is one matrix multiply before the loop. A ``PackedSequence`` input
+(``nn.utils.rnn``) gives a packed output, each sequence's state held once it ends.
 
 >>> import funclib as fl, funclib.nn as nn
 >>> lstm = nn.LSTM(8, 16, num_layers=2, batch_first=True)
@@ -14,6 +15,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 import funclib as fl
 from funclib.checks import check_int, check_probability
 from funclib.errors import ShapeError
@@ -22,6 +25,7 @@ from . import functional as F
 from . import init
 from .layers import _dtype
 from .module import Module, Parameter, _split_key
+from .utils.rnn import PackedSequence, _repack, pad_packed_sequence
 
 __all__ = ["RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell"]
 
@@ -162,14 +166,28 @@ class _RNNBase(Module):
             )
 
     def forward(self, input, hx=None):
+        if isinstance(input, PackedSequence):
+            # run the batch padded, in its original order (PyTorch's hx and h_n are in that order too)
+            padded, lengths = pad_packed_sequence(input)
+            self._check_input(padded)
+            mask = fl.asarray(np.arange(padded.shape[0])[:, None, None] < lengths.numpy()[None, :, None])
+            out, state = self._run(padded, hx, False, mask)
+            return _repack(out, input), state
         self._check_input(input)
-        name = type(self).__name__
         unbatched = input.ndim == 2
         x = (
             fl.expand_dims(input, axis=1)
             if unbatched
             else (fl.permute_dims(input, (1, 0, 2)) if self.batch_first else input)
         )
+        out, state = self._run(x, hx, unbatched, None)
+        if self.batch_first and not unbatched:
+            out = fl.permute_dims(out, (1, 0, 2))
+        return out, state
+
+    def _run(self, x, hx, unbatched, mask):
+        """The layers over time-major ``x: (L, N, features)``; ``mask: (L, N, 1)`` holds a state past its end."""
+        name = type(self).__name__
         n = x.shape[1]
         dirs = 2 if self.bidirectional else 1
         real_hidden = self.proj_size or self.hidden_size
@@ -205,7 +223,15 @@ class _RNNBase(Module):
                     new = step(state, g, w_hh, b_hh, w_hr)
                     return new, new[0]
 
-                state, ys = fl.scan(body, state0, gi, reverse=bool(direction))
+                def masked(state, gm, w_hh=w_hh, b_hh=b_hh, w_hr=w_hr):
+                    g, m = gm
+                    new = tuple(fl.where(m, a, b) for a, b in zip(step(state, g, w_hh, b_hh, w_hr), state))
+                    return new, fl.where(m, new[0], fl.zeros((), dtype=new[0].dtype))
+
+                if mask is None:
+                    state, ys = fl.scan(body, state0, gi, reverse=bool(direction))
+                else:
+                    state, ys = fl.scan(masked, state0, (gi, mask), reverse=bool(direction))
                 outs.append(ys)
                 h_n.append(state[0])
                 if lstm:
@@ -219,9 +245,7 @@ class _RNNBase(Module):
         if unbatched:
             out, hn = out[:, 0], hn[:, 0]
             cn = cn[:, 0] if lstm else None
-        elif self.batch_first:
-            out = fl.permute_dims(out, (1, 0, 2))
-        return (out, (hn, cn)) if lstm else (out, hn)
+        return out, ((hn, cn) if lstm else hn)
 
     def extra_repr(self):
         s = f"{self.input_size}, {self.hidden_size}"

@@ -1,6 +1,7 @@
-"""Attention and the Transformer encoder: ``MultiheadAttention``, ``TransformerEncoderLayer``,
-``TransformerEncoder``, with PyTorch's parameter names (``in_proj_weight``, ``out_proj.weight``, ``linear1``,
-``norm1``, ...), defaults and mask conventions, so PyTorch checkpoints load.
+"""Attention and the Transformer: ``MultiheadAttention``, ``TransformerEncoderLayer``, ``TransformerEncoder``,
+``TransformerDecoderLayer``, ``TransformerDecoder`` and ``Transformer``, with PyTorch's parameter names
+(``in_proj_weight``, ``out_proj.weight``, ``linear1``, ``norm1``, ...), defaults and mask conventions, so PyTorch
+checkpoints load.
 
 >>> import funclib as fl, funclib.nn as nn
 >>> layer = nn.TransformerEncoderLayer(d_model=16, nhead=4, dim_feedforward=32, batch_first=True)
@@ -24,7 +25,14 @@ from .container import ModuleList
 from .layers import Dropout, LayerNorm, Linear, _dtype
 from .module import Module, Parameter, _split_key
 
-__all__ = ["MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder"]
+__all__ = [
+    "MultiheadAttention",
+    "TransformerEncoderLayer",
+    "TransformerEncoder",
+    "TransformerDecoderLayer",
+    "TransformerDecoder",
+    "Transformer",
+]
 
 
 def _additive(mask, dtype, op: str):
@@ -229,14 +237,12 @@ class MultiheadAttention(Module):
         return ""
 
 
-def _activation(act):
+def _activation(act, op: str = "TransformerEncoderLayer"):
     if callable(act):
         return act
     table = {"relu": F.relu, "gelu": F.gelu}
     if act not in table:
-        raise ValueError(
-            f"TransformerEncoderLayer: activation should be 'relu', 'gelu' or a callable, got {act!r}"
-        )
+        raise ValueError(f"{op}: activation should be 'relu', 'gelu' or a callable, got {act!r}")
     return table[act]
 
 
@@ -375,3 +381,276 @@ class TransformerEncoder(Module):
         if self.norm is not None:
             x = self.norm(x)
         return x
+
+
+class TransformerDecoderLayer(Module):
+    """Self-attention over the target, attention to the encoder's output (``memory``) and a feed-forward block,
+    each with a residual connection and a layer norm (post-norm, or pre-norm with ``norm_first=True``), as
+    ``torch.nn.TransformerDecoderLayer``.
+
+    Submodules: ``self_attn``, ``multihead_attn``, ``linear1``, ``dropout``, ``linear2``, ``norm1``, ``norm2``,
+    ``norm3``, ``dropout1``, ``dropout2``, ``dropout3``.
+
+    Args:
+        d_model: the features of each position.
+        nhead: the attention heads.
+        dim_feedforward: the hidden size of the feed-forward block (default 2048).
+        dropout: dropout after each block and in the feed-forward block (default 0.1).
+        activation: ``"relu"``, ``"gelu"`` or a callable (default ``"relu"``).
+        layer_norm_eps: the layer norms' eps (default 1e-5).
+        batch_first: inputs are ``(N, L, d_model)`` (default False: ``(L, N, d_model)``).
+        norm_first: normalize before each block instead of after (default False).
+        bias: learn the biases of the linear layers and layer norms (default True).
+        device: ``None`` or ``"cpu"``.
+        dtype: the parameters' floating dtype (default ``fl.float32``).
+        key: a ``fl.random`` key for the initialization (default: the global generator).
+
+    Returns:
+        A module whose ``forward(tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
+        memory_key_padding_mask=None, tgt_is_causal=False, memory_is_causal=False)`` returns a tensor of ``tgt``'s
+        shape.
+
+    >>> layer = nn.TransformerDecoderLayer(d_model=16, nhead=4, dim_feedforward=32, batch_first=True)
+    >>> layer(fl.ones((2, 3, 16)), fl.ones((2, 5, 16))).shape
+    (2, 3, 16)
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        nhead: int,
+        dim_feedforward: int = 2048,
+        dropout: float = 0.1,
+        activation="relu",
+        layer_norm_eps: float = 1e-5,
+        batch_first: bool = False,
+        norm_first: bool = False,
+        bias: bool = True,
+        device=None,
+        dtype=None,
+        *,
+        key=None,
+    ):
+        super().__init__()
+        k_self, k_cross, k1, k2 = _split_key(key, 4)
+        attn = {"dropout": dropout, "bias": bias, "batch_first": batch_first, "device": device, "dtype": dtype}
+        self.self_attn = MultiheadAttention(d_model, nhead, **attn, key=k_self)
+        self.multihead_attn = MultiheadAttention(d_model, nhead, **attn, key=k_cross)
+        self.linear1 = Linear(d_model, dim_feedforward, bias=bias, device=device, dtype=dtype, key=k1)
+        self.dropout = Dropout(dropout)
+        self.linear2 = Linear(dim_feedforward, d_model, bias=bias, device=device, dtype=dtype, key=k2)
+        self.norm_first = norm_first
+        for i in (1, 2, 3):
+            setattr(self, f"norm{i}", LayerNorm(d_model, eps=layer_norm_eps, bias=bias, device=device, dtype=dtype))
+        for i in (1, 2, 3):
+            setattr(self, f"dropout{i}", Dropout(dropout))
+        self.activation = _activation(activation, "TransformerDecoderLayer")
+        self.batch_first = batch_first
+
+    def _sa_block(self, x, attn_mask, key_padding_mask, is_causal):
+        x = self.self_attn(
+            x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask, need_weights=False, is_causal=is_causal
+        )[0]
+        return self.dropout1(x)
+
+    def _mha_block(self, x, mem, attn_mask, key_padding_mask, is_causal):
+        x = self.multihead_attn(
+            x, mem, mem, attn_mask=attn_mask, key_padding_mask=key_padding_mask, need_weights=False,
+            is_causal=is_causal,
+        )[0]
+        return self.dropout2(x)
+
+    def _ff_block(self, x):
+        return self.dropout3(self.linear2(self.dropout(self.activation(self.linear1(x)))))
+
+    def forward(
+        self,
+        tgt,
+        memory,
+        tgt_mask=None,
+        memory_mask=None,
+        tgt_key_padding_mask=None,
+        memory_key_padding_mask=None,
+        tgt_is_causal: bool = False,
+        memory_is_causal: bool = False,
+    ):
+        x = tgt
+        if self.norm_first:
+            x = x + self._sa_block(self.norm1(x), tgt_mask, tgt_key_padding_mask, tgt_is_causal)
+            x = x + self._mha_block(self.norm2(x), memory, memory_mask, memory_key_padding_mask, memory_is_causal)
+            x = x + self._ff_block(self.norm3(x))
+        else:
+            x = self.norm1(x + self._sa_block(x, tgt_mask, tgt_key_padding_mask, tgt_is_causal))
+            x = self.norm2(x + self._mha_block(x, memory, memory_mask, memory_key_padding_mask, memory_is_causal))
+            x = self.norm3(x + self._ff_block(x))
+        return x
+
+
+class TransformerDecoder(Module):
+    """``num_layers`` copies of ``decoder_layer`` (deep copies, as in PyTorch) and an optional final ``norm``.
+
+    Args:
+        decoder_layer: the layer to copy.
+        num_layers: the copies.
+        norm: a module applied to the output (default None).
+
+    Returns:
+        A module whose ``forward(tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
+        memory_key_padding_mask=None, tgt_is_causal=None, memory_is_causal=False)`` returns a tensor of ``tgt``'s
+        shape.
+
+    >>> layer = nn.TransformerDecoderLayer(d_model=16, nhead=4, dim_feedforward=32, batch_first=True)
+    >>> nn.TransformerDecoder(layer, num_layers=2)(fl.ones((2, 3, 16)), fl.ones((2, 5, 16))).shape
+    (2, 3, 16)
+    """
+
+    def __init__(self, decoder_layer: TransformerDecoderLayer, num_layers: int, norm: Module | None = None):
+        super().__init__()
+        self.layers = ModuleList([copy.deepcopy(decoder_layer) for _ in range(num_layers)])
+        self.num_layers = num_layers
+        self.norm = norm
+
+    def forward(
+        self,
+        tgt,
+        memory,
+        tgt_mask=None,
+        memory_mask=None,
+        tgt_key_padding_mask=None,
+        memory_key_padding_mask=None,
+        tgt_is_causal: bool | None = None,
+        memory_is_causal: bool = False,
+    ):
+        x = tgt
+        for layer in self.layers:
+            x = layer(
+                x, memory, tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask, bool(tgt_is_causal),
+                memory_is_causal,
+            )
+        if self.norm is not None:
+            x = self.norm(x)
+        return x
+
+
+class Transformer(Module):
+    """An encoder-decoder Transformer (Vaswani et al.) as ``torch.nn.Transformer``: ``encoder`` (a
+    ``TransformerEncoder`` with a final ``LayerNorm``) and ``decoder`` (likewise), every weight matrix initialized
+    by ``xavier_uniform_``.
+
+    Args:
+        d_model: the features of each position (default 512).
+        nhead: the attention heads (default 8).
+        num_encoder_layers: encoder layers (default 6).
+        num_decoder_layers: decoder layers (default 6).
+        dim_feedforward: the feed-forward blocks' hidden size (default 2048).
+        dropout: dropout in every layer (default 0.1).
+        activation: ``"relu"``, ``"gelu"`` or a callable (default ``"relu"``).
+        custom_encoder: a module used as the encoder instead (default None).
+        custom_decoder: a module used as the decoder instead (default None).
+        layer_norm_eps: the layer norms' eps (default 1e-5).
+        batch_first: inputs are ``(N, L, d_model)`` (default False: ``(L, N, d_model)``).
+        norm_first: pre-norm layers (default False).
+        bias: learn the biases of the linear layers and layer norms (default True).
+        device: ``None`` or ``"cpu"``.
+        dtype: the parameters' floating dtype (default ``fl.float32``).
+        key: a ``fl.random`` key for the initialization (default: the global generator).
+
+    Returns:
+        A module whose ``forward(src, tgt, src_mask=None, tgt_mask=None, memory_mask=None,
+        src_key_padding_mask=None, tgt_key_padding_mask=None, memory_key_padding_mask=None, src_is_causal=None,
+        tgt_is_causal=None, memory_is_causal=False)`` returns a tensor of ``tgt``'s shape.
+
+    >>> model = nn.Transformer(16, 4, 1, 1, 32, batch_first=True)
+    >>> model(fl.ones((2, 5, 16)), fl.ones((2, 3, 16))).shape
+    (2, 3, 16)
+    """
+
+    def __init__(
+        self,
+        d_model: int = 512,
+        nhead: int = 8,
+        num_encoder_layers: int = 6,
+        num_decoder_layers: int = 6,
+        dim_feedforward: int = 2048,
+        dropout: float = 0.1,
+        activation="relu",
+        custom_encoder: Module | None = None,
+        custom_decoder: Module | None = None,
+        layer_norm_eps: float = 1e-5,
+        batch_first: bool = False,
+        norm_first: bool = False,
+        bias: bool = True,
+        device=None,
+        dtype=None,
+        *,
+        key=None,
+    ):
+        super().__init__()
+        k_enc, k_dec, k_init = _split_key(key, 3)
+        common = (d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps, batch_first, norm_first, bias)
+        norm = {"eps": layer_norm_eps, "bias": bias, "device": device, "dtype": dtype}
+        if custom_encoder is not None:
+            self.encoder = custom_encoder
+        else:
+            layer = TransformerEncoderLayer(*common, device=device, dtype=dtype, key=k_enc)
+            self.encoder = TransformerEncoder(layer, num_encoder_layers, LayerNorm(d_model, **norm))
+        if custom_decoder is not None:
+            self.decoder = custom_decoder
+        else:
+            layer = TransformerDecoderLayer(*common, device=device, dtype=dtype, key=k_dec)
+            self.decoder = TransformerDecoder(layer, num_decoder_layers, LayerNorm(d_model, **norm))
+        self.d_model, self.nhead, self.batch_first = d_model, nhead, batch_first
+        # PyTorch re-draws every matrix (the copied layers included) with Glorot's uniform initialization
+        owners = [(m, n) for m in self.modules() for n, p in m._parameters.items() if p is not None and p.ndim > 1]
+        for (m, n), k in zip(owners, _split_key(k_init, len(owners))):
+            m._parameters[n] = init.xavier_uniform_(m._parameters[n], key=k)  # in place: keeps the order
+
+    def forward(
+        self,
+        src,
+        tgt,
+        src_mask=None,
+        tgt_mask=None,
+        memory_mask=None,
+        src_key_padding_mask=None,
+        tgt_key_padding_mask=None,
+        memory_key_padding_mask=None,
+        src_is_causal: bool | None = None,
+        tgt_is_causal: bool | None = None,
+        memory_is_causal: bool = False,
+    ):
+        batch = 0 if self.batch_first else 1
+        if src.ndim == 3 and tgt.ndim == 3 and src.shape[batch] != tgt.shape[batch]:
+            raise ShapeError(
+                f"Transformer: the batch sizes of src {tuple(src.shape)} and tgt {tuple(tgt.shape)} differ (axis "
+                f"{batch} with batch_first={self.batch_first}); pass the same batch, or set batch_first"
+            )
+        if src.shape[-1] != self.d_model or tgt.shape[-1] != self.d_model:
+            raise ShapeError(
+                f"Transformer(d_model={self.d_model}): the features of src {tuple(src.shape)} and tgt "
+                f"{tuple(tgt.shape)} must equal d_model"
+            )
+        memory = self.encoder(src, mask=src_mask, src_key_padding_mask=src_key_padding_mask, is_causal=src_is_causal)
+        return self.decoder(
+            tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask, tgt_is_causal,
+            memory_is_causal,
+        )
+
+    @staticmethod
+    def generate_square_subsequent_mask(sz: int, device=None, dtype=None):
+        """The causal mask of ``sz`` positions: ``-inf`` above the diagonal, 0 elsewhere (float).
+
+        Args:
+            sz: the sequence length.
+            device: ``None`` or ``"cpu"``.
+            dtype: the mask's floating dtype (default ``fl.float32``).
+
+        Returns:
+            A ``(sz, sz)`` float tensor.
+
+        >>> nn.Transformer.generate_square_subsequent_mask(2)
+        Tensor([[  0., -inf],
+                [  0.,   0.]], dtype=float32)
+        """
+        d = _dtype(dtype, device)
+        return fl.asarray(np.triu(np.full((sz, sz), -np.inf), k=1).astype(d))

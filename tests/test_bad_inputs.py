@@ -490,7 +490,53 @@ case("nn.conv2d-input-ndim", lambda: nn.Conv2d(1, 1, 3)(fl.ones((5, 5))), "Conv2
 case("nn.conv2d-same-stride", lambda: nn.Conv2d(1, 1, 3, stride=2, padding="same"), "padding='same'", "stride")
 case("nn.conv2d-padding-mode", lambda: nn.Conv2d(1, 1, 3, padding_mode="wrap"), "Conv2d", "padding_mode")
 case("nn.conv1d-dilation-zero", lambda: nn.Conv1d(1, 1, 3, dilation=0), "Conv1d", "dilation")
-case("nn.conv1d-input-small", lambda: nn.Conv1d(1, 1, 5)(fl.ones((1, 1, 3))), "conv1d", "kernel")
+case("nn.conv1d-input-small", lambda: nn.Conv1d(1, 1, 5)(fl.ones((1, 1, 3))), "Conv1d", "kernel")
+case("nn.conv3d-input-ndim", lambda: nn.Conv3d(1, 1, 3)(fl.ones((1, 5, 5))), "Conv3d", "(N, C, D, H, W)", "(1, 5, 5)")
+case("nn.conv-transpose3d-padding-mode", lambda: nn.ConvTranspose3d(1, 1, 3, padding_mode="reflect"),
+     "ConvTranspose3d", "'zeros'", "F.pad")
+case("F.pad-mode-symmetric", lambda: F.pad(x3(), (1, 1), mode="symmetric"), "pad", "'reflect'", "'symmetric'")
+case("F.pad-reflect-too-wide", lambda: F.pad(fl.ones((1, 3)), (3, 0), mode="reflect"), "pad", "reflect", "size 3")
+case("F.pad-circular-negative", lambda: F.pad(fl.ones((1, 3)), (-1, 0), mode="circular"), "pad", "circular")
+case("F.pad-value-with-mode", lambda: F.pad(fl.ones((1, 3)), (1, 0), mode="replicate", value=2.0), "value",
+     "constant")
+case("F.pad-widths-type", lambda: F.pad(x3(), 1), "pad", "tuple of ints")
+case("F.interpolate-both", lambda: F.interpolate(fl.ones((1, 1, 4)), size=2, scale_factor=2), "interpolate",
+     "exactly one")
+case("F.interpolate-mode-rank", lambda: F.interpolate(fl.ones((1, 1, 4)), size=2, mode="bilinear"), "bilinear",
+     "'linear'")
+case("F.interpolate-bicubic", lambda: F.interpolate(fl.ones((1, 1, 4, 4)), size=2, mode="bicubic"), "bicubic",
+     "bilinear")
+case("F.interpolate-align-nearest", lambda: F.interpolate(fl.ones((1, 1, 4)), size=2, align_corners=True),
+     "align_corners", "linear")
+case("F.interpolate-rank", lambda: F.interpolate(fl.ones(4), size=2), "interpolate", "(4,)")
+case("F.pixel_shuffle-channels", lambda: F.pixel_shuffle(fl.ones((1, 3, 2, 2)), 2), "pixel_shuffle", "3 channels",
+     "4")
+case("F.pixel_unshuffle-size", lambda: F.pixel_unshuffle(fl.ones((1, 1, 3, 4)), 2), "pixel_unshuffle", "(3, 4)")
+case("nn.instance-norm-channels", lambda: nn.InstanceNorm2d(3, affine=True)(fl.ones((1, 2, 4, 4))),
+     "InstanceNorm2d", "2 channels", "num_features")
+case("nn.instance-norm-rank", lambda: nn.InstanceNorm2d(3)(fl.ones((3, 4))), "InstanceNorm2d", "(3, 4)")
+case("F.instance_norm-no-stats", lambda: F.instance_norm(fl.ones((1, 2, 3)), use_input_stats=False),
+     "instance_norm", "running_mean")
+case("nn.rms-norm-shape", lambda: nn.RMSNorm(3)(fl.ones((2, 4))), "rms_norm", "(3,)", "(2, 4)")
+case("nn.lrn-size", lambda: nn.LocalResponseNorm(0), "LocalResponseNorm", "size")
+case("nn.transformer-batch", lambda: nn.Transformer(4, 2, 1, 1, 8)(fl.ones((3, 2, 4)), fl.ones((3, 5, 4))),
+     "Transformer", "batch", "(3, 2, 4)", "(3, 5, 4)")
+case("nn.decoder-activation", lambda: nn.TransformerDecoderLayer(4, 2, activation="tanh"),
+     "TransformerDecoderLayer", "'tanh'")
+case("nn.upsample-mode", lambda: nn.Upsample(scale_factor=2, mode="cubic"), "Upsample", "mode")
+case("rnn.pack-unsorted", lambda: nn.utils.rnn.pack_padded_sequence(fl.ones((3, 2, 1)), [1, 3]),
+     "pack_padded_sequence", "decreasing", "enforce_sorted=False")
+case("rnn.pack-length-range", lambda: nn.utils.rnn.pack_padded_sequence(fl.ones((3, 2, 1)), [4, 1]),
+     "pack_padded_sequence", "between 1 and 3")
+case("rnn.pack-traced-lengths",
+     lambda: fl.jit(lambda n: nn.utils.rnn.pack_padded_sequence(fl.ones((3, 1, 1)), n))(fl.asarray([2])),
+     "lengths", "concrete")
+case("rnn.pad-sequence-shapes", lambda: nn.utils.rnn.pad_sequence([fl.ones((2, 3)), fl.ones((2, 4))]),
+     "pad_sequence", "(2, 3)", "(2, 4)")
+case("rnn.pad-packed-type", lambda: nn.utils.rnn.pad_packed_sequence(fl.ones(3)), "pad_packed_sequence",
+     "PackedSequence")
+case("tensor.to-bogus", lambda: x3().to(3.5), "Tensor.to", "dtype")
+case("tensor.to-device", lambda: x3().to("cuda"), "Tensor.to", "'cuda'")
 case("nn.conv-transpose2d-stride", lambda: nn.ConvTranspose2d(1, 1, 3, stride=0), "ConvTranspose2d", "stride")
 case("nn.conv-transpose2d-output-padding", lambda: nn.ConvTranspose2d(1, 1, 3, stride=1, output_padding=2),
      "ConvTranspose2d", "output_padding")

@@ -22,11 +22,16 @@ NAMESPACES = {
     "nn.functional": F,
     "nn.init": nn.init,
     "nn.parallel": nn.parallel,
+    "nn.utils": nn.utils,
+    "nn.utils.rnn": nn.utils.rnn,
     "optim": optim,
     "optim.lr_scheduler": lr_scheduler,
 }
 # submodules that are part of the public API (the rest are where the names are defined)
-PUBLIC_MODULES = {"functional", "init", "lr_scheduler", "parallel"}
+PUBLIC_MODULES = {
+    f"funclib.{m}"
+    for m in ("nn.functional", "nn.init", "nn.parallel", "nn.utils", "nn.utils.rnn", "optim.lr_scheduler")
+}
 GLOBS = {"fl": fl, "nn": nn, "F": F, "optim": optim, "np": np}
 
 
@@ -40,7 +45,7 @@ def _public(mod) -> set[str]:
         if name.startswith("_"):
             continue
         if isinstance(obj, types.ModuleType):
-            if name in PUBLIC_MODULES:
+            if obj.__name__ in PUBLIC_MODULES:
                 out.add(name)
         elif getattr(obj, "__module__", None) == mod.__name__ or getattr(obj, "__module__", "").startswith(owners):
             out.add(name)

@@ -27,6 +27,29 @@ def as_tensor_leaf(x, op: str):
         ) from None
 
 
+def parameter_names(fun) -> list[str]:
+    """The names of ``fun``'s positional parameters, or ``[]`` when it has no signature."""
+    try:
+        params = inspect.signature(fun).parameters.values()
+    except (TypeError, ValueError):
+        return []
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return [q.name for q in params if q.kind in kinds]
+
+
+def leaf_labels(fun, args, nums, kwargs=None, names=()) -> list[str]:
+    """A label per leaf of ``args[i] for i in nums`` then of ``kwargs[k] for k in names``, in flattening order: the
+    parameter's name and the leaf's key path, ``params['w']`` or ``model.layers[0].weight`` (``args[2]`` when the
+    function has no signature), as errors and retrace explanations print them."""
+    params = parameter_names(fun)
+    out = []
+    for base, value in [(params[i] if i < len(params) else f"args[{i}]", args[i]) for i in nums] + [
+        (k, kwargs[k]) for k in names
+    ]:
+        out.extend(base + tree_util.keystr(path) for path, _ in tree_util.flatten_with_path(value)[0])
+    return out
+
+
 def check_argnames(fun, names, op: str, what: str = "static_argnames") -> None:
     """A ValueError when ``names`` are not parameters of ``fun`` (when its signature says so)."""
     try:

@@ -34,7 +34,7 @@ from funclib.jaxpr import Jaxpr, JaxprTrace, JaxprTracer, Literal, Var, eval_jax
 from funclib.primitives.elementwise import add, mul_p, safe_mul_p
 from funclib.primitives.shape import instantiate, zeros
 
-from ._api_util import as_tensor_leaf, check_argnums, check_float_input, flatten_args
+from ._api_util import as_tensor_leaf, check_argnums, check_float_input, flatten_args, leaf_labels
 
 
 class JVPTracer(Tracer):
@@ -471,9 +471,10 @@ def _value_and_grad(fun, argnums, has_aux, holomorphic, argnames, op: str) -> Ca
         diff = [args[i] for i in nums] + [kwargs[k] for k in names]
         d_leaves, d_tree = tree_util.flatten(diff)
         d_leaves = [as_tensor_leaf(x, op) for x in d_leaves]
-        for i, x in enumerate(d_leaves):
-            if x.dtype not in dtypes.INEXACT:
-                check_float_input(x, op, _describe_leaf(i), holomorphic)
+        if not all(x.dtype in dtypes.INEXACT for x in d_leaves):
+            labels = leaf_labels(fun, args, nums, kwargs, names)
+            for label, x in zip(labels, d_leaves):
+                check_float_input(x, op, f"differentiated input {label}", holomorphic)
 
         def flat(*xs):
             vals = tree_util.unflatten(d_tree, list(xs))
@@ -554,10 +555,6 @@ def grad(
 
     _copy_meta(g, fun, "grad")
     return g
-
-
-def _describe_leaf(i):
-    return f"differentiated input {i}"
 
 
 def _copy_meta(wrapper, fun, what):

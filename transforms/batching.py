@@ -26,7 +26,7 @@ from funclib.errors import ConcretizationError, FunclibError
 from funclib.jaxpr import ClosedJaxpr, Jaxpr, eval_jaxpr, trace_to_jaxpr
 from funclib.primitives.shape import broadcast_in_dim, concatenate, moveaxis, slice_
 
-from ._api_util import as_tensor_leaf, broadcast_prefix
+from ._api_util import as_tensor_leaf, broadcast_prefix, leaf_labels
 
 not_mapped = None
 
@@ -313,12 +313,14 @@ def vmap(
                 raise TypeError(f"vmap: in_axes entries must be int or None, got {ax!r}")
             nd = len(x.shape)
             if not -nd <= ax < nd:
-                raise ValueError(f"vmap: in_axes={ax} is out of range for argument leaf {i} of shape {tuple(x.shape)}")
+                label = _labels(fun, args, kwargs)[i]
+                raise ValueError(f"vmap: in_axes={ax} is out of range for argument {label} of shape {tuple(x.shape)}")
             ax %= nd
             norm.append(ax)
             sizes.setdefault(x.shape[ax], []).append(i)
         if len(sizes) > 1:
-            detail = ", ".join(f"size {s} for leaves {ls}" for s, ls in sizes.items())
+            labels = _labels(fun, args, kwargs)
+            detail = ", ".join(f"size {s} for {', '.join(labels[i] for i in ls)}" for s, ls in sizes.items())
             raise ValueError(f"vmap: mapped axes have different sizes: {detail}. Each mapped axis must share one size.")
         if not sizes:
             if axis_size is None:
@@ -478,3 +480,8 @@ def _chunked(fun, leaves, axes, in_tree, size, chunk, out_axes, axis_name):
 
 def batch_size_of(trace: BatchTrace) -> int:
     return trace.axis_size
+
+
+def _labels(fun, args, kwargs) -> list[str]:
+    """Labels of the leaves of ``(args, kwargs)`` in flattening order (keywords sorted, as dicts flatten)."""
+    return leaf_labels(fun, args, range(len(args)), kwargs, sorted(kwargs))

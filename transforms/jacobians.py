@@ -16,7 +16,7 @@ from funclib.checks import check_callable, check_int
 from funclib.core import _wrap
 from funclib.primitives.shape import reshape
 
-from ._api_util import as_tensor_leaf, check_argnums, check_float_input
+from ._api_util import as_tensor_leaf, check_argnums, check_float_input, leaf_labels
 from .autodiff import _split_aux, check_pairs, grad, jvp, vjp
 from .batching import vmap
 
@@ -104,8 +104,9 @@ def _differentiated(fun, argnums, args, name):
     nums = check_argnums(argnums, len(args), name)
     leaves, in_tree = tree_util.flatten(tuple(args[i] for i in nums))
     leaves = [as_tensor_leaf(x, name) for x in leaves]
-    for i, x in enumerate(leaves):
-        check_float_input(x, name, f"differentiated input leaf {i}")
+    if not all(x.dtype in dtypes.INEXACT for x in leaves):
+        for label, x in zip(leaf_labels(fun, args, nums), leaves):
+            check_float_input(x, name, f"differentiated input {label}")
 
     def f_flat(*xs):
         d = tree_util.unflatten(in_tree, list(xs))

@@ -48,7 +48,7 @@ from funclib.jaxpr import (
 from funclib.passes import dce, optimize
 from funclib.primitives.shape import instantiate, zeros
 
-from ._api_util import as_tensor_leaf, check_argnames
+from ._api_util import as_tensor_leaf, check_argnames, leaf_labels
 from .autodiff import backward_pass, jvp
 from .batching import vmap
 from .lowering import compile_program
@@ -396,7 +396,8 @@ class Jitted:
                 x = as_tensor_leaf(x, f"jit({self.__name__})")
                 conv.append(x)
                 sig.append((tuple(x.shape), x.dtype, False))
-        key = (in_tree, tuple(sig), tuple((k, w, v) for k, w, v in static))
+        # Python floats, creation functions and samplers without dtype= are traced in the default float dtype
+        key = (in_tree, tuple(sig), tuple((k, w, v) for k, w, v in static), dtypes.float_default())
         axes = _named_axes()
         if axes:
             # collectives bake the sizes of the named vmap axes around the call into the program
@@ -448,22 +449,13 @@ class Jitted:
 
     def _leaf_names(self, in_tree, args, kwargs):
         dyn_pos = [i for i in range(len(args)) if i not in self.static_argnums]
-        names = []
-        for i in dyn_pos:
-            n = len(tree_util.leaves(args[i]))
-            base = self._arg_name(i)
-            names.extend([base] if n == 1 else [f"{base}[{k}]" for k in range(n)])
-        for k, v in kwargs.items():
-            if k in self.static_argnames:
-                continue
-            n = len(tree_util.leaves(v))
-            names.extend([k] if n == 1 else [f"{k}[{m}]" for m in range(n)])
-        return names
+        dyn_kw = sorted(k for k in kwargs if k not in self.static_argnames)  # dicts flatten in key order
+        return leaf_labels(self.fun, args, dyn_pos, kwargs, dyn_kw)
 
     def _desc(self, key, names):
-        in_tree, leaf_sig, static = key[:3]
-        d = {"tree": str(in_tree)}
-        for name, size in key[3] if len(key) > 3 else ():
+        in_tree, leaf_sig, static, default = key[:4]
+        d = {"tree": str(in_tree), "default": default.name}
+        for name, size in key[4] if len(key) > 4 else ():
             d[f"vmap axis {name!r}"] = f"size {size}"
         for n, (shape, dt, weak) in zip(names, leaf_sig):
             d[n] = f"a Python {type(dtypes.weak_sample(dt)).__name__}" if weak else ShapedArray(shape, dt).str_short()
@@ -481,8 +473,11 @@ class Jitted:
             if a != b:
                 if k == "tree":
                     changes.append(f"the argument structure changed from {a} to {b}")
+                elif k == "default":
+                    changes.append(f"the default float dtype (fl.set_default_dtype) changed from {a} to {b}")
                 else:
-                    changes.append(f"argument {k!r} changed from {a or 'absent'} to {b or 'absent'}")
+                    label = repr(k) if k.isidentifier() else k  # a leaf path reads as written: p['w']
+                    changes.append(f"argument {label} changed from {a or 'absent'} to {b or 'absent'}")
         return "; ".join(changes) or "no visible change (a previous trace was evicted)"
 
     def _lookup(self, args, kwargs):
@@ -516,6 +511,7 @@ class Jitted:
         if self._fast_ok and not kwargs and _state.trace is None:
             sig = tuple([(a._value.shape, a._value.dtype) for a in args if type(a) is Tensor])
             if len(sig) == len(args):
+                sig = (sig, dtypes.float_default())
                 hit = self._fast.get(sig)
                 if hit is not None:
                     program, consts, out_tree, one, weak_out = hit
@@ -603,8 +599,9 @@ class JitTrace(JaxprTrace):
 
     def concretize(self, tracer, what):
         names = self._provenance(tracer)
-        src = f" (it depends on argument {', '.join(repr(n) for n in names)})" if names else ""
-        first = names[0].split("[")[0] if names else "x"
+        shown = ", ".join(repr(n) if n.isidentifier() else n for n in names)  # a leaf path reads as written
+        src = f" (it depends on argument {shown})" if names else ""
+        first = names[0].split("[")[0].split(".")[0] if names else "x"
         raise ConcretizationError(
             f"Cannot convert a traced {tracer.aval.str_short()} to {what} inside {self.name}{src}. "
             f"Use fl.where or fl.cond for data-dependent choices, or mark the argument static: "

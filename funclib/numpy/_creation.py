@@ -244,7 +244,7 @@ def _inexact_result(*xs, dtype=None):
                              else C.asarray(x) for x in xs])
     if d in dtypes.INEXACT:
         return d
-    return dtypes.default_float
+    return dtypes.float_default()
 
 
 def _wide(d):
@@ -272,7 +272,7 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
             y = np.floor(y)
         out = _wrap(y.astype(d))
         return (out, _wrap(np.asarray(step).astype(d if d in dtypes.INEXACT else np.float64))) if retstep else out
-    wd = d if d in dtypes.INEXACT else dtypes.default_float
+    wd = d if d in dtypes.INEXACT else dtypes.float_default()
     a, b = C.asarray(start, dtype=wd), C.asarray(stop, dtype=wd)
     a, b = ops.add(a, ops.multiply(b, 0)), ops.add(b, ops.multiply(a, 0))  # broadcast against each other
     delta = ops.subtract(b, a)
@@ -306,7 +306,7 @@ def logspace(start, stop, num=50, endpoint=True, base=10.0, dtype=None, axis=0) 
         a, b, c = (np.asarray(v).astype(_wide(d) if d in dtypes.INEXACT else np.float64) for v in args)
         y = np.logspace(a, b, num=static_int(num, "logspace", "num"), endpoint=endpoint, base=c, axis=axis)
         return _wrap((np.floor(y) if d in dtypes.INTEGER else y).astype(d))
-    wd = d if d in dtypes.INEXACT else dtypes.default_float
+    wd = d if d in dtypes.INEXACT else dtypes.float_default()
     y = linspace(start, stop, num=num, endpoint=endpoint, dtype=wd, axis=axis)
     base = C.asarray(base, dtype=wd)
     if base.ndim:
@@ -329,7 +329,7 @@ def geomspace(start, stop, num=50, endpoint=True, dtype=None, axis=0) -> Tensor:
         wide = _wide(d) if d in dtypes.INEXACT else np.float64
         y = np.geomspace(a.astype(wide), b.astype(wide), num=num, endpoint=endpoint, axis=axis)
         return _wrap((np.floor(y) if d in dtypes.INTEGER else y).astype(d))
-    wd = d if d in dtypes.INEXACT else dtypes.default_float
+    wd = d if d in dtypes.INEXACT else dtypes.float_default()
     a, b = C.asarray(start, dtype=wd), C.asarray(stop, dtype=wd)
     sign = ops.sign(a)
     a1, b1 = ops.divide(a, sign), ops.divide(b, sign)

@@ -44,7 +44,7 @@ def _slice_range(sl: slice, op: str):
 
 
 def _range_dtype(is_float: bool):
-    return dtypes.default_float if is_float else dtypes.default_int
+    return dtypes.float_default() if is_float else dtypes.default_int
 
 
 class _Grid:

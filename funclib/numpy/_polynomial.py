@@ -209,7 +209,7 @@ def poly(seq_of_zeros) -> Tensor:
     else:
         raise ValueError("numpy.poly: input must be 1-D or a non-empty square 2-D array")
     if r.shape[0] == 0:
-        return _wrap(np.ones((), dtypes.default_float))
+        return _wrap(np.ones((), dtypes.float_default()))
     r = inexact(r)
 
     a = _wrap(np.ones((1,), r.dtype))

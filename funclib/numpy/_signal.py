@@ -431,7 +431,7 @@ def unwrap(p, discont=None, axis=-1, *, period=2 * math.pi) -> Tensor:
 
 def _window(M, fn, op):
     M = static_int(M, op, "M")
-    return _wrap(fn(M).astype(dtypes.default_float))
+    return _wrap(fn(M).astype(dtypes.float_default()))
 
 
 def bartlett(M) -> Tensor:
@@ -470,7 +470,7 @@ def kaiser(M, beta) -> Tensor:
     """
     M = static_int(M, "kaiser", "M")
     if not isinstance(beta, Tracer):
-        return _wrap(np.kaiser(M, float(concrete(beta, "kaiser", ""))).astype(dtypes.default_float))
+        return _wrap(np.kaiser(M, float(concrete(beta, "kaiser", ""))).astype(dtypes.float_default()))
 
     b = inexact(beta)
     if M < 1:

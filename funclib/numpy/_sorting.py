@@ -152,7 +152,7 @@ def sort_complex(a) -> Tensor:
     """
     x = sort(a)
     return x if x.dtype in dtypes.COMPLEX else convert(x, dtypes.complex_dtype(x.dtype) if x.dtype in
-                                                       dtypes.INEXACT else dtypes.default_complex)
+                                                       dtypes.INEXACT else dtypes.complex_default())
 
 
 def searchsorted(a, v, side="left", sorter=None) -> Tensor:

@@ -335,7 +335,7 @@ def average(a, axis=None, weights=None, returned=False, *, keepdims=np._NoValue)
         return avg, S.full(tuple(avg.shape), n, avg.dtype)
     w = asarray(weights, "average")
     d = dtypes.result_type(x, w)
-    d = d if d in dtypes.INEXACT else dtypes.default_float
+    d = d if d in dtypes.INEXACT else dtypes.float_default()
     x, w = convert(x, d) if x.dtype != d else x, convert(w, d) if w.dtype != d else w
     if tuple(w.shape) != tuple(x.shape):
         if axis is None:
@@ -377,7 +377,7 @@ def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=N
         d = dtypes.canonicalize(dtype)
     else:
         d = dtypes.result_type(*parts)
-        d = d if d in dtypes.INEXACT else dtypes.default_float
+        d = d if d in dtypes.INEXACT else dtypes.float_default()
     X = _rows(parts[0], rowvar, d, "cov")
     if X.shape[0] == 0:
         return S.full((0, 0), 0, d)
@@ -478,13 +478,13 @@ def _edges(x, bins, range_, weights, op):
         v = concrete(x, op, "pass an integer number of bins or explicit edges")
         w = None if weights is None else concrete(asarray(weights, op), op, "")
         e = np.histogram_bin_edges(v, bins, range_, w)
-        return _wrap(e.astype(x.dtype if x.dtype in dtypes.INEXACT else dtypes.default_float)), False
+        return _wrap(e.astype(x.dtype if x.dtype in dtypes.INEXACT else dtypes.float_default())), False
     if isinstance(bins, (builtins.int, np.integer)) or (not isinstance(bins, Tensor) and np.ndim(bins) == 0):
         nb = static_int(bins, op, "bins")
         if nb < 1:
             raise ValueError(f"numpy.{op}: bins must be a positive integer, got {nb}")
         lo, hi = _outer_edges(x, range_, op)
-        d = x.dtype if x.dtype in dtypes.INEXACT else dtypes.default_float
+        d = x.dtype if x.dtype in dtypes.INEXACT else dtypes.float_default()
         return linspace(lo, hi, nb + 1, endpoint=True, dtype=d), True
     e = asarray(bins, op)
     if e.ndim != 1:
@@ -544,7 +544,7 @@ def histogram(a, bins=10, range=None, density=None, weights=None) -> tuple[Tenso
     xe = convert(x, edges.dtype) if x.dtype != edges.dtype else x
     hist = _count(_bin_index(xe, edges, uniform), w, edges.shape[0] - 1)
     if density:
-        d = edges.dtype if edges.dtype in dtypes.INEXACT else dtypes.default_float
+        d = edges.dtype if edges.dtype in dtypes.INEXACT else dtypes.float_default()
         hf = convert(hist, d) if hist.dtype != d else hist
         widths = ops.subtract(edges[1:], edges[:-1])
         return ops.divide(ops.divide(hf, convert(widths, d) if widths.dtype != d else widths), R.sum(hf)), edges
@@ -601,7 +601,7 @@ def histogramdd(sample, bins=10, range=None, density=None, weights=None):
     hist = _count(flat, w, total)
     d = dtypes.result_type(*edges)
     if hist.dtype not in dtypes.INEXACT:
-        hist = convert(hist, d if d in dtypes.INEXACT else dtypes.default_float)
+        hist = convert(hist, d if d in dtypes.INEXACT else dtypes.float_default())
     hist = S.reshape(hist, tuple(sizes))
     if density:
         hist = ops.divide(hist, R.sum(hist))

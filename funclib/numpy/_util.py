@@ -75,7 +75,7 @@ def dtype_arg(dtype):
 
 def inexact(x: Tensor) -> Tensor:
     """``x`` as floating point: integers and booleans become the default float dtype."""
-    return x if x.dtype in dtypes.INEXACT else convert(x, dtypes.default_float)
+    return x if x.dtype in dtypes.INEXACT else convert(x, dtypes.float_default())
 
 
 def axes_tuple(axis, ndim: int, op: str, *, allow_none: bool = True) -> tuple[int, ...]:

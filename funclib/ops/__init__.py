@@ -8,6 +8,7 @@ from .. import primitives  # noqa: F401  (the families' rows declare their wrapp
 from ..namespace import NAMESPACE as _NAMESPACE
 from . import (  # noqa: F401
     creation,
+    defaults,
     elementwise,
     fft,
     indexing,

@@ -89,6 +89,64 @@ def _astype_method(self, dtype, /, *, copy: bool = True, device=None):
     return convert(self, dtypes.canonicalize(dtype))
 
 
+def _cast_method(name: str, dtype):
+    def cast(self):
+        return convert(self, dtype)
+
+    cast.__name__ = cast.__qualname__ = name
+    cast.__doc__ = f"``x.{name}()`` is ``x.astype(fl.{dtype.name})``, as PyTorch's method."
+    return tensor_method(name)(cast)
+
+
+for _name, _dtype in (
+    ("float", dtypes.float32),
+    ("double", dtypes.float64),
+    ("half", dtypes.float16),
+    ("bfloat16", dtypes.bfloat16),
+    ("long", dtypes.int64),
+    ("int", dtypes.int32),
+    ("bool", dtypes.bool_),
+):
+    _cast_method(_name, _dtype)
+
+
+@tensor_method("to")
+def _to_method(self, *args, dtype=None, device=None, non_blocking: bool = False, copy: bool = False,
+               memory_format=None):
+    """PyTorch's ``x.to(...)``: a dtype, a device (only ``"cpu"``) or another tensor (its dtype), positionally or
+    as ``dtype=``/``device=``.
+
+    >>> fl.tensor([1.5, 2.5]).to(fl.int64)
+    Tensor([1, 2], dtype=int64)
+    """
+    for a in args:
+        if isinstance(a, Tensor):
+            dtype = a.dtype
+        elif isinstance(a, str) or a is None:
+            device = a
+        else:
+            try:
+                dtype = dtypes.canonicalize(a)
+            except (TypeError, ValueError):
+                raise TypeError(
+                    f"Tensor.to: expected a dtype, a device or a tensor, got {describe(a)}; e.g. x.to(fl.float64)"
+                ) from None
+    _check_device(device, "Tensor.to")
+    return self if dtype is None else convert(self, dtypes.canonicalize(dtype))
+
+
+@tensor_method("numel")
+def _numel(self) -> int:
+    """The number of elements (``x.size``), as PyTorch's ``x.numel()``."""
+    return self.size
+
+
+@tensor_method("dim")
+def _dim(self) -> int:
+    """The number of axes (``x.ndim``), as PyTorch's ``x.dim()``."""
+    return self.ndim
+
+
 @public
 def astype(x, dtype, /, *, copy: bool = True, device=None) -> Tensor:
     """Cast ``x`` to ``dtype`` (any cast NumPy allows: float to int truncates, complex to real is an error).
@@ -139,21 +197,21 @@ def zeros(shape, *, dtype=None, device=None) -> Tensor:
     (2, 3)
     """
     _check_device(device, "zeros")
-    return S.full(_shape_arg(shape, "zeros"), 0, dtypes.canonicalize(dtype or dtypes.default_float))
+    return S.full(_shape_arg(shape, "zeros"), 0, dtypes.canonicalize(dtype or dtypes.float_default()))
 
 
 @public
 def ones(shape, *, dtype=None, device=None) -> Tensor:
     """A tensor of ones (float32 by default)."""
     _check_device(device, "ones")
-    return S.full(_shape_arg(shape, "ones"), 1, dtypes.canonicalize(dtype or dtypes.default_float))
+    return S.full(_shape_arg(shape, "ones"), 1, dtypes.canonicalize(dtype or dtypes.float_default()))
 
 
 @public
 def empty(shape, *, dtype=None, device=None) -> Tensor:
     """A tensor of ``shape`` filled with zeros (an immutable tensor is never observed uninitialized)."""
     _check_device(device, "empty")
-    return S.full(_shape_arg(shape, "empty"), 0, dtypes.canonicalize(dtype or dtypes.default_float))
+    return S.full(_shape_arg(shape, "empty"), 0, dtypes.canonicalize(dtype or dtypes.float_default()))
 
 
 @public
@@ -234,7 +292,7 @@ def arange(start, /, stop=None, step=1, *, dtype=None, device=None) -> Tensor:
         raise ValueError("arange: step must not be zero")
     if dtype is None:
         is_float = any(isinstance(v, float) for v in (start, stop, step))
-        d = dtypes.default_float if is_float else dtypes.default_int
+        d = dtypes.float_default() if is_float else dtypes.default_int
     else:
         d = dtypes.canonicalize(dtype)
     if all(isinstance(v, int) for v in (start, stop, step)):
@@ -263,9 +321,9 @@ def linspace(start, stop, /, num: int, *, dtype=None, device=None, endpoint: boo
     """
     _check_device(device, "linspace")
     if isinstance(start, complex) or isinstance(stop, complex):
-        d = dtypes.canonicalize(dtype) if dtype is not None else dtypes.default_complex
+        d = dtypes.canonicalize(dtype) if dtype is not None else dtypes.complex_default()
     else:
-        d = dtypes.canonicalize(dtype) if dtype is not None else dtypes.default_float
+        d = dtypes.canonicalize(dtype) if dtype is not None else dtypes.float_default()
     if d not in dtypes.INEXACT:
         raise DTypeError(f"linspace: dtype must be floating-point, got {d.name}")
     num = check_int(num, "linspace", "num", min=0)
@@ -290,7 +348,7 @@ def eye(n_rows: int, n_cols: int | None = None, /, *, k: int = 0, dtype=None, de
     n_rows = check_int(n_rows, "eye", "n_rows", min=0)
     n_cols = n_rows if n_cols is None else check_int(n_cols, "eye", "n_cols", min=0)
     k = check_int(k, "eye", "k")
-    d = dtypes.canonicalize(dtype or dtypes.default_float)
+    d = dtypes.canonicalize(dtype or dtypes.float_default())
     return _wrap(np.eye(n_rows, n_cols, k=k, dtype=d))
 
 

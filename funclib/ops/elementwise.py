@@ -40,7 +40,7 @@ _LN10 = 2.302585092994046
 def _float(x, op):
     x = _to_tensor(x, op)
     if x.dtype not in dtypes.INEXACT:
-        x = convert(x, dtypes.default_float)
+        x = convert(x, dtypes.float_default())
     return x
 
 
@@ -61,7 +61,7 @@ def divide(x1, x2, /):
                 raise
     x1, x2 = E.broadcast_pair("divide", x1, x2)
     if x1.dtype not in dtypes.INEXACT:
-        x1, x2 = convert(x1, dtypes.default_float), convert(x2, dtypes.default_float)
+        x1, x2 = convert(x1, dtypes.float_default()), convert(x2, dtypes.float_default())
     return E.div_p.bind(x1, x2)
 
 

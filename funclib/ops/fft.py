@@ -192,7 +192,7 @@ def ihfft(x, /, *, n: int | None = None, axis: int = -1, norm: str = "backward")
 
 
 def _freq_dtype(dtype):
-    d = dtypes.canonicalize(dtype) if dtype is not None else dtypes.default_float
+    d = dtypes.canonicalize(dtype) if dtype is not None else dtypes.float_default()
     if d not in dtypes.REAL_FLOATING:
         raise DTypeError(f"fftfreq: dtype must be a real floating-point dtype, got {d.name}")
     return d

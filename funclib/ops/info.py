@@ -65,8 +65,8 @@ class __array_namespace_info__:
         """The dtypes creation functions pick when none is given."""
         _check_device(device, "default_dtypes")
         return {
-            "real floating": dtypes.default_float,
-            "complex floating": dtypes.default_complex,
+            "real floating": dtypes.float_default(),
+            "complex floating": dtypes.complex_default(),
             "integral": dtypes.default_int,
             "indexing": dtypes.int64,
         }

@@ -66,7 +66,7 @@ class LUResult(NamedTuple):
 def _float(x, op):
     x = _to_tensor(x, op)
     if x.dtype not in dtypes.INEXACT:
-        x = convert(x, dtypes.default_float)
+        x = convert(x, dtypes.float_default())
     return x
 
 

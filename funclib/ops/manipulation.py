@@ -389,8 +389,13 @@ def _permute_method(self, *dims):
 
 
 @tensor_method("squeeze")
-def _squeeze_method(self, axis=None):
-    return squeeze(self, axis)
+def _squeeze_method(self, dim=None):
+    """PyTorch's ``x.squeeze(dim)``: the given axes of size 1 are removed, others are left alone."""
+    if dim is None:
+        return squeeze(self, None)
+    dims = tuple(dim) if isinstance(dim, (tuple, list)) else (dim,)
+    keep = tuple(d for d in dims if self.shape[normalize_axis(d, self.ndim, "squeeze")] == 1)
+    return squeeze(self, keep) if keep else self
 
 
 @tensor_method("unsqueeze")

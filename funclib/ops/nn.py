@@ -140,7 +140,7 @@ def one_hot(x, num_classes: int, *, dtype=None, axis: int = -1):
         raise DTypeError(f"one_hot: labels must be integers, got {x.dtype.name}")
     num_classes = check_int(num_classes, "one_hot", "num_classes", min=0)
     check_labels(x, num_classes, "one_hot")
-    d = dtypes.canonicalize(dtype or dtypes.default_float)
+    d = dtypes.canonicalize(dtype or dtypes.float_default())
     nd = x.ndim + 1
     ax = axis % nd
     shape = list(x.shape)

@@ -92,7 +92,7 @@ def segment_mean(data, segment_ids, num_segments: int | None = None) -> Tensor:
     """
     data, ids, n = _args(data, segment_ids, num_segments, "segment_mean")
     if data.dtype not in dtypes.INEXACT:
-        data = convert(data, dtypes.default_float)
+        data = convert(data, dtypes.float_default())
     total = segment_sum_p.bind(data, ids, num_segments=n)
     count = segment_sum_p.bind(ones((ids.shape[0],), dtype=data.dtype), ids, num_segments=n)
     count = reshape(maximum(count, 1.0), (n,) + (1,) * (data.ndim - 1))

@@ -216,7 +216,7 @@ def _unary_slow(p, x, ok, promote_int, public):
     d = x.dtype
     if d not in ok:
         if promote_int and ok <= FLOAT and (d in INTEGER or d == dtypes.bool_):
-            x = convert(x, dtypes.default_float)
+            x = convert(x, dtypes.float_default())
         else:
             _check(public, d, ok)
     return p.bind(x)

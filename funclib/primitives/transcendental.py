@@ -178,7 +178,7 @@ def polygamma(n: int, x):
 def _polygamma(n: int, x, op: str):
     x = _to_tensor(x, op)
     if x.dtype not in REAL_FLOAT:
-        x = convert(x, dtypes.default_float)
+        x = convert(x, dtypes.float_default())
     return polygamma_p.bind(x, n=n)
 
 

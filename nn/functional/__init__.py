@@ -35,7 +35,7 @@ from ._activation import (
     softsign,
     tanh,
 )
-from ._conv import conv1d, conv2d, conv_transpose1d, conv_transpose2d, pad, unfold
+from ._conv import conv1d, conv2d, conv3d, conv_transpose1d, conv_transpose2d, conv_transpose3d, pad, unfold
 from ._linear import bilinear, dropout, linear, scaled_dot_product_attention
 from ._loss import (
     binary_cross_entropy,
@@ -48,8 +48,27 @@ from ._loss import (
     nll_loss,
     smooth_l1_loss,
 )
-from ._normalization import batch_norm, group_norm, layer_norm, normalize
-from ._pooling import adaptive_avg_pool1d, adaptive_avg_pool2d, avg_pool1d, avg_pool2d, max_pool1d, max_pool2d
+from ._normalization import (
+    batch_norm,
+    group_norm,
+    instance_norm,
+    layer_norm,
+    local_response_norm,
+    normalize,
+    rms_norm,
+)
+from ._pooling import (
+    adaptive_avg_pool1d,
+    adaptive_avg_pool2d,
+    adaptive_avg_pool3d,
+    avg_pool1d,
+    avg_pool2d,
+    avg_pool3d,
+    max_pool1d,
+    max_pool2d,
+    max_pool3d,
+)
+from ._resample import interpolate, pixel_shuffle, pixel_unshuffle
 from ._sparse import embedding, one_hot
 
 __all__ = [
@@ -79,18 +98,29 @@ __all__ = [
     "bilinear",
     "conv1d",
     "conv2d",
+    "conv3d",
     "conv_transpose1d",
     "conv_transpose2d",
+    "conv_transpose3d",
     "unfold",
     "max_pool1d",
     "max_pool2d",
+    "max_pool3d",
     "avg_pool1d",
     "avg_pool2d",
+    "avg_pool3d",
     "adaptive_avg_pool1d",
     "adaptive_avg_pool2d",
+    "adaptive_avg_pool3d",
     "batch_norm",
     "layer_norm",
     "group_norm",
+    "instance_norm",
+    "rms_norm",
+    "local_response_norm",
+    "interpolate",
+    "pixel_shuffle",
+    "pixel_unshuffle",
     "embedding",
     "one_hot",
     "pad",

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+import numpy as np
+
 import funclib as fl
 from funclib.core import Tensor
 from funclib.errors import ShapeError
@@ -120,6 +122,30 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups: in
     return conv(input, weight, bias, stride, padding, dilation, groups, 2, "conv2d")
 
 
+@documented(
+    f"""3-d convolution (cross-correlation) of ``(N, C, D, H, W)`` with ``weight: (out, C / groups, kd, kh, kw)``.
+
+    Args:
+        input: ``(N, C, D, H, W)`` or unbatched ``(C, D, H, W)``.
+        weight: ``(out, C / groups, kd, kh, kw)``.{_CONV_ARGS}
+
+    Returns:
+        ``(N, out, D_out, H_out, W_out)`` (unbatched: ``(out, D_out, H_out, W_out)``).
+
+    >>> F.conv3d(fl.ones((1, 1, 4, 4, 4)), fl.ones((2, 1, 3, 3, 3)), padding=1).shape
+    (1, 2, 4, 4, 4)
+    """
+)
+def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 1) -> Tensor:
+    return conv(input, weight, bias, stride, padding, dilation, groups, 3, "conv3d")
+
+
+def padding_mode_widths(padding, nd, kernel_size, dilation, stride, op) -> tuple[int, ...]:
+    """The ``F.pad`` widths (last axis first) a convolution with a non-zeros ``padding_mode`` pads its input by."""
+    widths = _conv_padding(padding, nd, kernel_size, dilation, stride, op)
+    return tuple(w for lo_hi in reversed(widths) for w in lo_hi)
+
+
 def conv_transpose(input, weight, bias, stride, padding, output_padding, groups, dilation, nd, op):
     x, unbatched = batched(as_tensor(input, op), nd, op)
     if weight.ndim != nd + 2:
@@ -214,6 +240,27 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_paddi
     )
 
 
+@documented(
+    f"""3-d transposed convolution (the adjoint of ``conv3d`` in its input) with ``weight: (C_in, out / groups,
+    kd, kh, kw)``; each output size ``(in - 1) * stride - 2 * padding + dilation * (k - 1) + output_padding + 1``.
+
+    Args:
+        input: ``(N, C_in, D, H, W)`` or unbatched ``(C_in, D, H, W)``.
+        weight: ``(C_in, out / groups, kd, kh, kw)``.{_CONV_TRANSPOSE_ARGS}
+
+    Returns:
+        ``(N, out, D_out, H_out, W_out)``.
+
+    >>> F.conv_transpose3d(fl.ones((1, 2, 3, 3, 3)), fl.ones((2, 1, 2, 2, 2)), stride=2).shape
+    (1, 1, 6, 6, 6)
+    """
+)
+def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups: int = 1, dilation=1):
+    return conv_transpose(
+        input, weight, bias, stride, padding, output_padding, groups, dilation, 3, "conv_transpose3d"
+    )
+
+
 def unfold(input, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:
     """Sliding 2-d blocks as columns: ``(N, C, H, W) -> (N, C * kh * kw, L)`` (PyTorch's layout).
 
@@ -247,28 +294,39 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:
     return fl.reshape(fl.permute_dims(cols, (0, 5, 3, 4, 1, 2)), (n, c * kh * kw, oh * ow))
 
 
+# the NumPy mode whose index pattern each of PyTorch's non-constant modes is
+_INDEX_MODES = {"reflect": "reflect", "replicate": "edge", "circular": "wrap"}
+
+
 def pad(input, pad: Sequence[int], mode: str = "constant", value: float | None = None) -> Tensor:
-    """Constant padding in PyTorch's order: ``pad = (left_last, right_last, left_second_last, ...)``; negative
-    widths crop.
+    """Pad in PyTorch's order: ``pad = (left_last, right_last, left_second_last, ...)``.
+
+    ``"constant"`` fills with ``value`` (negative widths crop); ``"reflect"`` mirrors without repeating the edge
+    (widths below the axis' size), ``"replicate"`` repeats the edge, ``"circular"`` wraps around (widths at most the
+    axis' size). The non-constant modes are gathers, so their gradients add up the copies, as PyTorch's do; unlike
+    PyTorch they pad any axis of any rank.
 
     Args:
         input: the tensor.
         pad: pairs of widths, starting from the last axis.
-        mode: only ``"constant"``.
-        value: the fill value (default 0).
+        mode: ``"constant"``, ``"reflect"``, ``"replicate"`` or ``"circular"`` (default ``"constant"``).
+        value: the fill value of ``"constant"`` (default 0).
 
     Returns:
         The padded tensor.
 
     >>> F.pad(fl.ones((1, 2)), (1, 0))
     Tensor([[0., 1., 1.]], dtype=float32)
+    >>> F.pad(fl.tensor([[1.0, 2.0, 3.0]]), (2, 1), mode="reflect")
+    Tensor([[3., 2., 1., 2., 3., 2.]], dtype=float32)
     """
     x = as_tensor(input, "pad")
-    if mode != "constant":
+    if mode != "constant" and mode not in _INDEX_MODES:
         raise ValueError(
-            f"pad: only mode='constant' is supported, got {mode!r}; reflect and replicate padding are not implemented "
-            "here (funclib.numpy.pad has them)"
+            f"pad: mode must be 'constant', 'reflect', 'replicate' or 'circular', got {mode!r}"
         )
+    if not isinstance(pad, (tuple, list)) or not all(isinstance(p, (int, np.integer)) for p in pad):
+        raise TypeError(f"pad: pad must be a tuple of ints (left, right widths, last axis first), got {pad!r}")
     pad = tuple(int(p) for p in pad)
     if len(pad) % 2 or len(pad) // 2 > x.ndim:
         raise ValueError(
@@ -278,8 +336,31 @@ def pad(input, pad: Sequence[int], mode: str = "constant", value: float | None =
     width = [(0, 0)] * x.ndim
     for i in range(len(pad) // 2):
         width[x.ndim - 1 - i] = (pad[2 * i], pad[2 * i + 1])
+    if mode != "constant":
+        if value is not None and value != 0:
+            raise ValueError(f"pad: value={value} is only used by mode='constant', got mode={mode!r}; drop value")
+        return _index_pad(x, width, mode)
     if any(lo < 0 or hi < 0 for lo, hi in width):
         neg = tuple(slice(-min(lo, 0), x.shape[i] + min(hi, 0)) for i, (lo, hi) in enumerate(width))
         x = x[neg]
         width = [(max(lo, 0), max(hi, 0)) for lo, hi in width]
     return fl.pad(x, width, constant_values=0 if value is None else value)
+
+
+def _index_pad(x, width, mode):
+    """Reflect, replicate or circular padding: one gather per padded axis, of NumPy's index pattern."""
+    for axis, (lo, hi) in enumerate(width):
+        if lo == hi == 0:
+            continue
+        n = x.shape[axis]
+        limit = {"reflect": n - 1, "replicate": math.inf if n else -1, "circular": n}[mode]
+        if min(lo, hi) < 0 or max(lo, hi) > limit:
+            bound = {"reflect": "below the axis' size", "replicate": "on a non-empty axis", "circular": "at most the "
+                     "axis' size"}[mode]
+            raise ValueError(
+                f"pad: mode={mode!r} needs non-negative widths {bound}, got ({lo}, {hi}) for axis {axis} of size {n} "
+                f"(input shape {tuple(x.shape)}); use smaller widths or mode='constant'"
+            )
+        idx = np.pad(np.arange(n), (lo, hi), mode=_INDEX_MODES[mode])
+        x = fl.take(x, fl.asarray(idx), axis=axis)
+    return x

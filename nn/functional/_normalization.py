@@ -1,10 +1,11 @@
-"""Batch, layer and group normalization, and ``normalize``."""
+"""Batch, layer, group, instance, RMS and local response normalization, and ``normalize``."""
 
 from __future__ import annotations
 
 import math
 
 import funclib as fl
+from funclib.checks import check_int
 from funclib.core import Tensor
 from funclib.errors import ShapeError
 from funclib.primitives._util import normalize_axis
@@ -200,3 +201,151 @@ def normalize(input, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor
     normalize_axis(dim, x.ndim, "normalize")
     n = fl.linalg.vector_norm(x, axis=dim, keepdims=True, ord=p)
     return x / fl.maximum(n, eps)
+
+
+def instance_norm(
+    input,
+    running_mean=None,
+    running_var=None,
+    weight=None,
+    bias=None,
+    use_input_stats: bool = True,
+    momentum: float = 0.1,
+    eps: float = 1e-5,
+    *,
+    return_stats: bool = False,
+):
+    """Normalize each example's channels over their spatial axes (biased variance), then scale and shift per
+    channel.
+
+    With ``use_input_stats`` each instance's statistics normalize, and the running statistics (if given) move
+    towards their mean over the batch (``new = (1 - momentum) * old + momentum * batch``, the variance unbiased),
+    as PyTorch computes them; otherwise the running statistics normalize. Tensors are immutable: pass
+    ``return_stats=True`` for ``(out, new_running_mean, new_running_var)``; ``nn.InstanceNorm*`` stores them.
+
+    Args:
+        input: ``(N, C, *spatial)`` with at least one spatial axis.
+        running_mean, running_var: ``(C,)`` or None.
+        weight, bias: a per-channel scale and shift ``(C,)`` (default None).
+        use_input_stats: normalize with each instance's statistics (default True).
+        momentum: the batch's weight in the new running statistics (default 0.1).
+        eps: added to the variance (default 1e-5).
+        return_stats: also return the new running statistics (default False).
+
+    Returns:
+        A tensor of the input's shape, or ``(out, new_running_mean, new_running_var)`` with ``return_stats``.
+
+    >>> F.instance_norm(fl.tensor([[[1.0, 3.0]]]))
+    Tensor([[[-0.999995,  0.999995]]], dtype=float32)
+    """
+    x = as_float(input, "instance_norm")
+    if x.ndim < 3:
+        raise ShapeError(
+            f"instance_norm: expected an input (N, C, *spatial) with at least 3 dims, got shape {tuple(x.shape)}; add "
+            "the batch axis (x[None]) to an unbatched input"
+        )
+    c = x.shape[1]
+    for name, t in (("running_mean", running_mean), ("running_var", running_var), ("weight", weight), ("bias", bias)):
+        if t is not None and tuple(t.shape) != (c,):
+            raise ShapeError(
+                f"instance_norm: {name} has shape {tuple(t.shape)} but the input {tuple(x.shape)} has {c} channels; "
+                f"pass one value per channel, shape ({c},)"
+            )
+    if not use_input_stats and (running_mean is None or running_var is None):
+        raise ValueError(
+            "instance_norm: use_input_stats=False normalizes with the running statistics, but none were given; pass "
+            "running_mean and running_var, or use_input_stats=True"
+        )
+    axes = tuple(range(2, x.ndim))
+    cs = _channel_shape(x)
+    new_stats = (running_mean, running_var)
+    if use_input_stats:
+        count = math.prod(x.shape[2:])
+        mean = fl.mean(x, axis=axes, keepdims=True)
+        xc = x - mean
+        var = fl.mean(xc * xc, axis=axes, keepdims=True)
+        if running_mean is not None and running_var is not None:
+            if count <= 1:
+                raise ValueError(
+                    f"instance_norm: expected more than 1 spatial element per channel to update the running "
+                    f"statistics, got input of shape {tuple(x.shape)}"
+                )
+            bm = fl.mean(fl.reshape(mean, x.shape[:2]), axis=0)
+            bv = fl.mean(fl.reshape(var, x.shape[:2]), axis=0) * (count / (count - 1))
+            new_stats = (
+                running_mean * (1 - momentum) + bm * momentum,
+                running_var * (1 - momentum) + bv * momentum,
+            )
+    else:
+        xc = x - fl.reshape(running_mean, cs)
+        var = fl.reshape(running_var, cs)
+    y = xc * fl.rsqrt(var + eps)
+    if weight is not None:
+        y = y * fl.reshape(weight, cs)
+    if bias is not None:
+        y = y + fl.reshape(bias, cs)
+    return (y, *new_stats) if return_stats else y
+
+
+def rms_norm(input, normalized_shape, weight=None, eps: float | None = None) -> Tensor:
+    """Root-mean-square normalization over the trailing ``normalized_shape`` axes: ``x / sqrt(mean(x**2) + eps)``,
+    then an elementwise scale (no centering, no shift).
+
+    Args:
+        input: ``(*, *normalized_shape)``.
+        normalized_shape: an int or the trailing shape.
+        weight: a scale of that shape (default None).
+        eps: added to the mean square (default: the machine epsilon of the input's dtype, as PyTorch).
+
+    Returns:
+        A tensor of the input's shape.
+
+    >>> F.rms_norm(fl.tensor([[3.0, 4.0]]), 2, eps=0.0)
+    Tensor([[0.84852815, 1.1313709 ]], dtype=float32)
+    """
+    x = as_float(input, "rms_norm")
+    ns = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    if len(ns) > x.ndim or tuple(x.shape[x.ndim - len(ns) :]) != ns:
+        raise ShapeError(
+            f"rms_norm: normalized_shape {ns} does not match the trailing dimensions of the input {tuple(x.shape)}; "
+            "pass the input's trailing shape"
+        )
+    if weight is not None and tuple(weight.shape) != ns:
+        raise ShapeError(f"rms_norm: weight must have shape {ns} (normalized_shape), got {tuple(weight.shape)}")
+    eps = fl.finfo(x.dtype).eps if eps is None else eps
+    axes = tuple(range(x.ndim - len(ns), x.ndim))
+    y = x * fl.rsqrt(fl.mean(x * x, axis=axes, keepdims=True) + eps)
+    return y if weight is None else y * weight
+
+
+def local_response_norm(input, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0) -> Tensor:
+    """Divide each channel by ``(k + alpha * mean of x**2 over size neighbouring channels) ** beta`` (AlexNet's
+    normalization; the window is zero-padded at the edges and the mean divides by ``size``, as PyTorch).
+
+    Args:
+        input: ``(N, C, *)`` with at least 3 dims.
+        size: the channels in each window.
+        alpha: the scale of the mean square (default 1e-4).
+        beta: the exponent (default 0.75).
+        k: the additive constant (default 1).
+
+    Returns:
+        A tensor of the input's shape.
+
+    >>> F.local_response_norm(fl.ones((1, 3, 1)), 2, alpha=1.0, beta=1.0).reshape(-1)
+    Tensor([0.6666667, 0.5      , 0.5      ], dtype=float32)
+    """
+    x = as_float(input, "local_response_norm")
+    check_int(size, "local_response_norm", "size", min=1)
+    if x.ndim < 3:
+        raise ShapeError(
+            f"local_response_norm: expected an input (N, C, *) with at least 3 dims, got shape {tuple(x.shape)}; add "
+            "the batch axis (x[None])"
+        )
+    c = x.shape[1]
+    sq = fl.pad(x * x, [(0, 0), (size // 2, (size - 1) // 2)] + [(0, 0)] * (x.ndim - 2))
+    total = sq[:, 0:c]
+    for j in range(1, size):
+        total = total + sq[:, j : j + c]
+    div = (total / size * alpha + k) ** beta
+    return x / div

@@ -79,6 +79,26 @@ def max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_in
     return y[0] if unbatched else y
 
 
+@documented(
+    f"""3-d max pooling over ``(N, C, D, H, W)``. Tied maxima share the gradient equally (PyTorch gives it all to
+    the first one).
+
+    Args:
+        input: ``(N, C, D, H, W)`` or unbatched ``(C, D, H, W)``.{_MAX_POOL_ARGS}
+
+    Returns:
+        ``(N, C, D_out, H_out, W_out)``, and the indices with ``return_indices``.
+
+    >>> F.max_pool3d(fl.arange(8.0).reshape(1, 1, 2, 2, 2), 2).reshape(-1)
+    Tensor([7.], dtype=float32)
+    """
+)
+def max_pool3d(
+    input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False, return_indices: bool = False
+):
+    return max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, 3, "max_pool3d")
+
+
 def _window_to_input_index(arg, nd, k, s, p, d, out, insz):
     """Flat input positions (PyTorch's ``return_indices``) of window-relative argmax ``arg: (N, *out, C)``."""
     flat = fl.zeros(arg.shape, dtype=fl.int64)
@@ -215,6 +235,29 @@ def avg_pool2d(
     )
 
 
+@documented(
+    f"""3-d average pooling over ``(N, C, D, H, W)``, with PyTorch's divisors for padded and ceil-mode windows.
+
+    Args:
+        input: ``(N, C, D, H, W)`` or unbatched ``(C, D, H, W)``.{_AVG_POOL_ARGS}
+        divisor_override: divide every window by this instead (default None).
+
+    Returns:
+        ``(N, C, D_out, H_out, W_out)``.
+
+    >>> F.avg_pool3d(fl.arange(8.0).reshape(1, 1, 2, 2, 2), 2).reshape(-1)
+    Tensor([3.5], dtype=float32)
+    """
+)
+def avg_pool3d(
+    input, kernel_size, stride=None, padding=0, ceil_mode: bool = False, count_include_pad: bool = True,
+    divisor_override: int | None = None,
+):
+    return avg_pool(
+        input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, 3, "avg_pool3d"
+    )
+
+
 def _adaptive_matrix(n_in: int, n_out: int, dtype) -> np.ndarray:
     a = np.zeros((n_out, n_in), np.float64)
     for i in range(n_out):
@@ -280,3 +323,19 @@ def adaptive_avg_pool2d(input, output_size) -> Tensor:
     (1, 3, 1, 1)
     """
     return adaptive_avg_pool(input, output_size, 2, "adaptive_avg_pool2d")
+
+
+def adaptive_avg_pool3d(input, output_size) -> Tensor:
+    """Average pooling of ``(N, C, D, H, W)`` to ``output_size`` bins (PyTorch's bin edges).
+
+    Args:
+        input: ``(N, C, D, H, W)`` or unbatched ``(C, D, H, W)``.
+        output_size: an int or ``(d, h, w)``; None keeps that axis's size.
+
+    Returns:
+        ``(N, C, d, h, w)``.
+
+    >>> F.adaptive_avg_pool3d(fl.ones((1, 3, 4, 5, 6)), (1, 2, 3)).shape
+    (1, 3, 1, 2, 3)
+    """
+    return adaptive_avg_pool(input, output_size, 3, "adaptive_avg_pool3d")
