@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import copy
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, NamedTuple
@@ -370,12 +371,13 @@ def _same(a, b) -> bool:
 class _Meta:
     """The static part of a module: its class, slot names and every non-tensor attribute (compared by value)."""
 
-    __slots__ = ("cls", "names", "static", "_hash")
+    __slots__ = ("cls", "names", "static", "origin", "_hash")
 
-    def __init__(self, cls, names, static):
+    def __init__(self, cls, names, static, origin=None):
         self.cls = cls
         self.names = names
         self.static = static
+        self.origin = origin  # a weak reference to the module flattened (not compared)
         h = hash((cls, names, tuple(k for k, _ in static)))
         self._hash = h
 
@@ -399,9 +401,10 @@ class _Meta:
 def _flatten_module(m):
     d = m.__dict__
     p, b, c = d["_parameters"], d["_buffers"], d["_modules"]
-    static = tuple((k, v) for k, v in d.items() if k not in _REG)
+    static = tuple((k, v) for k, v in d.items() if k not in _REG and k != "_origin")
     names = (tuple(p), tuple(b), tuple(c))
-    return [*p.values(), *b.values(), *c.values()], _Meta(type(m), names, static), [*p, *b, *c]
+    meta = _Meta(type(m), names, static, d.get("_origin") or weakref.ref(m))
+    return [*p.values(), *b.values(), *c.values()], meta, [*p, *b, *c]
 
 
 def _unflatten_module(meta, children):
@@ -413,6 +416,9 @@ def _unflatten_module(meta, children):
     d["_parameters"] = {n: next(it) for n in pn}
     d["_buffers"] = {n: next(it) for n in bn}
     d["_modules"] = {n: next(it) for n in cn}
+    # which module this one was rebuilt from (by jit, vmap, a tree map), so that nn.value_and_grad(model, fn)
+    # recognizes the copy of ``model`` a transform hands to fn
+    d["_origin"] = meta.origin
     return obj
 
 
@@ -1194,7 +1200,8 @@ def value_and_grad(model: Module, fn: Callable[..., Any]) -> Callable[..., tuple
     loss_and_grads = fl.value_and_grad(inner, has_aux=True)
 
     def wrapped(*args, **kwargs):
-        order, locs = _trainable_locations(model)
+        target = _model_in(model, args, kwargs)
+        order, locs = _trainable_locations(target)
         tensors = [t for _, t in order]
         originals = [(m, n, m._parameters[n]) for t in tensors for m, n in locs[id(t)]]
         ctx = rng(next_key()) if not _rng_state.stack and _state.trace is None else None
@@ -1207,10 +1214,29 @@ def value_and_grad(model: Module, fn: Callable[..., Any]) -> Callable[..., tuple
                 ctx.__exit__(None, None, None)
             for m, n, v in originals:
                 m._parameters[n] = v
-        return out, grads_like(model, {name: g for (name, _), g in zip(order, gs)})
+        return out, grads_like(target, {name: g for (name, _), g in zip(order, gs)})
 
     wrapped.__name__ = f"value_and_grad({getattr(fn, '__name__', 'fn')})"
     return wrapped
+
+
+def _model_in(model: Module, args, kwargs) -> Module:
+    """The module through which ``fn`` sees ``model``: ``model`` itself, or the copy of it that a transform (jit,
+    vmap) rebuilt from its leaves and passed in its place (found among the arguments, in lists, tuples and dicts)."""
+    stack = [*args, *kwargs.values()]
+    while stack:
+        a = stack.pop()
+        if a is model:
+            return model
+        if isinstance(a, Module):
+            origin = a.__dict__.get("_origin")
+            if origin is not None and origin() is model:
+                return a
+        elif isinstance(a, (list, tuple)):
+            stack.extend(a)
+        elif isinstance(a, dict):
+            stack.extend(a.values())
+    return model
 
 
 def _named_leaves(tree) -> Iterator[tuple[str, Any]]:

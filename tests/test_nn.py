@@ -988,6 +988,28 @@ def test_value_and_grad_mlx_style():
     assert not any(isinstance(p, fl.Tracer) for p in model.parameters())
 
 
+def test_value_and_grad_of_a_model_passed_through_a_transform():
+    # jit and vmap hand fn a copy of the model rebuilt from its leaves; the gradients are taken through that copy
+    model = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 1))
+    x = t64(8, 3).astype(fl.float32)
+    loss_and_grad = nn.value_and_grad(model, lambda m, x: (m(x) ** 2).mean())
+    loss, grads = loss_and_grad(model, x)
+    jloss, jgrads = fl.jit(loss_and_grad)(model, x)
+    close(jloss, loss, 1e-6)
+    for a, b in zip(fl.tree.leaves(jgrads), fl.tree.leaves(grads)):
+        close(a, b, 1e-5)
+        assert float(fl.max(fl.abs(b))) > 0
+    per = fl.vmap(lambda xi: loss_and_grad(model, xi[None])[1][0].weight)(x)
+    for i in range(3):
+        close(per[i], loss_and_grad(model, x[i : i + 1])[1][0].weight, 1e-5)
+    # a teacher of the same architecture passed beside the model is not differentiated
+    teacher = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 1))
+    distill = nn.value_and_grad(model, lambda t, m, x: ((m(x) - t(x)) ** 2).mean())
+    eager, jitted = distill(teacher, model, x)[1], fl.jit(distill)(teacher, model, x)[1]
+    for a, b in zip(fl.tree.leaves(jitted), fl.tree.leaves(eager)):
+        close(a, b, 1e-5)
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Bad inputs
 
