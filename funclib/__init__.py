@@ -91,3 +91,4 @@ from .transforms import solvers as _solvers  # noqa: E402
 # the iterative solvers need while_loop and custom_linear_solve (transforms), so they join fl.linalg here
 linalg.cg = _solvers.cg
 linalg.bicgstab = _solvers.bicgstab
+linalg.__all__ = [*linalg.__all__, "cg", "bicgstab"]
