@@ -307,13 +307,31 @@ def _describe(x) -> str:
     return f"{type(x).__name__}"
 
 
+def _static_both_ways(sig, argnums, argnames) -> tuple[tuple[int, ...], tuple[str, ...]]:
+    """A parameter that can be passed either way is static however it is passed: its name joins static_argnames
+    when its position is in static_argnums, and the reverse."""
+    nums, names = list(argnums), list(argnames)
+    if sig is not None:
+        for i, p in enumerate(sig.parameters.values()):
+            if p.kind is not inspect.Parameter.POSITIONAL_OR_KEYWORD:
+                continue
+            if p.name in names and i not in nums:
+                nums.append(i)
+            elif i in nums and p.name not in names:
+                names.append(p.name)
+    return tuple(nums), tuple(names)
+
+
 class Jitted:
     """A jit-compiled function. Call it like the original; ``.lower(*args)`` shows what runs."""
 
     def __init__(self, fun, static_argnums, static_argnames, max_traces, donate_argnums):
         self.fun = fun
-        self.static_argnums = tuple(static_argnums)
-        self.static_argnames = tuple(static_argnames)
+        try:
+            self._sig = inspect.signature(fun)
+        except (TypeError, ValueError):
+            self._sig = None
+        self.static_argnums, self.static_argnames = _static_both_ways(self._sig, static_argnums, static_argnames)
         self.max_traces = max_traces
         self._cache: dict = {}
         # (shape, dtype) of each argument when all are positional Tensors -> (program, constant arrays, output
@@ -324,10 +342,6 @@ class Jitted:
         self._history: list = []
         self._lock = threading.RLock()
         self.num_traces = 0
-        try:
-            self._sig = inspect.signature(fun)
-        except (TypeError, ValueError):
-            self._sig = None
         # not `updated`: merging fun.__dict__ would let a wrapper's attributes (custom_jvp's `fun`) replace ours
         functools.update_wrapper(self, fun, updated=())
         if not hasattr(self, "__name__"):  # a callable object (a Module, a functools.partial) has no __name__
@@ -345,6 +359,8 @@ class Jitted:
         static = []
         for i in self.static_argnums:
             if i >= len(args):
+                if self._arg_name(i) in self.static_argnames:
+                    continue  # passed by keyword (handled below) or left at its default
                 raise TypeError(
                     f"jit: static_argnums includes {i} but only {len(args)} positional arguments were given"
                 )
