@@ -143,7 +143,8 @@ def unary(
         return _unary_slow(p, x, ok, promote_int, public)
 
     wrapper.__name__ = wrapper.__qualname__ = public
-    wrapper.__doc__ = doc or f"Elementwise ``{public}``.\n\n>>> fl.{public}(fl.tensor([0.5]))"
+    sample = "[0.5]" if ok & FLOAT else "[5, 12]"  # bitwise_invert takes integers only
+    wrapper.__doc__ = doc or f"Elementwise ``{public}``.\n\n>>> fl.{public}(fl.tensor({sample}))"
     return p, wrapper
 
 

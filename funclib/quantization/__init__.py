@@ -151,8 +151,8 @@ def quantize(
 
     >>> q = fl.quantization.quantize(fl.tensor([[0.5, -1.0], [2.0, 0.25]]), axis=0)
     >>> q.values, q.scale.shape
-    (Tensor([[ 64, -127],
-           [127,  16]], dtype=int8), (2, 1))
+    (Tensor([[  64, -127],
+            [ 127,   16]], dtype=int8), (2, 1))
     """
     x = asarray(x)
     d = dtypes.canonicalize(dtype)
