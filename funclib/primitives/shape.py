@@ -553,7 +553,11 @@ def convert_int(s):
 
 
 def dynamic_slice(x, starts, slice_sizes):
-    """``x[s0:s0+z0, ...]`` with traced starts; starts are clamped so the window stays in bounds (as in XLA)."""
+    """``x[s0:s0+z0, ...]`` with traced starts; starts are clamped so the window stays in bounds (as in XLA).
+
+    >>> fl.dynamic_slice(fl.arange(6), (fl.tensor(4),), (3,))  # start clamped to 3
+    Tensor([3, 4, 5], dtype=int64)
+    """
     from ..ops.creation import asarray
 
     starts = [asarray(s) if not isinstance(s, Tensor) else s for s in starts]
@@ -632,7 +636,11 @@ def _dus_vmap(args, dims):
 
 
 def dynamic_update_slice(x, update, starts):
-    """Write ``update`` into ``x`` at traced ``starts`` (clamped so it fits)."""
+    """Write ``update`` into ``x`` at traced ``starts`` (clamped so it fits).
+
+    >>> fl.dynamic_update_slice(fl.zeros(4), fl.ones(2), (fl.tensor(1),))
+    Tensor([0., 1., 1., 0.], dtype=float32)
+    """
     from ..ops.creation import asarray
 
     starts = [asarray(s) if not isinstance(s, Tensor) else s for s in starts]
