@@ -45,6 +45,7 @@ nitpick_ignore_regex = [(r"py:.*", r"(?!funclib\b).*")]
 # pages in Markdown (MyST) and notebooks
 myst_enable_extensions = ["colon_fence", "dollarmath"]
 myst_heading_anchors = 3
+myst_dmath_double_inline = True  # the notebooks write $$...$$ inside paragraphs, as Jupyter allows
 
 # Notebooks are committed without outputs and executed here, so the site always shows what the current code
 # prints and plots; executed results are cached by content, so a rebuild re-runs only notebooks that changed.

@@ -29,10 +29,11 @@ MARKDOWN = PAGES + [ROOT / "README.md", ROOT / "ARCHITECTURE.md", ROOT / "CHANGE
 TESTED_PAGES = {"getting_started.md", "coming_from_pytorch.md", "coming_from_jax.md", "sharp_bits.md"}
 
 FENCE = re.compile(r"^(`{3,})([^\n`]*)\n(.*?)^\1[ \t]*$", re.S | re.M)
-ROLE = re.compile(r"\{(func|class|mod|meth|attr|data|obj|exc|doc)\}`([^`]+)`")
+# scanned left to right as MyST does: a role, or inline code (which may show role syntax without being one)
+INLINE = re.compile(r"\{(\w+)\}`([^`]+)`|``.+?``|`[^`\n]*`")
+REF_ROLES = {"func", "class", "mod", "meth", "attr", "data", "obj", "exc", "doc"}
 RST_ROLE = re.compile(r":(?:py:)?(func|class|mod|meth|attr|data|obj|exc):`([^`]+)`")
 LINK = re.compile(r"(?<!!)\[[^\]\n]*\]\(([^)\s]+)\)")
-INLINE_CODE = re.compile(r"`[^`\n]*`")
 
 
 def python_blocks(text: str) -> list[str]:
@@ -46,9 +47,14 @@ def prose(text: str) -> str:
     return FENCE.sub(lambda m: "" if "toctree" not in m.group(2) else m.group(0), text)
 
 
+def roles(text: str) -> list[tuple[str, str]]:
+    """The ``{role}`target``` references of a page, outside code."""
+    return [(m.group(1), m.group(2)) for m in INLINE.finditer(prose(text)) if m.group(1) in REF_ROLES]
+
+
 def links(text: str) -> list[str]:
     """The targets of a page's Markdown links, outside code and roles."""
-    return LINK.findall(INLINE_CODE.sub("", ROLE.sub("", prose(text))))
+    return LINK.findall(INLINE.sub("", prose(text)))
 
 
 @pytest.mark.parametrize("page", sorted(TESTED_PAGES) + ["index.md"])
@@ -120,7 +126,7 @@ def test_links_and_references_resolve(path):
             broken.append(f"link {target!r}: no file {dest.relative_to(ROOT) if dest.is_relative_to(ROOT) else dest}")
         elif anchor and dest.suffix == ".md" and anchor not in _anchors(dest):
             broken.append(f"link {target!r}: no heading with anchor #{anchor} in {dest.name}")
-    for role, target in ROLE.findall(text):
+    for role, target in roles(text):
         if role == "doc":
             name = target[target.rindex("<") + 1 : target.rindex(">")] if "<" in target else target
             if not _doc_exists(name, path):
@@ -229,5 +235,5 @@ def test_the_checks_tell_broken_from_sound():
     page = "```python\nrun()\n```\n\n```{code-block} python\nshown()\n```\n\n````python\nalso_run()\n````\n"
     assert python_blocks(page) == ["run()\n", "also_run()\n"]
     assert links("[a](b.md) `[c](d.md)` ![img](e.png) {doc}`x <y.md>`") == ["b.md"]
-    found = ROLE.findall(prose("see {func}`funclib.gard`, [x](y.md) {doc}`z`"))
+    found = roles("see {func}`funclib.gard`, [x](y.md) {doc}`z`, not `{func}`/`{doc}` or ``{func}`q` ``")
     assert found == [("func", "funclib.gard"), ("doc", "z")]
