@@ -31,7 +31,7 @@ import ml_dtypes
 import numpy as np
 
 from . import diskcache
-from .vmath import _bits64, _float64
+from .vmath import view_f64, view_i64
 
 __all__ = ["FLOAT8", "INT4", "FORMATS", "VERSION", "astype", "compute", "wide_dtype"]
 
@@ -137,13 +137,13 @@ def _code(x, m, emin, top, maxv, nan, fnuz):  # pragma: no cover - compiled
     of a finite value is ``(e + bias - 1) << m`` plus its significand scaled to ``m`` fraction bits and rounded;
     with the exponent clamped to the smallest normal's, the same formula gives the subnormals."""
     v = np.float64(x)
-    b = _bits64(v)
+    b = view_i64(v)
     sign = (b >> 56) & 0x80
-    a = _float64(b & 0x7FFFFFFFFFFFFFFF)
+    a = view_f64(b & 0x7FFFFFFFFFFFFFFF)
     a = maxv if a > maxv else a
-    e = ((_bits64(a) >> 52) & 0x7FF) - 1023
+    e = ((view_i64(a) >> 52) & 0x7FF) - 1023
     e = e if e > emin else emin
-    q = np.int64(np.rint(a * _float64((1023 + m - e) << 52)))
+    q = np.int64(np.rint(a * view_f64((1023 + m - e) << 52)))
     code = ((e + top) << m) + q
     if fnuz:
         code = nan if v != v else (code | sign if code != 0 else code)

@@ -21,11 +21,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from llvmlite import ir
-from numba import njit, types
-from numba.extending import intrinsic
+from numba import njit
 
 from . import diskcache
+from .vmath import log_split
 
 _OPTS = dict(nogil=True, error_model="numpy")
 
@@ -41,40 +40,31 @@ def _rotl(x, r):
 
 
 @njit(inline="always")
-def _mix4(x0, x1, ra, rb, rc, rd):
+def _round(x0, x1, r):
     x0 = _U32(x0 + x1)
-    x1 = _U32(_rotl(x1, ra) ^ x0)
-    x0 = _U32(x0 + x1)
-    x1 = _U32(_rotl(x1, rb) ^ x0)
-    x0 = _U32(x0 + x1)
-    x1 = _U32(_rotl(x1, rc) ^ x0)
-    x0 = _U32(x0 + x1)
-    x1 = _U32(_rotl(x1, rd) ^ x0)
-    return x0, x1
+    return x0, _U32(_rotl(x1, r) ^ x0)
+
+
+@njit(inline="always")
+def _rounds(x0, x1, ra, rb, rc, rd, ka, kb, s):
+    """Four rounds, then key injection ``s``: words ``s`` and ``s + 1`` (mod 3) of the extended key, and ``s``."""
+    x0, x1 = _round(x0, x1, ra)
+    x0, x1 = _round(x0, x1, rb)
+    x0, x1 = _round(x0, x1, rc)
+    x0, x1 = _round(x0, x1, rd)
+    return _U32(x0 + ka), _U32(x1 + kb + _U32(s))
 
 
 @njit(inline="always")
 def block(k0, k1, x0, x1):
     """One Threefry-2x32-20 block: key words ``k0, k1``, counter words ``x0, x1`` -> two output words."""
     k2 = _U32(k0 ^ k1 ^ _PARITY)
-    x0 = _U32(x0 + k0)
-    x1 = _U32(x1 + k1)
-    x0, x1 = _mix4(x0, x1, R0, R1, R2, R3)
-    x0 = _U32(x0 + k1)
-    x1 = _U32(x1 + k2 + _U32(1))
-    x0, x1 = _mix4(x0, x1, R4, R5, R6, R7)
-    x0 = _U32(x0 + k2)
-    x1 = _U32(x1 + k0 + _U32(2))
-    x0, x1 = _mix4(x0, x1, R0, R1, R2, R3)
-    x0 = _U32(x0 + k0)
-    x1 = _U32(x1 + k1 + _U32(3))
-    x0, x1 = _mix4(x0, x1, R4, R5, R6, R7)
-    x0 = _U32(x0 + k1)
-    x1 = _U32(x1 + k2 + _U32(4))
-    x0, x1 = _mix4(x0, x1, R0, R1, R2, R3)
-    x0 = _U32(x0 + k2)
-    x1 = _U32(x1 + k0 + _U32(5))
-    return x0, x1
+    x0, x1 = _U32(x0 + k0), _U32(x1 + k1)
+    x0, x1 = _rounds(x0, x1, R0, R1, R2, R3, k1, k2, 1)
+    x0, x1 = _rounds(x0, x1, R4, R5, R6, R7, k2, k0, 2)
+    x0, x1 = _rounds(x0, x1, R0, R1, R2, R3, k0, k1, 3)
+    x0, x1 = _rounds(x0, x1, R4, R5, R6, R7, k1, k2, 4)
+    return _rounds(x0, x1, R0, R1, R2, R3, k2, k0, 5)
 
 
 @diskcache.njit(**_OPTS)
@@ -93,7 +83,8 @@ def _ctr(j):
 
 @njit(inline="always")
 def fill32(keys, out, f):
-    """``out[l, i] = f(word i)`` over the 32-bit words of each lane's stream (two words per block)."""
+    """``out[l, 2j], out[l, 2j + 1] = f(y0, y1)`` of the block at counter ``j`` of each lane's stream (two
+    elements per block; an odd last element takes the first of the pair)."""
     n = out.shape[1]
     half = n // 2
     for lane in range(out.shape[0]):
@@ -102,12 +93,21 @@ def fill32(keys, out, f):
         for j in range(half):
             c0, c1 = _ctr(j)
             y0, y1 = block(k0, k1, c0, c1)
-            row[2 * j] = f(y0)
-            row[2 * j + 1] = f(y1)
+            row[2 * j], row[2 * j + 1] = f(y0, y1)
         if n & 1:
             c0, c1 = _ctr(half)
-            y0, _ = block(k0, k1, c0, c1)
-            row[n - 1] = f(y0)
+            y0, y1 = block(k0, k1, c0, c1)
+            row[n - 1] = f(y0, y1)[0]
+
+
+def _each(f):
+    """The pair function of ``fill32`` applying ``f`` to each 32-bit word on its own."""
+
+    @njit(inline="always")
+    def pair(y0, y1):
+        return f(y0), f(y1)
+
+    return pair
 
 
 @njit(inline="always")
@@ -161,10 +161,13 @@ def _open53(y0, y1):
     return (np.float64(np.int64(_word64(y0, y1) >> _S12)) * 2.0 + 1.0) * _F53
 
 
+_word_each, _unit24_each, _open24_each = _each(_word), _each(_unit24), _each(_open24)
+
+
 @diskcache.njit(**_OPTS)
 def bits32(keys, out):
     """Raw 32-bit words: ``out[l, i]`` per the layout above."""
-    fill32(keys, out, _word)
+    fill32(keys, out, _word_each)
 
 
 @diskcache.njit(**_OPTS)
@@ -176,13 +179,13 @@ def bits64(keys, out):
 @diskcache.njit(**_OPTS)
 def uniform32(keys, out):
     """float32 in [0, 1): the top 24 bits of each 32-bit word, times 2**-24 (exact)."""
-    fill32(keys, out, _unit24)
+    fill32(keys, out, _unit24_each)
 
 
 @diskcache.njit(**_OPTS)
 def uniform32_open(keys, out):
     """float32 in (0, 1): odd multiples of 2**-24 (the top 23 bits of each word), so 0 and 1 never occur."""
-    fill32(keys, out, _open24)
+    fill32(keys, out, _open24_each)
 
 
 @diskcache.njit(**_OPTS)
@@ -198,30 +201,13 @@ def uniform64_open(keys, out):
 
 
 # ----------------------------------------------------------------------------------------------------
-# Branch-free float32 log and sin/cos(2 pi u), so the normal kernel vectorizes (numba's are scalar libm
-# calls).
+# Branch-free float32 log of (0, 1] and sin/cos(2 pi u), so the normal kernel vectorizes (numba's are scalar libm
+# calls). They are not vmath's flog/fsin/fcos: those handle every float32 (subnormals, infinities, NaN, huge
+# arguments) with selects this domain never needs, and they round differently in about one value in eight, which
+# would change the samples. The log shares vmath's argument split.
 # Polynomial coefficients are least-squares fits on Chebyshev nodes, reweighted towards minimax.
 
-
-@intrinsic
-def _f32_bits(typingctx, x):
-    def codegen(context, builder, sig, args):
-        return builder.bitcast(args[0], ir.IntType(32))
-
-    return types.int32(types.float32), codegen
-
-
-@intrinsic
-def _bits_f32(typingctx, x):
-    def codegen(context, builder, sig, args):
-        return builder.bitcast(args[0], ir.FloatType())
-
-    return types.float32(types.int32), codegen
-
-
 _F = np.float32
-_SQRTH_BITS = np.int32(0x3F3504F3)
-_MANT = np.int32(0x007FFFFF)
 _LN2_HI = _F(0.693145751953125)
 _LN2_LO = _F(1.428606765330187e-06)
 _HALF = _F(0.5)
@@ -243,10 +229,7 @@ _L0, _L1, _L2, _L3, _L4, _L5, _L6, _L7 = (
 @njit(inline="always")
 def flog_pos(x):
     """Natural log of a positive, normal float32 (no inf/nan/subnormal handling): about 1 ulp."""
-    ix = np.int32(_f32_bits(x) - _SQRTH_BITS)
-    e = np.int32(ix >> np.int32(23))
-    m = _bits_f32(np.int32((ix & _MANT) + _SQRTH_BITS))
-    f = m - _F(1.0)
+    e, f = log_split(x)
     p = _L7
     p = p * f + _L6
     p = p * f + _L5
@@ -255,9 +238,8 @@ def flog_pos(x):
     p = p * f + _L2
     p = p * f + _L1
     p = p * f + _L0
-    ef = _F(e)
     f2 = f * f
-    return ef * _LN2_HI + (f - _HALF * f2 + f2 * f * p + ef * _LN2_LO)
+    return e * _LN2_HI + (f - _HALF * f2 + f2 * f * p + e * _LN2_LO)
 
 
 _S0, _S1, _S2, _S3 = (
@@ -300,22 +282,7 @@ def _box_muller32(w0, w1):
 @diskcache.njit(**_OPTS)
 def normal32(keys, out):
     """Standard normal float32 by Box-Muller on each pair of 32-bit words (radius from w0, angle from w1)."""
-    n = out.shape[1]
-    half = n // 2
-    for lane in range(out.shape[0]):
-        k0, k1 = keys[lane, 0], keys[lane, 1]
-        row = out[lane]
-        for j in range(half):
-            c0, c1 = _ctr(j)
-            y0, y1 = block(k0, k1, c0, c1)
-            z0, z1 = _box_muller32(y0, y1)
-            row[2 * j] = z0
-            row[2 * j + 1] = z1
-        if n & 1:
-            c0, c1 = _ctr(half)
-            y0, y1 = block(k0, k1, c0, c1)
-            z0, _ = _box_muller32(y0, y1)
-            row[n - 1] = z0
+    fill32(keys, out, _box_muller32)
 
 
 _TWO_PI = 2.0 * math.pi
@@ -401,24 +368,28 @@ def _logistic64(y0, y1):
     return math.log(u) - math.log(1.0 - u)
 
 
+_exponential32_each, _gumbel32_each = _each(_exponential32), _each(_gumbel32)
+_laplace32_each, _logistic32_each = _each(_laplace32), _each(_logistic32)
+
+
 @diskcache.njit(**_OPTS)
 def exponential32(keys, out):
-    fill32(keys, out, _exponential32)
+    fill32(keys, out, _exponential32_each)
 
 
 @diskcache.njit(**_OPTS)
 def gumbel32(keys, out):
-    fill32(keys, out, _gumbel32)
+    fill32(keys, out, _gumbel32_each)
 
 
 @diskcache.njit(**_OPTS)
 def laplace32(keys, out):
-    fill32(keys, out, _laplace32)
+    fill32(keys, out, _laplace32_each)
 
 
 @diskcache.njit(**_OPTS)
 def logistic32(keys, out):
-    fill32(keys, out, _logistic32)
+    fill32(keys, out, _logistic32_each)
 
 
 @diskcache.njit(**_OPTS)
@@ -558,19 +529,26 @@ def _gamma_one(k0, k1, i, a):
     return z
 
 
-@diskcache.njit(**_OPTS)
-def gamma(keys, alpha, out):
-    """Gamma(alpha, 1) samples; ``alpha`` and ``out`` are ``(L, n)``. Non-positive or nan alpha gives nan."""
+@njit(inline="always")
+def fill_each(keys, param, out, f):
+    """``out[l, i] = f(k0, k1, i, param[l, i])`` with lane ``l``'s key words: one stream per element."""
     for lane in range(out.shape[0]):
         k0, k1 = keys[lane, 0], keys[lane, 1]
         for i in range(out.shape[1]):
-            a = np.float64(alpha[lane, i])
-            if not a > 0.0:
-                out[lane, i] = np.nan
-            elif a == np.inf:
-                out[lane, i] = np.inf
-            else:
-                out[lane, i] = _gamma_one(k0, k1, i, a)
+            out[lane, i] = f(k0, k1, i, np.float64(param[lane, i]))
+
+
+@njit(inline="always")
+def _gamma_element(k0, k1, i, a):
+    if not a > 0.0:
+        return np.nan
+    return np.inf if a == np.inf else _gamma_one(k0, k1, i, a)
+
+
+@diskcache.njit(**_OPTS)
+def gamma(keys, alpha, out):
+    """Gamma(alpha, 1) samples; ``alpha`` and ``out`` are ``(L, n)``. Non-positive or nan alpha gives nan."""
+    fill_each(keys, alpha, out, _gamma_element)
 
 
 @njit(inline="always")
@@ -657,16 +635,14 @@ def _poisson_one(k0, k1, i, lam):
             return np.int64(k)
 
 
+@njit(inline="always")
+def _poisson_element(k0, k1, i, r):
+    if not r >= 0.0 or r == np.inf:
+        return np.int64(-1)
+    return np.int64(0) if r == 0.0 else np.int64(_poisson_one(k0, k1, i, r))
+
+
 @diskcache.njit(**_OPTS)
 def poisson(keys, lam, out):
     """Poisson(lam) counts; ``lam`` and ``out`` are ``(L, n)``. Negative or nan rates give -1."""
-    for lane in range(out.shape[0]):
-        k0, k1 = keys[lane, 0], keys[lane, 1]
-        for i in range(out.shape[1]):
-            r = np.float64(lam[lane, i])
-            if not r >= 0.0 or r == np.inf:
-                out[lane, i] = -1
-            elif r == 0.0:
-                out[lane, i] = 0
-            else:
-                out[lane, i] = _poisson_one(k0, k1, i, r)
+    fill_each(keys, lam, out, _poisson_element)

@@ -17,53 +17,26 @@ design (state under transforms, randomness, frozen parameters).
 (3, 5)
 """
 
-from . import functional, init, parallel
+from . import activation, container, functional, init, layers, loss, module, parallel, quantized, rnn, transformer
 from .activation import *  # noqa: F401, F403
-from .container import ModuleDict, ModuleList, Sequential
+from .container import *  # noqa: F401, F403
 from .layers import *  # noqa: F401, F403
 from .loss import *  # noqa: F401, F403
-from .module import (
-    Buffer,
-    Module,
-    ModuleStateError,
-    Parameter,
-    StateDictError,
-    functional_call,
-    rng,
-    stack_module_state,
-    value_and_grad,
-)
-from .quantized import QATLinear, QuantizedLinear, prepare_qat_, quantize_
-from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell
-from .transformer import MultiheadAttention, TransformerEncoder, TransformerEncoderLayer
+from .module import *  # noqa: F401, F403
+from .quantized import *  # noqa: F401, F403
+from .rnn import *  # noqa: F401, F403
+from .transformer import *  # noqa: F401, F403
 
 __all__ = [
     "functional",
     "init",
     "parallel",
-    "Module",
-    "Parameter",
-    "Buffer",
-    "ModuleStateError",
-    "StateDictError",
-    "functional_call",
-    "stack_module_state",
-    "value_and_grad",
-    "rng",
-    "Sequential",
-    "ModuleList",
-    "ModuleDict",
-    "RNN",
-    "LSTM",
-    "GRU",
-    "RNNCell",
-    "LSTMCell",
-    "GRUCell",
-    "QuantizedLinear",
-    "QATLinear",
-    "quantize_",
-    "prepare_qat_",
-    "MultiheadAttention",
-    "TransformerEncoderLayer",
-    "TransformerEncoder",
+    *module.__all__,
+    *container.__all__,
+    *layers.__all__,
+    *activation.__all__,
+    *loss.__all__,
+    *quantized.__all__,
+    *rnn.__all__,
+    *transformer.__all__,
 ]

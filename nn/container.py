@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
+from typing import Self
 
 from .module import Module
 
@@ -26,9 +27,51 @@ def _index(idx, n: int, what: str) -> int:
     return idx % n
 
 
-class Sequential(Module):
-    """Modules applied in order: ``Sequential(a, b, c)(x) == c(b(a(x)))``; also takes an ``OrderedDict`` of named
-    modules. Indexing with an int gives a module, with a slice a new ``Sequential``."""
+class _ModuleSequence(Module):
+    """What ``Sequential`` and ``ModuleList`` share: children in order, ``len``, iteration, ``append``/``extend``."""
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self) -> Iterator[Module]:
+        return iter(self._modules.values())
+
+    def append(self, module: Module) -> Self:
+        self.add_module(str(len(self)), module)
+        return self
+
+    def extend(self, modules: Iterable[Module]) -> Self:
+        for m in modules:
+            self.append(m)
+        return self
+
+    def _renumber(self, modules: list[Module]) -> None:
+        self._modules.clear()
+        for i, m in enumerate(modules):
+            self._modules[str(i)] = m
+
+    def _insert(self, index: int, module: Module) -> None:
+        mods = list(self._modules.values())
+        mods.insert(index, module)
+        self._renumber([])
+        for m in mods:
+            self.append(m)
+
+
+class Sequential(_ModuleSequence):
+    """Modules applied in order: ``Sequential(a, b, c)(x) == c(b(a(x)))``. Indexing with an int gives a module,
+    with a slice a new ``Sequential``.
+
+    Args:
+        *args: the modules, or one ``OrderedDict`` of named modules.
+
+    Returns:
+        A module whose ``forward(x)`` is the last module's output.
+
+    >>> net = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+    >>> net(fl.ones((3, 4))).shape, type(net[1]).__name__
+    ((3, 2), 'ReLU')
+    """
 
     def __init__(self, *args):
         super().__init__()
@@ -59,32 +102,10 @@ class Sequential(Module):
         else:
             del self._modules[keys[_index(idx, len(keys), "Sequential")]]
         if all(k.isdigit() for k in self._modules):
-            mods = list(self._modules.values())
-            self._modules.clear()
-            for i, m in enumerate(mods):
-                self._modules[str(i)] = m
-
-    def __len__(self) -> int:
-        return len(self._modules)
-
-    def __iter__(self) -> Iterator[Module]:
-        return iter(self._modules.values())
-
-    def append(self, module: Module) -> Sequential:
-        self.add_module(str(len(self)), module)
-        return self
-
-    def extend(self, modules: Iterable[Module]) -> Sequential:
-        for m in modules:
-            self.append(m)
-        return self
+            self._renumber(list(self._modules.values()))
 
     def insert(self, index: int, module: Module) -> Sequential:
-        mods = list(self._modules.values())
-        mods.insert(index if index >= 0 else len(mods) + 1 + index, module)
-        self._modules.clear()
-        for i, m in enumerate(mods):
-            self.add_module(str(i), m)
+        self._insert(index if index >= 0 else len(self) + 1 + index, module)
         return self
 
     def forward(self, input):
@@ -93,8 +114,19 @@ class Sequential(Module):
         return input
 
 
-class ModuleList(Module):
-    """A list of modules, registered as children ``"0"``, ``"1"``, ...; index, iterate, ``append``, ``extend``."""
+class ModuleList(_ModuleSequence):
+    """A list of modules, registered as children ``"0"``, ``"1"``, ...; index, iterate, ``append``, ``extend``.
+
+    Args:
+        modules: the initial modules (default none).
+
+    Returns:
+        A container; it has no ``forward``: iterate over it in your module's.
+
+    >>> blocks = nn.ModuleList([nn.Linear(2, 2) for _ in range(3)])
+    >>> len(blocks), [name for name, _ in blocks.named_parameters()][:2]
+    (3, ['0.weight', '0.bias'])
+    """
 
     def __init__(self, modules: Iterable[Module] | None = None):
         super().__init__()
@@ -113,41 +145,31 @@ class ModuleList(Module):
     def __delitem__(self, idx) -> None:
         mods = list(self._modules.values())
         del mods[idx if isinstance(idx, slice) else _index(idx, len(mods), "ModuleList")]
-        self._modules.clear()
-        for i, m in enumerate(mods):
-            self._modules[str(i)] = m
-
-    def __len__(self) -> int:
-        return len(self._modules)
-
-    def __iter__(self) -> Iterator[Module]:
-        return iter(self._modules.values())
+        self._renumber(mods)
 
     def __add__(self, other: Iterable[Module]) -> ModuleList:
         return ModuleList([*self, *other])
 
-    def append(self, module: Module) -> ModuleList:
-        self.add_module(str(len(self)), module)
-        return self
-
-    def extend(self, modules: Iterable[Module]) -> ModuleList:
-        for m in modules:
-            self.append(m)
-        return self
-
     def insert(self, index: int, module: Module) -> None:
-        mods = list(self._modules.values())
-        mods.insert(index, module)
-        self._modules.clear()
-        for i, m in enumerate(mods):
-            self.add_module(str(i), m)
+        self._insert(index, module)
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError("ModuleList has no forward(); iterate over it in your module's forward")
 
 
 class ModuleDict(Module):
-    """A dict of modules registered under their keys; ``model.blocks["enc"]``, ``keys()``, ``items()``."""
+    """A dict of modules registered under their keys; ``model.blocks["enc"]``, ``keys()``, ``items()``.
+
+    Args:
+        modules: a mapping or ``(name, module)`` pairs (default none).
+
+    Returns:
+        A container; it has no ``forward``: index it in your module's.
+
+    >>> heads = nn.ModuleDict({"cls": nn.Linear(4, 3), "box": nn.Linear(4, 4)})
+    >>> heads["box"](fl.ones(4)).shape, list(heads)
+    ((4,), ['cls', 'box'])
+    """
 
     def __init__(self, modules: Mapping[str, Module] | Iterable[tuple[str, Module]] | None = None):
         super().__init__()

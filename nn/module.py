@@ -78,11 +78,28 @@ _REG = ("_parameters", "_buffers", "_modules")
 
 
 class ModuleStateError(FunclibError, RuntimeError):
-    """A layer would store a traced value on a module that outlives the transform (a leaked tracer)."""
+    """A layer would store a traced value on a module that outlives the transform (a leaked tracer).
+
+    The message names the ways out: pass the model as an argument of the transformed function and return it, use
+    ``nn.value_and_grad``/``nn.functional_call``, or ``model.eval()``.
+
+    >>> bn = nn.BatchNorm1d(2)
+    >>> fl.jit(lambda x: bn(x))(fl.randn(4, 2))
+    Traceback (most recent call last):
+    ...
+    funclib.nn.module.ModuleStateError: BatchNorm1d: cannot store the new 'running_mean' computed inside jit(...
+    """
 
 
 class StateDictError(FunclibError, RuntimeError):
-    """``load_state_dict`` found missing or unexpected keys, or shapes that do not match."""
+    """``load_state_dict`` found missing or unexpected keys, or shapes that do not match; the message lists all.
+
+    >>> nn.Linear(2, 1).load_state_dict({"weight": fl.ones((1, 2))})
+    Traceback (most recent call last):
+    ...
+    funclib.nn.module.StateDictError: Error(s) in loading state_dict for Linear:
+        Missing key(s) in state_dict: "bias".
+    """
 
 
 class _IncompatibleKeys(NamedTuple):
@@ -93,25 +110,31 @@ class _IncompatibleKeys(NamedTuple):
 class Parameter:
     """Marks a tensor as a parameter when assigned to a module attribute: ``self.w = nn.Parameter(t)``.
 
-    The module stores a plain (immutable) ``Tensor``; reading ``self.w`` returns it. ``requires_grad=False``
-    registers it frozen.
+    The module stores a plain (immutable) ``Tensor``; reading ``self.w`` returns it.
+
+    Args:
+        data: the tensor (anything ``fl.asarray`` converts; default an empty tensor).
+        requires_grad: False registers the parameter frozen (zero gradient, skipped by optimizers).
 
     >>> class Scale(nn.Module):
     ...     def __init__(self):
     ...         super().__init__()
     ...         self.s = nn.Parameter(fl.ones(3))
+    >>> [name for name, _ in Scale().named_parameters()]
+    ['s']
     """
 
     __slots__ = ("data", "requires_grad")
 
     def __init__(self, data=None, requires_grad: bool = True):
-        t = fl.zeros((0,)) if data is None else _as_tensor(data, "Parameter", "data")
+        t = fl.zeros((0,)) if data is None else as_tensor(data, "Parameter", "data")
         # a fresh Tensor object, so two Parameters made from one tensor are two parameters (not tied)
         self.data = _wrap(t._value) if not isinstance(t, Tracer) else t
         self.requires_grad = requires_grad
 
 
-def _as_tensor(v, op: str, what: str) -> Tensor:
+def as_tensor(v, op: str, what: str = "input") -> Tensor:
+    """``v`` as a Tensor (anything ``fl.asarray`` converts), else a TypeError naming ``op`` and ``what``."""
     if isinstance(v, Tensor):
         return v
     try:
@@ -121,15 +144,25 @@ def _as_tensor(v, op: str, what: str) -> Tensor:
 
 
 class Buffer:
-    """Marks a tensor as a buffer when assigned to a module attribute: ``self.b = nn.Buffer(t)``.
+    """Marks a tensor as a buffer when assigned to a module attribute: ``self.b = nn.Buffer(t)``: state that is
+    saved and cast with the module but not trained.
 
-    ``persistent=False`` keeps it out of ``state_dict``.
+    Args:
+        data: the tensor (anything ``fl.asarray`` converts).
+        persistent: False keeps it out of ``state_dict``.
+
+    >>> class Counter(nn.Module):
+    ...     def __init__(self):
+    ...         super().__init__()
+    ...         self.seen = nn.Buffer(fl.zeros(()))
+    >>> list(Counter().state_dict())
+    ['seen']
     """
 
     __slots__ = ("data", "persistent")
 
     def __init__(self, data, persistent: bool = True):
-        self.data = _as_tensor(data, "Buffer", "data")
+        self.data = as_tensor(data, "Buffer", "data")
         self.persistent = persistent
 
 
@@ -156,6 +189,8 @@ class rng:
 
     >>> with nn.rng(fl.random.key(0)):
     ...     y = nn.functional.dropout(fl.ones(4), 0.5)
+    >>> sorted(set(y.tolist()))
+    [0.0, 2.0]
     """
 
     def __init__(self, key):
@@ -182,9 +217,18 @@ class rng:
 def next_key(op: str = "dropout"):
     """A fresh key for a stochastic layer: split from ``nn.rng``'s key, else drawn from the global generator.
 
+    Args:
+        op: the layer asking, named in the error.
+
+    Returns:
+        A ``fl.random`` key.
+
     Raises:
         ModuleStateError: no ``nn.rng`` key is installed and a transform is active (a global draw would be
             frozen into the traced function).
+
+    >>> with nn.rng(fl.random.key(0)):
+    ...     noise = fl.random.normal(nn.next_key("my_layer"), (2,))
     """
     stack = _rng_state.stack
     if stack:
@@ -246,6 +290,21 @@ def store_state(module: Module, updates: Mapping[str, Any]) -> None:
     Under ``fl.grad`` of a model you hold, the primal is stored (the update is concrete). A traced value that
     cannot be lowered, for example the new running mean of a ``BatchNorm`` closed over by ``fl.jit``, raises
     ``ModuleStateError`` with the ways to get the state out; then no buffer changes.
+
+    Args:
+        module: the module owning the buffers.
+        updates: ``{buffer name: new value}``.
+
+    >>> class Count(nn.Module):
+    ...     def __init__(self):
+    ...         super().__init__()
+    ...         self.calls = nn.Buffer(fl.zeros(()))
+    ...     def forward(self, x):
+    ...         nn.store_state(self, {"calls": self.calls + 1.0})
+    ...         return x
+    >>> m = Count()
+    >>> _ = m(fl.ones(2)); float(m.calls)
+    1.0
     """
     bufs = module._buffers
     lowered = {}
@@ -349,6 +408,12 @@ class Module:
     """Base class of all layers and models. Subclass it, assign layers and parameters in ``__init__``, write
     ``forward``; call the module to run it.
 
+    A module is a pytree (see the ``nn.module`` docstring): parameters and buffers are its leaves, so
+    ``fl.grad``, ``fl.vmap`` and ``fl.jit`` take and return models.
+
+    Returns:
+        Calling the module returns ``forward``'s result.
+
     >>> class SimpleNet(nn.Module):
     ...     def __init__(self):
     ...         super().__init__()
@@ -365,7 +430,7 @@ class Module:
         if args or kwargs:
             raise TypeError(
                 f"{type(self).__name__}.__init__() got unexpected arguments {args} {kwargs}: Module.__init__ takes "
-                "none"
+                "none; call super().__init__() without arguments"
             )
         d = self.__dict__
         d["_parameters"] = {}
@@ -498,7 +563,7 @@ class Module:
         self._check_init(name)
         if not isinstance(name, str) or "." in name or not name:
             raise ValueError(f"register_buffer: name must be a non-empty string without '.', got {name!r}")
-        value = None if tensor is None else _as_tensor(tensor, "register_buffer", f"buffer {name!r}")
+        value = None if tensor is None else as_tensor(tensor, "register_buffer", f"buffer {name!r}")
         d = self.__dict__
         self._discard(name)
         d["_buffers"][name] = value
@@ -601,23 +666,30 @@ class Module:
         m = self
         for part in target.split(".") if target else []:
             if not isinstance(m, Module) or part not in m._modules:
-                raise AttributeError(f"{type(self).__name__} has no submodule {target!r} (no {part!r})")
+                raise AttributeError(
+                    f"{type(self).__name__} has no submodule {target!r} (no {part!r}); named_modules() lists the paths"
+                )
             m = m._modules[part]
         return m
 
     def get_parameter(self, target: str) -> Tensor:
-        mod, _, name = target.rpartition(".")
-        m = self.get_submodule(mod)
-        if name not in m._parameters:
-            raise AttributeError(f"{type(m).__name__} has no parameter {name!r}")
-        return m._parameters[name]
+        """The parameter at dotted path ``target`` (``"fc.weight"``)."""
+        return self._get(target, "_parameters", "parameter")
 
     def get_buffer(self, target: str) -> Tensor:
+        """The buffer at dotted path ``target`` (``"bn.running_mean"``)."""
+        return self._get(target, "_buffers", "buffer")
+
+    def _get(self, target: str, reg: str, what: str) -> Tensor:
         mod, _, name = target.rpartition(".")
         m = self.get_submodule(mod)
-        if name not in m._buffers:
-            raise AttributeError(f"{type(m).__name__} has no buffer {name!r}")
-        return m._buffers[name]
+        table = m.__dict__[reg]
+        if name not in table:
+            raise AttributeError(
+                f"{type(m).__name__} has no {what} {name!r}; its {what}s are {sorted(table)} (named_{what}s() lists "
+                "every dotted path)"
+            )
+        return table[name]
 
     def apply(self, fn: Callable[[Module], Any]) -> Module:
         """Call ``fn`` on every submodule (children first) and then on this module; returns ``self``."""
@@ -676,7 +748,10 @@ class Module:
     def _cast(self, dtype) -> Module:
         dtype = dtypes.canonicalize(dtype)
         if dtype not in dtypes.REAL_FLOATING:
-            raise DTypeError(f"Module.to: only floating dtypes are supported, got {dtype.name}")
+            raise DTypeError(
+                f"Module.to: only floating dtypes are supported, got {dtype.name}; pass fl.float16, fl.bfloat16, "
+                "fl.float32 or fl.float64"
+            )
         for m in self.modules():
             counters = m.__dict__["_counters"]
             for reg in ("_parameters", "_buffers"):
@@ -702,7 +777,7 @@ class Module:
             else:
                 dtype = a
         if device not in (None, "cpu"):
-            raise ValueError(f"Module.to: unknown device {device!r}; funclib runs on 'cpu'")
+            raise ValueError(f"Module.to: unknown device {device!r}; funclib runs on 'cpu': pass 'cpu' or a dtype")
         return self._cast(dtype) if dtype is not None else self
 
     def half(self) -> Module:
@@ -918,6 +993,8 @@ def functional_call(
     >>> model = nn.Linear(3, 2)
     >>> params = dict(model.named_parameters())
     >>> g = fl.grad(lambda p, x: nn.functional_call(model, p, (x,)).sum())(params, fl.ones((4, 3)))
+    >>> g["weight"].shape
+    (2, 3)
     """
     dicts = (
         parameter_and_buffer_dicts
@@ -928,7 +1005,7 @@ def functional_call(
     for dct in dicts:
         for k, v in dct.items():
             if k in given:
-                raise ValueError(f"functional_call: {k!r} appears in more than one dict")
+                raise ValueError(f"functional_call: {k!r} appears in more than one dict; give each name once")
             given[k] = (v, dct)
     clone = _clone(module, {})
     plocs, blocs = _locations(clone, "_parameters"), _locations(clone, "_buffers")
@@ -938,7 +1015,8 @@ def functional_call(
         unexpected = sorted(set(given) - want)
         if missing or unexpected:
             raise StateDictError(
-                f"functional_call(strict=True): missing keys {missing}, unexpected keys {unexpected}"
+                f"functional_call(strict=True): missing keys {missing}, unexpected keys {unexpected}; pass every "
+                "parameter and buffer by its dotted name, or strict=False"
             )
     orig_ids = {}
     if tie_weights:
@@ -987,6 +1065,9 @@ def stack_module_state(models) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
     """Stack the parameters and buffers of same-shaped models along a new leading axis, for ``fl.vmap`` over an
     ensemble with ``functional_call``.
 
+    Args:
+        models: models of one architecture (the same names and shapes).
+
     Returns:
         ``(params, buffers)``: dicts of dotted name to stacked tensor.
 
@@ -997,7 +1078,7 @@ def stack_module_state(models) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
     """
     models = list(models)
     if not models:
-        raise ValueError("stack_module_state: expected at least one model")
+        raise ValueError("stack_module_state: expected at least one model; pass a non-empty list of models")
     out = []
     for getter in (lambda m: dict(m.named_parameters()), lambda m: dict(m.named_buffers())):
         dicts = [getter(m) for m in models]
@@ -1054,6 +1135,13 @@ def value_and_grad(model: Module, fn: Callable[..., Any]) -> Callable[..., tuple
     element is the loss. ``grads`` is model-shaped: ``grads.fc.weight``; frozen parameters and buffers are None.
     Running statistics that the forward updates are written onto ``model``; dropout draws from a key that is
     taken from the global generator (or from an enclosing ``nn.rng``).
+
+    Args:
+        model: the model whose trainable parameters get gradients.
+        fn: the loss function.
+
+    Returns:
+        A function taking ``fn``'s arguments and returning ``(fn's output, model-shaped gradients)``.
 
     >>> model = nn.Linear(3, 1)
     >>> loss_and_grad = nn.value_and_grad(model, lambda m, x: (m(x) ** 2).mean())

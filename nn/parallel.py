@@ -29,13 +29,13 @@ import numpy as np
 
 import funclib as fl
 from funclib.core import Tensor
-from funclib.distributed import DistributedSampler, broadcast, process_axis
+from funclib.distributed import broadcast, process_axis
 from funclib.primitives.collectives import all_gather_p, psum_p, psum_scatter_p
 
 from .layers import _BatchNorm
 from .module import Module, Parameter, _rng_state, _trainable_locations, next_key, rng, store_state
 
-__all__ = ["DistributedDataParallel", "DistributedSampler", "FullyShardedDataParallel", "SyncBatchNorm"]
+__all__ = ["DistributedDataParallel", "FullyShardedDataParallel", "SyncBatchNorm"]
 
 
 def _check_module(module, where: str) -> Module:
@@ -119,6 +119,9 @@ class DistributedDataParallel(Module):
     Gradient accumulation: inside ``with ddp.no_sync():`` gradients stay per rank. Tensors are immutable, so
     there is no ``.grad`` for a later backward to add to: sum the micro-batches' gradients yourself and average
     the sum once with ``ddp.reduce_gradients(grads)``.
+
+    Returns:
+        A module computing what ``module`` computes, with gradients averaged over the ranks.
 
     >>> import funclib.nn as nn
     >>> ddp = nn.parallel.DistributedDataParallel(nn.Linear(3, 1))
@@ -346,6 +349,9 @@ class FullyShardedDataParallel(Module):
       module: the model (its tensors are replaced: keep using the wrapper).
       axis_name: the name of the process axis.
 
+    Returns:
+        A module computing what ``module`` computes from the gathered shards.
+
     >>> import funclib.nn as nn
     >>> fsdp = nn.parallel.FullyShardedDataParallel(nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 1)))
     >>> loss, grads = nn.value_and_grad(fsdp, lambda m, x: (m(x) ** 2).mean())(fsdp, fl.ones((2, 3)))
@@ -411,7 +417,12 @@ class SyncBatchNorm(_BatchNorm):
     transpose is a ``psum``. In eval mode, or on one rank, it is ``BatchNorm``. Every rank's batch must have the
     same size.
 
-    Args: those of ``nn.BatchNorm2d``, and ``axis_name``, the process axis.
+    Args:
+        num_features, eps, momentum, affine, track_running_stats, device, dtype: as ``nn.BatchNorm2d``.
+        axis_name: the name of the process axis.
+
+    Returns:
+        A module mapping ``(N, C, *)`` to the same shape.
 
     >>> model = nn.parallel.SyncBatchNorm.convert_sync_batchnorm(nn.Sequential(nn.Conv2d(1, 4, 3), nn.BatchNorm2d(4)))
     """

@@ -75,6 +75,9 @@ class QuantizedLinear(Module):
         group_size: inputs per weight scale (int4 group-wise); None for one scale per output channel.
         activation_dtype: None (weight-only) or ``fl.int8`` (dynamic per-token activations, int32 accumulation).
 
+    Returns:
+        A module mapping ``(*, in_features)`` to ``(*, out_features)`` (float32).
+
     Build one from a trained layer with ``QuantizedLinear.from_float(linear, ...)`` or ``nn.quantize_``; a fresh
     one holds zeros until ``load_state_dict``.
 
@@ -166,6 +169,15 @@ class QATLinear(Linear):
     ``QuantizedLinear`` will compute with, the backward pass the straight-through gradient. ``nn.quantize_``
     turns it into the matching ``QuantizedLinear``.
 
+    Args:
+        in_features, out_features, bias, device, dtype, key: as ``nn.Linear``.
+        weight_dtype: the dtype the weight is fake-quantized to, ``fl.int8`` (default) or ``fl.int4``.
+        group_size: inputs per weight scale (int4 group-wise); None for one scale per output channel.
+        activation_dtype: None (weight-only) or ``fl.int8`` (the input is fake-quantized per token too).
+
+    Returns:
+        A module mapping ``(*, in_features)`` to ``(*, out_features)``.
+
     >>> layer = nn.QATLinear(8, 3, weight_dtype=fl.int8, activation_dtype=fl.int8)
     >>> layer(fl.ones((2, 8))).shape
     (2, 3)
@@ -248,10 +260,19 @@ def _swap(model: Module, make: Callable, filter_fn, kinds) -> Module:
 def prepare_qat_(
     model: Module, weight_dtype=dtypes.int8, *, group_size: int | None = None, activation_dtype=None, filter_fn=None
 ) -> Module:
-    """Replace ``model``'s ``nn.Linear`` layers by ``QATLinear`` (same parameters), in place; returns ``model``.
+    """Replace ``model``'s ``nn.Linear`` layers by ``QATLinear`` (same parameters), in place.
 
-    ``filter_fn(module, name) -> bool`` picks the layers (default: all). Then train as usual and call
-    ``nn.quantize_(model)`` to get the quantized model.
+    Train as usual afterwards, then call ``nn.quantize_(model)`` to get the quantized model.
+
+    Args:
+        model: the model to prepare for quantization-aware training.
+        weight_dtype: ``fl.int8`` (default) or ``fl.int4``.
+        group_size: inputs per weight scale (int4 group-wise), or None for per-output-channel scales.
+        activation_dtype: None (weight-only) or ``fl.int8``.
+        filter_fn: ``filter_fn(module, name) -> bool`` picks the layers (default: all).
+
+    Returns:
+        ``model``, changed in place.
 
     >>> model = nn.prepare_qat_(nn.Sequential(nn.Linear(4, 4)), fl.int8, activation_dtype=fl.int8)
     >>> type(model[0]).__name__
@@ -272,6 +293,9 @@ def quantize_(
         group_size: inputs per weight scale (int4 group-wise), or None for per-output-channel scales.
         activation_dtype: None (weight-only) or ``fl.int8``; a ``QATLinear`` keeps its own unless given.
         filter_fn: ``filter_fn(module, name) -> bool`` picks the layers (default: all).
+
+    Returns:
+        ``model``, changed in place.
 
     >>> model = nn.quantize_(nn.Sequential(nn.Linear(8, 8), nn.ReLU()), fl.int8)
     >>> model[0].weight.dtype

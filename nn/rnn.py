@@ -63,9 +63,43 @@ def _gru_step(state, gi, w_hh, b_hh, w_hr):
     return ((1.0 - z) * n + z * h,)
 
 
+# mode -> (one time step, gates per hidden unit)
+_MODES = {
+    "RNN_TANH": (_rnn_step("tanh"), 1),
+    "RNN_RELU": (_rnn_step("relu"), 1),
+    "LSTM": (_lstm_step, 4),
+    "GRU": (_gru_step, 3),
+}
+
+
+def _uniform_parameters(module: Module, shapes: dict[str, tuple[int, ...]], hidden_size: int, dtype, keys) -> None:
+    """PyTorch's recurrent init: every parameter ``U(-1/sqrt(hidden_size), 1/sqrt(hidden_size))``, one key each."""
+    bound = 1.0 / math.sqrt(hidden_size)
+    for (name, shape), k in zip(shapes.items(), keys):
+        setattr(module, name, Parameter(init.uniform_(fl.empty(shape, dtype=dtype), -bound, bound, key=k)))
+
+
+_RNN_ARGS = """
+        input_size: the features of each time step of the input.
+        hidden_size: the features of the hidden state.
+        num_layers: stacked layers, each reading the previous one's outputs (default 1)."""
+_RNN_OPTIONS = """
+        bias: learn ``bias_ih`` and ``bias_hh`` (default True).
+        batch_first: inputs and outputs are ``(N, L, features)`` instead of ``(L, N, features)`` (default False).
+        dropout: dropout on the outputs of every layer but the last, in training mode (default 0).
+        bidirectional: run a second direction over the reversed sequence and concatenate (default False)."""
+_CELL_ARGS = """
+        input_size: the features of the input.
+        hidden_size: the features of the hidden state.
+        bias: learn ``bias_ih`` and ``bias_hh`` (default True)."""
+_DEVICE_DTYPE_KEY = """
+        device: ``None`` or ``"cpu"``.
+        dtype: the parameters' floating dtype (default ``fl.float32``).
+        key: a ``fl.random`` key for the initialization (default: the global generator)."""
+
+
 class _RNNBase(Module):
     _mode = "RNN_TANH"
-    _gates = 1
 
     def __init__(
         self,
@@ -98,47 +132,33 @@ class _RNNBase(Module):
         self.bidirectional, self.proj_size = bidirectional, proj_size
         dirs = 2 if bidirectional else 1
         real_hidden = proj_size or hidden_size
-        gate = self._gates * hidden_size
-        names = []
-        shapes = []
+        gate = _MODES[self._mode][1] * hidden_size
+        shapes = {}
         for layer in range(num_layers):
             in_size = input_size if layer == 0 else real_hidden * dirs
             for direction in range(dirs):
                 sfx = f"_l{layer}" + ("_reverse" if direction else "")
-                entries = [(f"weight_ih{sfx}", (gate, in_size)), (f"weight_hh{sfx}", (gate, real_hidden))]
+                shapes[f"weight_ih{sfx}"], shapes[f"weight_hh{sfx}"] = (gate, in_size), (gate, real_hidden)
                 if bias:
-                    entries += [(f"bias_ih{sfx}", (gate,)), (f"bias_hh{sfx}", (gate,))]
+                    shapes[f"bias_ih{sfx}"], shapes[f"bias_hh{sfx}"] = (gate,), (gate,)
                 if proj_size:
-                    entries.append((f"weight_hr{sfx}", (proj_size, hidden_size)))
-                for n, s in entries:
-                    names.append(n)
-                    shapes.append(s)
-        keys = _split_key(key, len(names))
-        bound = 1.0 / math.sqrt(hidden_size) if hidden_size > 0 else 0.0
-        for n, s, k in zip(names, shapes, keys):
-            setattr(self, n, Parameter(init.uniform_(fl.empty(s, dtype=d), -bound, bound, key=k)))
-        self._flat_names = tuple(names)
+                    shapes[f"weight_hr{sfx}"] = (proj_size, hidden_size)
+        _uniform_parameters(self, shapes, hidden_size, d, _split_key(key, len(shapes)))
+        self._flat_names = tuple(shapes)
 
     def _weights(self, layer, direction):
         sfx = f"_l{layer}" + ("_reverse" if direction else "")
         g = lambda n: getattr(self, n + sfx) if (n + sfx) in self._parameters else None  # noqa: E731
         return g("weight_ih"), g("weight_hh"), g("bias_ih"), g("bias_hh"), g("weight_hr")
 
-    def _step(self):
-        return {
-            "RNN_TANH": _rnn_step("tanh"),
-            "RNN_RELU": _rnn_step("relu"),
-            "LSTM": _lstm_step,
-            "GRU": _gru_step,
-        }[self._mode]
-
     def _check_input(self, input):
         name = type(self).__name__
         if input.ndim not in (2, 3) or input.shape[-1] != self.input_size:
             raise ShapeError(
-                f"{name}(input_size={self.input_size}): expected input of shape (L, N, {self.input_size}) "
-                f"({'(N, L, ...)' if self.batch_first else ''}) or unbatched (L, {self.input_size}), got "
-                f"{tuple(input.shape)}"
+                f"{name}(input_size={self.input_size}): expected input of shape "
+                f"{'(N, L, ' if self.batch_first else '(L, N, '}{self.input_size}) or unbatched "
+                f"(L, {self.input_size}), got {tuple(input.shape)}; check input_size, or batch_first="
+                f"{not self.batch_first} if the batch axis comes {'second' if self.batch_first else 'first'}"
             )
 
     def forward(self, input, hx=None):
@@ -168,9 +188,10 @@ class _RNNBase(Module):
                 raise ShapeError(
                     f"{name}: initial state shapes {tuple(h0.shape)}"
                     f"{'' if not lstm else ', ' + str(tuple(c0.shape))} do not match the expected {h_shape}"
-                    f"{'' if not lstm else ', ' + str(c_shape)}"
+                    f"{'' if not lstm else ', ' + str(c_shape)}; pass states of shape (num_layers * directions, N, "
+                    "hidden size)"
                 )
-        step = self._step()
+        step = _MODES[self._mode][0]
         h_n, c_n = [], []
         for layer in range(self.num_layers):
             outs = []
@@ -222,10 +243,20 @@ class _RNNBase(Module):
 
 
 class RNN(_RNNBase):
-    """Elman RNN: ``h_t = tanh(x_t W_ih^T + b_ih + h_{t-1} W_hh^T + b_hh)`` (or relu with
-    ``nonlinearity='relu'``). Returns ``(output, h_n)``."""
+    __doc__ = f"""Elman RNN: ``h_t = tanh(x_t W_ih^T + b_ih + h_{{t-1}} W_hh^T + b_hh)`` (or relu), one ``fl.scan``
+    per layer and direction.
 
-    _gates = 1
+    Args:{_RNN_ARGS}
+        nonlinearity: ``"tanh"`` or ``"relu"``.{_RNN_OPTIONS}{_DEVICE_DTYPE_KEY}
+
+    Returns:
+        A module whose ``forward(input, h_0=None)`` returns ``(output, h_n)``: the last layer's hidden states
+        ``(L, N, D * hidden_size)`` and every layer's final one ``(D * num_layers, N, hidden_size)``.
+
+    >>> out, h = nn.RNN(3, 5, num_layers=2)(fl.ones((7, 4, 3)))
+    >>> out.shape, h.shape
+    ((7, 4, 5), (2, 4, 5))
+    """
 
     def __init__(
         self,
@@ -262,96 +293,98 @@ class RNN(_RNNBase):
 
 
 class LSTM(_RNNBase):
-    """Long short-term memory, gates ``i, f, g, o`` in PyTorch's order; returns ``(output, (h_n, c_n))``.
-    ``proj_size > 0`` projects the hidden state with ``weight_hr``."""
+    __doc__ = f"""Long short-term memory, gates ``i, f, g, o`` in PyTorch's order, one ``fl.scan`` per layer and
+    direction; ``proj_size > 0`` projects the hidden state with ``weight_hr``.
+
+    Args:{_RNN_ARGS}{_RNN_OPTIONS}
+        proj_size: the size of the projected hidden state (default 0: none).{_DEVICE_DTYPE_KEY}
+
+    Returns:
+        A module whose ``forward(input, (h_0, c_0)=None)`` returns ``(output, (h_n, c_n))``.
+
+    >>> out, (h, c) = nn.LSTM(3, 5, batch_first=True)(fl.ones((4, 7, 3)))
+    >>> out.shape, h.shape, c.shape
+    ((4, 7, 5), (1, 4, 5), (1, 4, 5))
+    """
 
     _mode = "LSTM"
-    _gates = 4
 
 
 class GRU(_RNNBase):
-    """Gated recurrent unit, gates ``r, z, n`` in PyTorch's order
-    (``n = tanh(W_in x + b_in + r * (W_hn h + b_hn))``); returns ``(output, h_n)``."""
+    __doc__ = f"""Gated recurrent unit, gates ``r, z, n`` in PyTorch's order
+    (``n = tanh(W_in x + b_in + r * (W_hn h + b_hn))``), one ``fl.scan`` per layer and direction.
+
+    Args:{_RNN_ARGS}{_RNN_OPTIONS}
+        proj_size: must be 0 (projections are LSTM's).{_DEVICE_DTYPE_KEY}
+
+    Returns:
+        A module whose ``forward(input, h_0=None)`` returns ``(output, h_n)``.
+
+    >>> out, h = nn.GRU(3, 5, bidirectional=True)(fl.ones((7, 4, 3)))
+    >>> out.shape, h.shape
+    ((7, 4, 10), (2, 4, 5))
+    """
 
     _mode = "GRU"
-    _gates = 3
-
-    def __init__(
-        self,
-        input_size: int,
-        hidden_size: int,
-        num_layers: int = 1,
-        bias: bool = True,
-        batch_first: bool = False,
-        dropout: float = 0.0,
-        bidirectional: bool = False,
-        device=None,
-        dtype=None,
-        *,
-        key=None,
-    ):
-        super().__init__(
-            input_size,
-            hidden_size,
-            num_layers,
-            bias,
-            batch_first,
-            dropout,
-            bidirectional,
-            0,
-            device,
-            dtype,
-            key=key,
-        )
 
 
 class _CellBase(Module):
-    _gates = 1
+    _mode = "RNN_TANH"
 
-    def __init__(
-        self, input_size: int, hidden_size: int, bias: bool = True, device=None, dtype=None, *, key=None
-    ):
+    def __init__(self, input_size: int, hidden_size: int, bias: bool = True, device=None, dtype=None, *, key=None):
         super().__init__()
         d = _dtype(dtype, device)
         check_int(input_size, type(self).__name__, "input_size", min=1)
         check_int(hidden_size, type(self).__name__, "hidden_size", min=1)
         self.input_size, self.hidden_size, self.bias = input_size, hidden_size, bias
-        gate = self._gates * hidden_size
-        bound = 1.0 / math.sqrt(hidden_size) if hidden_size > 0 else 0.0
-        ks = _split_key(key, 4)
-        u = lambda s, k: Parameter(init.uniform_(fl.empty(s, dtype=d), -bound, bound, key=k))  # noqa: E731
-        self.weight_ih = u((gate, input_size), ks[0])
-        self.weight_hh = u((gate, hidden_size), ks[1])
-        if bias:
-            self.bias_ih = u((gate,), ks[2])
-            self.bias_hh = u((gate,), ks[3])
-        else:
+        gate = _MODES[self._mode][1] * hidden_size
+        shapes = {"weight_ih": (gate, input_size), "weight_hh": (gate, hidden_size)}
+        shapes.update(bias_ih=(gate,), bias_hh=(gate,))
+        # four draws with or without biases: a key (or the global generator) gives the same weights either way
+        keys = _split_key(key, 4)
+        if not bias:
+            del shapes["bias_ih"], shapes["bias_hh"]
             self.register_parameter("bias_ih", None)
             self.register_parameter("bias_hh", None)
+        _uniform_parameters(self, shapes, hidden_size, d, keys)
 
-    def _prep(self, input, hx, n_states):
+    def forward(self, input, hx=None):
         if input.ndim not in (1, 2) or input.shape[-1] != self.input_size:
             raise ShapeError(
                 f"{type(self).__name__}({self.input_size}, {self.hidden_size}): expected input (N, {self.input_size}) "
-                f"or ({self.input_size},), got {tuple(input.shape)}"
+                f"or ({self.input_size},), got {tuple(input.shape)}; check input_size (features on the last axis)"
             )
+        lstm = self._mode == "LSTM"
         unbatched = input.ndim == 1
         x = fl.expand_dims(input, axis=0) if unbatched else input
         if hx is None:
-            z = fl.zeros((x.shape[0], self.hidden_size), dtype=x.dtype)
-            hx = (z,) * n_states
+            state = (fl.zeros((x.shape[0], self.hidden_size), dtype=x.dtype),) * (2 if lstm else 1)
         else:
-            hx = tuple(hx) if n_states == 2 else (hx,)
+            state = tuple(hx) if lstm else (hx,)
             if unbatched:
-                hx = tuple(fl.expand_dims(h, axis=0) for h in hx)
-        return x, hx, unbatched
+                state = tuple(fl.expand_dims(h, axis=0) for h in state)
+        step = _MODES[self._mode][0]
+        state = step(state, _linear(x, self.weight_ih, self.bias_ih), self.weight_hh, self.bias_hh, None)
+        if unbatched:
+            state = tuple(h[0] for h in state)
+        return state if lstm else state[0]
 
     def extra_repr(self):
         return f"{self.input_size}, {self.hidden_size}" + ("" if self.bias else ", bias=False")
 
 
 class RNNCell(_CellBase):
-    """One step of ``RNN``: ``h' = tanh(x W_ih^T + b_ih + h W_hh^T + b_hh)``."""
+    __doc__ = f"""One step of ``RNN``: ``h' = tanh(x W_ih^T + b_ih + h W_hh^T + b_hh)`` (or relu).
+
+    Args:{_CELL_ARGS}
+        nonlinearity: ``"tanh"`` or ``"relu"``.{_DEVICE_DTYPE_KEY}
+
+    Returns:
+        A module whose ``forward(input, h=None)`` maps ``(N, input_size)`` (or unbatched) to ``h'``.
+
+    >>> nn.RNNCell(3, 5)(fl.ones((4, 3))).shape
+    (4, 5)
+    """
 
     def __init__(
         self,
@@ -368,34 +401,35 @@ class RNNCell(_CellBase):
         if nonlinearity not in ("tanh", "relu"):
             raise ValueError(f"RNNCell: nonlinearity must be 'tanh' or 'relu', got {nonlinearity!r}")
         self.nonlinearity = nonlinearity
-
-    def forward(self, input, hx=None):
-        x, (h,), unbatched = self._prep(input, hx, 1)
-        (h,) = _rnn_step(self.nonlinearity)(
-            (h,), _linear(x, self.weight_ih, self.bias_ih), self.weight_hh, self.bias_hh, None
-        )
-        return h[0] if unbatched else h
+        self._mode = "RNN_TANH" if nonlinearity == "tanh" else "RNN_RELU"
 
 
 class LSTMCell(_CellBase):
-    """One step of ``LSTM``; returns ``(h', c')``."""
+    __doc__ = f"""One step of ``LSTM``.
 
-    _gates = 4
+    Args:{_CELL_ARGS}{_DEVICE_DTYPE_KEY}
 
-    def forward(self, input, hx=None):
-        x, (h, c), unbatched = self._prep(input, hx, 2)
-        h, c = _lstm_step(
-            (h, c), _linear(x, self.weight_ih, self.bias_ih), self.weight_hh, self.bias_hh, None
-        )
-        return (h[0], c[0]) if unbatched else (h, c)
+    Returns:
+        A module whose ``forward(input, (h, c)=None)`` returns ``(h', c')``.
+
+    >>> h, c = nn.LSTMCell(3, 5)(fl.ones((4, 3)))
+    >>> h.shape, c.shape
+    ((4, 5), (4, 5))
+    """
+
+    _mode = "LSTM"
 
 
 class GRUCell(_CellBase):
-    """One step of ``GRU``."""
+    __doc__ = f"""One step of ``GRU``.
 
-    _gates = 3
+    Args:{_CELL_ARGS}{_DEVICE_DTYPE_KEY}
 
-    def forward(self, input, hx=None):
-        x, (h,), unbatched = self._prep(input, hx, 1)
-        (h,) = _gru_step((h,), _linear(x, self.weight_ih, self.bias_ih), self.weight_hh, self.bias_hh, None)
-        return h[0] if unbatched else h
+    Returns:
+        A module whose ``forward(input, h=None)`` returns ``h'``.
+
+    >>> nn.GRUCell(3, 5)(fl.ones(3)).shape
+    (5,)
+    """
+
+    _mode = "GRU"

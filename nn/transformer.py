@@ -45,9 +45,29 @@ class MultiheadAttention(Module):
     True entry is *not* allowed to attend; float masks are added to the scores. ``is_causal=True`` without an
     ``attn_mask`` builds the causal mask.
 
+    Args:
+        embed_dim: the model's features ``E``, split over the heads.
+        num_heads: the heads; ``embed_dim`` must be a multiple.
+        dropout: dropout on the attention weights in training mode (default 0).
+        bias: learn the projections' biases (default True).
+        add_bias_kv: learn a bias key and value appended to the sequence (default False).
+        add_zero_attn: append a zero key and value (default False).
+        kdim: the keys' features (default ``embed_dim``).
+        vdim: the values' features (default ``embed_dim``).
+        batch_first: inputs and outputs are ``(N, L, E)`` (default False).
+        device: ``None`` or ``"cpu"``.
+        dtype: the parameters' floating dtype (default ``fl.float32``).
+        key: a ``fl.random`` key for the initialization (default: the global generator).
+
     Returns:
-        ``(attn_output, attn_weights)``; weights are averaged over heads unless ``average_attn_weights=False``,
-        and None when ``need_weights=False``.
+        A module whose ``forward(query, key, value, ...)`` returns ``(attn_output, attn_weights)``; the weights are
+        averaged over heads unless ``average_attn_weights=False``, and None when ``need_weights=False``.
+
+    >>> mha = nn.MultiheadAttention(8, 2, batch_first=True)
+    >>> x = fl.ones((3, 5, 8))
+    >>> out, w = mha(x, x, x)
+    >>> out.shape, w.shape
+    ((3, 5, 8), (3, 5, 5))
     """
 
     def __init__(
@@ -125,7 +145,8 @@ class MultiheadAttention(Module):
         if query.ndim not in (2, 3) or key.ndim != query.ndim or value.ndim != query.ndim:
             raise ShapeError(
                 f"MultiheadAttention: query, key and value must all be 3-d (or all 2-d unbatched), got shapes "
-                f"{tuple(query.shape)}, {tuple(key.shape)}, {tuple(value.shape)}"
+                f"{tuple(query.shape)}, {tuple(key.shape)}, {tuple(value.shape)}; pass (L, N, E) tensors ((N, L, E) "
+                "with batch_first=True)"
             )
         if unbatched:
             query, key, value = (fl.expand_dims(t, axis=1) for t in (query, key, value))
@@ -137,7 +158,8 @@ class MultiheadAttention(Module):
         if query.shape[-1] != e or key.shape[-1] != self.kdim or value.shape[-1] != self.vdim:
             raise ShapeError(
                 f"MultiheadAttention(embed_dim={e}, kdim={self.kdim}, vdim={self.vdim}): got query/key/value "
-                f"feature sizes {query.shape[-1]}, {key.shape[-1]}, {value.shape[-1]}"
+                f"feature sizes {query.shape[-1]}, {key.shape[-1]}, {value.shape[-1]}; check embed_dim/kdim/vdim or "
+                f"batch_first={self.batch_first}"
             )
         if self._qkv_same_embed_dim:
             w = self.in_proj_weight
@@ -224,6 +246,28 @@ class TransformerEncoderLayer(Module):
 
     Submodules: ``self_attn``, ``linear1``, ``dropout``, ``linear2``, ``norm1``, ``norm2``, ``dropout1``,
     ``dropout2``.
+
+    Args:
+        d_model: the features of each position.
+        nhead: the attention heads.
+        dim_feedforward: the hidden size of the feed-forward block (default 2048).
+        dropout: dropout after attention, in and after the feed-forward block (default 0.1).
+        activation: ``"relu"``, ``"gelu"`` or a callable (default ``"relu"``).
+        layer_norm_eps: the layer norms' eps (default 1e-5).
+        batch_first: inputs are ``(N, L, d_model)`` (default False: ``(L, N, d_model)``).
+        norm_first: normalize before each block instead of after (default False).
+        bias: learn the biases of the linear layers and layer norms (default True).
+        device: ``None`` or ``"cpu"``.
+        dtype: the parameters' floating dtype (default ``fl.float32``).
+        key: a ``fl.random`` key for the initialization (default: the global generator).
+
+    Returns:
+        A module whose ``forward(src, src_mask=None, src_key_padding_mask=None, is_causal=False)`` returns a tensor
+        of ``src``'s shape.
+
+    >>> layer = nn.TransformerEncoderLayer(d_model=16, nhead=4, dim_feedforward=32, batch_first=True)
+    >>> layer(fl.ones((2, 5, 16))).shape
+    (2, 5, 16)
     """
 
     def __init__(
@@ -293,7 +337,23 @@ class TransformerEncoderLayer(Module):
 
 class TransformerEncoder(Module):
     """``num_layers`` copies of ``encoder_layer`` (deep copies, so they start identical, as in PyTorch) and an
-    optional final ``norm``."""
+    optional final ``norm``.
+
+    Args:
+        encoder_layer: the layer to copy.
+        num_layers: the copies.
+        norm: a module applied to the output (default None).
+        enable_nested_tensor: accepted for PyTorch compatibility (no nested tensors here).
+        mask_check: accepted for PyTorch compatibility.
+
+    Returns:
+        A module whose ``forward(src, mask=None, src_key_padding_mask=None, is_causal=None)`` returns a tensor of
+        ``src``'s shape.
+
+    >>> layer = nn.TransformerEncoderLayer(d_model=16, nhead=4, dim_feedforward=32, batch_first=True)
+    >>> nn.TransformerEncoder(layer, num_layers=2)(fl.ones((2, 5, 16))).shape
+    (2, 5, 16)
+    """
 
     def __init__(
         self,

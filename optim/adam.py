@@ -10,9 +10,15 @@ from __future__ import annotations
 
 import funclib as fl
 
-from .optimizer import Optimizer, coef, float_step, hyperparameters, lerp, namespace, pow_, sqrt_, weight_decay
+from .optimizer import Optimizer, coef, decay_coefficient, float_step, lerp, pow_, select, sqrt_, weight_decay
 
 __all__ = ["Adam", "AdamW", "Adamax", "NAdam", "RAdam"]
+
+
+def _moments(h) -> dict:
+    """The moving-average weights every Adam variant uses."""
+    b1, b2 = h["betas"]
+    return {"w1": 1 - b1, "b2": b2, "w2": 1 - b2, "eps": h["eps"]}
 
 
 class Adam(Optimizer):
@@ -21,26 +27,28 @@ class Adam(Optimizer):
     with ``amsgrad`` the running maximum of ``v`` is used.
 
     Args:
-        lr: default 1e-3. betas: default (0.9, 0.999). eps: default 1e-8. weight_decay: L2, default 0.
-        amsgrad: default False. maximize: ascend.
+        params: the tensors to train (see ``Optimizer``).
+        lr: learning rate (default 1e-3).
+        betas: decay rates of the first and second moments (default (0.9, 0.999)).
+        eps: added to the denominator (default 1e-8).
+        weight_decay: L2 penalty added to the gradient (default 0).
+        amsgrad: use the running maximum of the second moment (default False).
+        maximize: ascend instead of descend (default False).
+        fused: run a concrete step as one compiled call: None (default) when its parameters hold 65536 elements
+            or more, True always, False never. The results are the same bits either way.
+
+    Returns:
+        The optimizer; ``update(model, grads)`` or ``step(grads)`` applies one step.
+
+    >>> w = fl.tensor([1.0, -2.0])
+    >>> optim.Adam([w], lr=0.5).step([fl.tensor([0.5, -0.5])])  # the first step moves each entry by lr
+    [Tensor([ 0.50000006, -1.5       ], dtype=float32)]
     """
 
+    defaults = {
+        "lr": 1e-3, "betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": 0.0, "amsgrad": False, "maximize": False,
+    }  # fmt: skip
     _decoupled = False
-    numpy_rule = True
-    fused_rule = True
-
-    def __init__(
-        self,
-        params,
-        lr: float = 1e-3,
-        betas: tuple[float, float] = (0.9, 0.999),
-        eps: float = 1e-8,
-        weight_decay: float = 0.0,
-        amsgrad: bool = False,
-        *,
-        maximize: bool = False,
-    ):
-        super().__init__(params, hyperparameters(locals()))
 
     def init_one(self, p, group):
         s = {"exp_avg": fl.zeros_like(p), "exp_avg_sq": fl.zeros_like(p)}
@@ -48,119 +56,93 @@ class Adam(Optimizer):
             s["max_exp_avg_sq"] = fl.zeros_like(p)
         return s
 
-    def update_one(self, g, p, s, h, cfg):
-        return self.update_arrays(g, p, s, self.coefficients(s["step"], h, cfg, p), self.rule_flags(cfg))
-
-    def rule_flags(self, cfg):
-        return (cfg["weight_decay"] != 0, bool(cfg["amsgrad"]))
-
-    def coefficients(self, step, h, cfg, p):
+    def coefficients(self, step, h, dtype):
         b1, b2 = h["betas"]
-        lr = h["lr"]
-        c = {
-            "w1": 1 - b1,
-            "b2": b2,
-            "w2": 1 - b2,
-            "step_size": coef(lr / (1 - pow_(b1, step)), p),
-            "bc2_sqrt": coef(sqrt_(1 - pow_(b2, step)), p),
-            "eps": h["eps"],
+        return {
+            **_moments(h),
+            "step_size": coef(h["lr"] / (1 - pow_(b1, step)), dtype),
+            "bc2_sqrt": coef(sqrt_(1 - pow_(b2, step)), dtype),
+            "decay": decay_coefficient(h, self._decoupled),
         }
-        if cfg["weight_decay"] != 0:
-            c["decay"] = 1 - lr * h["weight_decay"] if self._decoupled else h["weight_decay"]
-        return c
 
-    def update_arrays(self, g, p, s, c, flags):
-        xp = namespace(p)
-        decay, amsgrad = flags
-        if decay:
-            if self._decoupled:
-                p = p * c["decay"]
-            else:
-                g = g + p * c["decay"]
-        m = lerp(s["exp_avg"], g, c["w1"])
-        v = s["exp_avg_sq"] * c["b2"] + g * g * c["w2"]
-        if amsgrad:
-            vmax = xp.maximum(s["max_exp_avg_sq"], v)
-            s["max_exp_avg_sq"] = vmax
-            denom = xp.sqrt(vmax) / c["bc2_sqrt"] + c["eps"]
-        else:
-            denom = xp.sqrt(v) / c["bc2_sqrt"] + c["eps"]
-        s["exp_avg"], s["exp_avg_sq"] = m, v
-        return p - (m / denom) * c["step_size"], s
+    def update_one(self, g, p, s, c, cfg):
+        g, p = weight_decay(g, p, c, cfg, self._decoupled)
+        m = s["exp_avg"] = lerp(s["exp_avg"], g, c["w1"])
+        v = s["exp_avg_sq"] = s["exp_avg_sq"] * c["b2"] + g * g * c["w2"]
+        if cfg["amsgrad"]:
+            v = s["max_exp_avg_sq"] = fl.maximum(s["max_exp_avg_sq"], v)
+        return p - (m / (fl.sqrt(v) / c["bc2_sqrt"] + c["eps"])) * c["step_size"], s
 
 
 class AdamW(Adam):
     """Adam with decoupled weight decay (Loshchilov & Hutter): ``p *= 1 - lr * wd`` before the Adam step.
-    Default ``weight_decay=1e-2``."""
 
+    Args:
+        params, lr, betas, eps, amsgrad, maximize, fused: as for ``Adam``.
+        weight_decay: the decoupled decay rate (default 1e-2).
+
+    Returns:
+        The optimizer.
+
+    >>> optim.AdamW([fl.ones(2)], lr=0.1, weight_decay=0.5).step([fl.zeros(2)])
+    [Tensor([0.95, 0.95], dtype=float32)]
+    """
+
+    defaults = {**Adam.defaults, "weight_decay": 1e-2}
     _decoupled = True
-
-    def __init__(
-        self,
-        params,
-        lr: float = 1e-3,
-        betas: tuple[float, float] = (0.9, 0.999),
-        eps: float = 1e-8,
-        weight_decay: float = 1e-2,
-        amsgrad: bool = False,
-        *,
-        maximize: bool = False,
-    ):
-        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize)
 
 
 class Adamax(Optimizer):
     """Adamax (infinity-norm Adam): ``u = max(b2 u, |g| + eps)``; ``p -= lr / (1 - b1^t) * m / u``.
-    Default ``lr=2e-3``."""
 
-    def __init__(
-        self,
-        params,
-        lr: float = 2e-3,
-        betas: tuple[float, float] = (0.9, 0.999),
-        eps: float = 1e-8,
-        weight_decay: float = 0.0,
-        *,
-        maximize: bool = False,
-    ):
-        super().__init__(params, hyperparameters(locals()))
+    Args:
+        params, betas, eps, weight_decay, maximize, fused: as for ``Adam``.
+        lr: learning rate (default 2e-3).
 
-    numpy_rule = True
+    Returns:
+        The optimizer.
+
+    >>> optim.Adamax([fl.ones(2)], lr=0.1).step([fl.tensor([1.0, -1.0])])
+    [Tensor([0.9, 1.1], dtype=float32)]
+    """
+
+    defaults = {"lr": 2e-3, "betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": 0.0, "maximize": False}
 
     def init_one(self, p, group):
         return {"exp_avg": fl.zeros_like(p), "exp_inf": fl.zeros_like(p)}
 
-    def update_one(self, g, p, s, h, cfg):
-        xp = namespace(p)
-        b1, b2 = h["betas"]
-        g, p = weight_decay(g, p, h["lr"], h, cfg)
-        m = lerp(s["exp_avg"], g, 1 - b1)
-        u = xp.maximum(s["exp_inf"] * b2, xp.abs(g) + h["eps"])
-        bc = 1 - pow_(b1, s["step"])
-        s["exp_avg"], s["exp_inf"] = m, u
-        return p - (m / u) * coef(h["lr"] / bc, p), s
+    def coefficients(self, step, h, dtype):
+        step_size = coef(h["lr"] / (1 - pow_(h["betas"][0], step)), dtype)
+        return {**_moments(h), "step_size": step_size, "decay": decay_coefficient(h)}
+
+    def update_one(self, g, p, s, c, cfg):
+        g, p = weight_decay(g, p, c, cfg)
+        m = s["exp_avg"] = lerp(s["exp_avg"], g, c["w1"])
+        u = s["exp_inf"] = fl.maximum(s["exp_inf"] * c["b2"], fl.abs(g) + c["eps"])
+        return p - (m / u) * c["step_size"], s
 
 
 class NAdam(Optimizer):
     """Adam with Nesterov momentum (Dozat), PyTorch's momentum-decay schedule
-    ``mu_t = b1 (1 - 0.5 * 0.96^(t * momentum_decay))``. Default ``lr=2e-3``; ``decoupled_weight_decay`` gives
-    NAdamW."""
+    ``mu_t = b1 (1 - 0.5 * 0.96^(t * momentum_decay))``.
 
-    def __init__(
-        self,
-        params,
-        lr: float = 2e-3,
-        betas: tuple[float, float] = (0.9, 0.999),
-        eps: float = 1e-8,
-        weight_decay: float = 0.0,
-        momentum_decay: float = 4e-3,
-        decoupled_weight_decay: bool = False,
-        *,
-        maximize: bool = False,
-    ):
-        super().__init__(params, hyperparameters(locals()))
+    Args:
+        params, betas, eps, weight_decay, maximize, fused: as for ``Adam``.
+        lr: learning rate (default 2e-3).
+        momentum_decay: the schedule's rate (default 4e-3).
+        decoupled_weight_decay: decay the parameters as AdamW does (NAdamW; default False).
 
-    numpy_rule = True
+    Returns:
+        The optimizer.
+
+    >>> optim.NAdam([fl.ones(2)], lr=0.1).step([fl.tensor([1.0, -1.0])])
+    [Tensor([0.8943548, 1.1056452], dtype=float32)]
+    """
+
+    defaults = {
+        "lr": 2e-3, "betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": 0.0, "momentum_decay": 4e-3,
+        "decoupled_weight_decay": False, "maximize": False,
+    }  # fmt: skip
 
     def init_one(self, p, group):
         # a float64 tensor, not a Python float, so its type is the same going into and out of a jitted step
@@ -170,70 +152,76 @@ class NAdam(Optimizer):
             "exp_avg_sq": fl.zeros_like(p),
         }
 
-    def update_one(self, g, p, s, h, cfg):
-        step = s["step"]
+    def coefficients(self, step, h, dtype):
         b1, b2 = h["betas"]
-        lr = h["lr"]
-        bc2 = 1 - pow_(b2, step)
-        g, p = weight_decay(g, p, lr, h, cfg, cfg["decoupled_weight_decay"])
         md = h["momentum_decay"]
-        t = float_step(step)
-        mu = b1 * (1.0 - 0.5 * pow_(0.96, t * md))
-        mu_next = b1 * (1.0 - 0.5 * pow_(0.96, (t + 1) * md))
-        mu_product = s["mu_product"] * mu
-        m = lerp(s["exp_avg"], g, 1 - b1)
-        v = s["exp_avg_sq"] * b2 + g * g * (1 - b2)
-        denom = namespace(p).sqrt(v / coef(bc2, p)) + h["eps"]
-        mu_product_next = mu_product * mu_next
-        p = p + (g / denom) * coef(-lr * (1.0 - mu) / (1.0 - mu_product), p)
-        p = p + (m / denom) * coef(-lr * mu_next / (1.0 - mu_product_next), p)
-        s["mu_product"], s["exp_avg"], s["exp_avg_sq"] = mu_product, m, v
-        return p, s
+        # the momentum products are kept in float64 in the state: these enter them in float64 too
+        f64 = lambda x: fl.asarray(x, dtype=fl.float64)  # noqa: E731
+        return {
+            **_moments(h),
+            "bc2": 1 - pow_(b2, step),
+            "lr": f64(h["lr"]),
+            "mu": f64(b1 * (1.0 - 0.5 * pow_(0.96, float_step(step) * md))),
+            "mu_next": f64(b1 * (1.0 - 0.5 * pow_(0.96, (float_step(step) + 1) * md))),
+            "decay": decay_coefficient(h, bool(h["decoupled_weight_decay"])),
+        }
+
+    def update_one(self, g, p, s, c, cfg):
+        g, p = weight_decay(g, p, c, cfg, cfg["decoupled_weight_decay"])
+        mu, mu_next = c["mu"], c["mu_next"]
+        mu_product = s["mu_product"] = s["mu_product"] * mu
+        m = s["exp_avg"] = lerp(s["exp_avg"], g, c["w1"])
+        v = s["exp_avg_sq"] = s["exp_avg_sq"] * c["b2"] + g * g * c["w2"]
+        denom = fl.sqrt(v / coef(c["bc2"], p.dtype)) + c["eps"]
+        p = p + (g / denom) * coef(-c["lr"] * (1.0 - mu) / (1.0 - mu_product), p.dtype)
+        return p + (m / denom) * coef(-c["lr"] * mu_next / (1.0 - mu_product * mu_next), p.dtype), s
 
 
 class RAdam(Optimizer):
     """Rectified Adam (Liu et al.): plain momentum SGD while the variance estimate is unreliable
-    (``rho_t <= 5``), rectified Adam afterwards. ``decoupled_weight_decay`` gives RAdamW."""
+    (``rho_t <= 5``), rectified Adam afterwards.
 
-    def __init__(
-        self,
-        params,
-        lr: float = 1e-3,
-        betas: tuple[float, float] = (0.9, 0.999),
-        eps: float = 1e-8,
-        weight_decay: float = 0.0,
-        decoupled_weight_decay: bool = False,
-        *,
-        maximize: bool = False,
-    ):
-        super().__init__(params, hyperparameters(locals()))
+    Args:
+        params, lr, betas, eps, weight_decay, maximize, fused: as for ``Adam``.
+        decoupled_weight_decay: decay the parameters as AdamW does (RAdamW; default False).
 
-    numpy_rule = True
+    Returns:
+        The optimizer.
+
+    >>> optim.RAdam([fl.ones(2)], lr=0.1).step([fl.tensor([1.0, -1.0])])
+    [Tensor([0.9, 1.1], dtype=float32)]
+    """
+
+    defaults = {
+        "lr": 1e-3, "betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": 0.0, "decoupled_weight_decay": False,
+        "maximize": False,
+    }  # fmt: skip
 
     def init_one(self, p, group):
         return {"exp_avg": fl.zeros_like(p), "exp_avg_sq": fl.zeros_like(p)}
 
-    def update_one(self, g, p, s, h, cfg):
-        step = s["step"]
+    def coefficients(self, step, h, dtype):
         b1, b2 = h["betas"]
-        lr = h["lr"]
-        g, p = weight_decay(g, p, lr, h, cfg, cfg["decoupled_weight_decay"])
-        m = lerp(s["exp_avg"], g, 1 - b1)
-        v = s["exp_avg_sq"] * b2 + g * g * (1 - b2)
-        s["exp_avg"], s["exp_avg_sq"] = m, v
-        bc1 = 1 - pow_(b1, step)
         bc2 = 1 - pow_(b2, step)
-        mhat = m / coef(bc1, p)
         rho_inf = 2 / (1 - b2) - 1
         rho_t = rho_inf - 2 * step * pow_(b2, step) / bc2
-        if isinstance(rho_t, fl.Tensor):
-            safe = fl.maximum(rho_t, 5.0 + 1e-3)
-            rect = fl.sqrt((safe - 4) * (safe - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * safe))
-            adaptive = coef(sqrt_(bc2), p) / (fl.sqrt(v) + h["eps"])
-            upd = fl.where(rho_t > 5.0, adaptive * coef(rect, p), 1.0)
-            return p - mhat * lr * upd, s
-        if rho_t > 5.0:
-            rect = ((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t)) ** 0.5
-            adaptive = coef(bc2**0.5, p) / (namespace(p).sqrt(v) + h["eps"])
-            return p - mhat * lr * adaptive * rect, s
-        return p - mhat * lr, s
+        rectify = rho_t > 5.0
+        r = select(rectify, rho_t, 6.0)  # the rectifier is used, so defined, only past 5
+        rect = ((r - 4) * (r - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * r)) ** 0.5
+        return {
+            **_moments(h),
+            "bc1": coef(1 - pow_(b1, step), dtype),
+            "bc2_sqrt": coef(bc2**0.5, dtype),
+            "rect": coef(rect, dtype),
+            "rectify": rectify,
+            "lr": h["lr"],
+            "decay": decay_coefficient(h, bool(h["decoupled_weight_decay"])),
+        }
+
+    def update_one(self, g, p, s, c, cfg):
+        g, p = weight_decay(g, p, c, cfg, cfg["decoupled_weight_decay"])
+        m = s["exp_avg"] = lerp(s["exp_avg"], g, c["w1"])
+        v = s["exp_avg_sq"] = s["exp_avg_sq"] * c["b2"] + g * g * c["w2"]
+        step = (m / c["bc1"]) * c["lr"]
+        adaptive = c["bc2_sqrt"] / (fl.sqrt(v) + c["eps"])
+        return p - select(c["rectify"], step * adaptive * c["rect"], step), s

@@ -11,6 +11,7 @@ under ``fl.jit``.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import funclib as fl
 from funclib import tree as tree_util
@@ -26,7 +27,18 @@ def _grad_leaves(grads):
 
 
 def get_total_norm(grads, norm_type: float = 2.0) -> Tensor:
-    """The ``norm_type``-norm of all gradients together (``inf`` for the largest magnitude)."""
+    """The ``norm_type``-norm of all gradients together (``inf`` for the largest magnitude).
+
+    Args:
+        grads: a pytree of gradients (None leaves are skipped).
+        norm_type: the order (default 2; ``float("inf")`` for the largest magnitude).
+
+    Returns:
+        A 0-d tensor.
+
+    >>> optim.get_total_norm([fl.tensor([3.0]), fl.tensor([4.0])])
+    Tensor(5., dtype=float32)
+    """
     norm_type = float(check_number(norm_type, "get_total_norm", "norm_type"))
     leaves = [g for g in _grad_leaves(grads)[0] if g is not None]
     if not leaves:
@@ -39,16 +51,23 @@ def get_total_norm(grads, norm_type: float = 2.0) -> Tensor:
     return fl.linalg.vector_norm(fl.stack([n.astype(dt) for n in norms]), ord=norm_type)
 
 
-def clip_grad_norm_(grads, max_norm: float, norm_type: float = 2.0, error_if_nonfinite: bool = False):
+def clip_grad_norm_(
+    grads, max_norm: float, norm_type: float = 2.0, error_if_nonfinite: bool = False
+) -> tuple[Any, Tensor]:
     """Scale all gradients together so their total ``norm_type``-norm is at most ``max_norm``.
 
     Args:
         grads: a pytree of gradients (None leaves are kept).
-        max_norm: the bound. norm_type: 2 by default; ``float("inf")`` for the max norm.
+        max_norm: the bound.
+        norm_type: the order (default 2; ``float("inf")`` for the max norm).
         error_if_nonfinite: raise when the total norm is nan or inf (eager only).
 
     Returns:
         ``(clipped_grads, total_norm)``: the scale is ``min(1, max_norm / (total_norm + 1e-6))``, as in PyTorch.
+
+    >>> grads, norm = optim.clip_grad_norm_({"w": fl.tensor([3.0, 4.0])}, max_norm=1.0)
+    >>> grads["w"], norm
+    (Tensor([0.5999999 , 0.79999983], dtype=float32), Tensor(5., dtype=float32))
     """
     check_number(max_norm, "clip_grad_norm_", "max_norm", min=0.0)
     check_number(norm_type, "clip_grad_norm_", "norm_type")
@@ -64,8 +83,19 @@ def clip_grad_norm_(grads, max_norm: float, norm_type: float = 2.0, error_if_non
     return tree_util.unflatten(treedef, out), total
 
 
-def clip_grad_value_(grads, clip_value: float):
-    """Clip every gradient element to ``[-clip_value, clip_value]``; returns the new tree."""
+def clip_grad_value_(grads, clip_value: float) -> Any:
+    """Clip every gradient element to ``[-clip_value, clip_value]``.
+
+    Args:
+        grads: a pytree of gradients (None leaves are kept).
+        clip_value: the bound, at least 0.
+
+    Returns:
+        The clipped gradients, in ``grads``'s structure.
+
+    >>> optim.clip_grad_value_([fl.tensor([-3.0, 0.5])], 1.0)
+    [Tensor([-1. ,  0.5], dtype=float32)]
+    """
     c = float(check_number(clip_value, "clip_grad_value_", "clip_value", min=0.0))
     leaves, treedef = _grad_leaves(grads)
     return tree_util.unflatten(treedef, [None if g is None else fl.clip(g, -c, c) for g in leaves])

@@ -130,9 +130,22 @@ class LBFGS(Optimizer):
     point, as PyTorch's ``step`` does.
 
     Args:
-        lr: step scale (default 1). max_iter: iterations per step (20). max_eval: evaluations per step
-            (default ``max_iter * 1.25``). tolerance_grad, tolerance_change: stopping tolerances.
-        history_size: curvature pairs kept (100). line_search_fn: None or ``"strong_wolfe"``.
+        params: the tensors to optimize (one parameter group).
+        lr: step scale (default 1).
+        max_iter: iterations per step (default 20).
+        max_eval: function evaluations per step (default ``max_iter * 1.25``).
+        tolerance_grad: stop when the largest gradient entry is below this (default 1e-7).
+        tolerance_change: stop when the step or the loss changes less than this (default 1e-9).
+        history_size: curvature pairs kept (default 100).
+        line_search_fn: None (a fixed step) or ``"strong_wolfe"``.
+
+    Returns:
+        The optimizer; ``step(closure)`` and ``update(model, closure)`` return the loss at the starting point.
+
+    >>> opt = optim.LBFGS([fl.tensor([3.0])], line_search_fn="strong_wolfe")
+    >>> _ = opt.step(fl.value_and_grad(lambda ps: (ps[0] ** 2).sum()))
+    >>> abs(float(opt.param_groups[0]["params"][0][0])) < 1e-6
+    True
     """
 
     def __init__(
@@ -155,7 +168,9 @@ class LBFGS(Optimizer):
             raise ValueError(f"LBFGS: line_search_fn must be None or 'strong_wolfe', got {line_search_fn!r}")
         super().__init__(params, hyperparameters(locals()))
         if len(self.param_groups) != 1:
-            raise ValueError("LBFGS doesn't support per-parameter options (parameter groups)")
+            raise ValueError(
+                "LBFGS doesn't support per-parameter options (parameter groups); build it from one list of tensors"
+            )
         self.lbfgs_state: dict[str, Any] = {"func_evals": 0, "n_iter": 0}
 
     def _init_slot(self, p, group):

@@ -68,11 +68,20 @@ def _functions(name: str, optimizer: Optimizer, value, op: str) -> list:
 
 
 class LRScheduler:
-    """Base class: subclasses define ``get_lr()`` (recursive form) and optionally ``_get_closed_form_lr()``.
+    """Base class: a subclass defines ``get_lr()`` (the recursive form: the new rates from the current ones) and
+    optionally ``_get_closed_form_lr()`` (the rates at ``last_epoch``, for ``step(epoch)``).
 
     Args:
-        optimizer: the optimizer whose ``param_groups`` learning rates are scheduled.
-        last_epoch: ``-1`` starts fresh; a saved value resumes (the groups must hold ``initial_lr``).
+        optimizer: the optimizer whose groups' ``lr`` is scheduled.
+        last_epoch: ``-1`` starts fresh; a saved epoch resumes (the groups must hold ``initial_lr``).
+
+    >>> class Halving(optim.lr_scheduler.LRScheduler):
+    ...     def get_lr(self):
+    ...         return [lr / 2 if self.last_epoch > 0 else lr for lr in self._current()]
+    >>> opt = optim.SGD([fl.zeros(1)], lr=1.0)
+    >>> sched = Halving(opt)
+    >>> sched.step(); sched.get_last_lr()
+    [0.5]
     """
 
     def __init__(self, optimizer: Optimizer, last_epoch: int = -1):
@@ -145,7 +154,21 @@ class LRScheduler:
 
 
 class LambdaLR(LRScheduler):
-    """``lr = initial_lr * lr_lambda(epoch)`` (one function, or one per group)."""
+    """``lr = initial_lr * lr_lambda(epoch)``.
+
+    Args:
+        optimizer: the optimizer whose groups' ``lr`` is scheduled.
+        lr_lambda: a function of the epoch, or one per group.
+        last_epoch: ``-1`` starts fresh; a saved epoch resumes (the groups must hold ``initial_lr``).
+
+    Returns:
+        The scheduler; call ``step()`` once per epoch, after the optimizer's steps.
+
+    >>> opt = optim.SGD([fl.zeros(1)], lr=1.0)
+    >>> sched = optim.lr_scheduler.LambdaLR(opt, lambda epoch: 0.9 ** epoch)
+    >>> [round(sched.step() or opt.param_groups[0]["lr"], 4) for epoch in range(4)]  # after each epoch
+    [0.9, 0.81, 0.729, 0.6561]
+    """
 
     def __init__(
         self,
@@ -161,7 +184,21 @@ class LambdaLR(LRScheduler):
 
 
 class MultiplicativeLR(LRScheduler):
-    """``lr *= lr_lambda(epoch)`` each step after the first."""
+    """``lr *= lr_lambda(epoch)`` at each step after the first.
+
+    Args:
+        optimizer: the optimizer whose groups' ``lr`` is scheduled.
+        lr_lambda: a function of the epoch, or one per group.
+        last_epoch: ``-1`` starts fresh; a saved epoch resumes (the groups must hold ``initial_lr``).
+
+    Returns:
+        The scheduler; call ``step()`` once per epoch, after the optimizer's steps.
+
+    >>> opt = optim.SGD([fl.zeros(1)], lr=1.0)
+    >>> sched = optim.lr_scheduler.MultiplicativeLR(opt, lambda epoch: 0.5)
+    >>> [round(sched.step() or opt.param_groups[0]["lr"], 4) for epoch in range(4)]  # after each epoch
+    [0.5, 0.25, 0.125, 0.0625]
+    """
 
     def __init__(self, optimizer: Optimizer, lr_lambda, last_epoch: int = -1):
         self.lr_lambdas = _functions("lr_lambda", optimizer, lr_lambda, "MultiplicativeLR")
@@ -176,7 +213,22 @@ class MultiplicativeLR(LRScheduler):
 
 
 class StepLR(LRScheduler):
-    """Multiply by ``gamma`` every ``step_size`` epochs."""
+    """Multiply the rate by ``gamma`` every ``step_size`` epochs.
+
+    Args:
+        optimizer: the optimizer whose groups' ``lr`` is scheduled.
+        step_size: the epochs between decays.
+        gamma: the factor (default 0.1).
+        last_epoch: ``-1`` starts fresh; a saved epoch resumes (the groups must hold ``initial_lr``).
+
+    Returns:
+        The scheduler; call ``step()`` once per epoch, after the optimizer's steps.
+
+    >>> opt = optim.SGD([fl.zeros(1)], lr=1.0)
+    >>> sched = optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)
+    >>> [round(sched.step() or opt.param_groups[0]["lr"], 4) for epoch in range(4)]  # after each epoch
+    [1.0, 0.5, 0.5, 0.25]
+    """
 
     def __init__(self, optimizer: Optimizer, step_size: int, gamma: float = 0.1, last_epoch: int = -1):
         check_int(step_size, "StepLR", "step_size", min=1)
@@ -194,7 +246,22 @@ class StepLR(LRScheduler):
 
 
 class MultiStepLR(LRScheduler):
-    """Multiply by ``gamma`` at each epoch in ``milestones``."""
+    """Multiply the rate by ``gamma`` at each epoch in ``milestones``.
+
+    Args:
+        optimizer: the optimizer whose groups' ``lr`` is scheduled.
+        milestones: the epochs (a repeated one multiplies again).
+        gamma: the factor (default 0.1).
+        last_epoch: ``-1`` starts fresh; a saved epoch resumes (the groups must hold ``initial_lr``).
+
+    Returns:
+        The scheduler; call ``step()`` once per epoch, after the optimizer's steps.
+
+    >>> opt = optim.SGD([fl.zeros(1)], lr=1.0)
+    >>> sched = optim.lr_scheduler.MultiStepLR(opt, milestones=[1, 3], gamma=0.1)
+    >>> [round(sched.step() or opt.param_groups[0]["lr"], 4) for epoch in range(4)]  # after each epoch
+    [0.1, 0.1, 0.01, 0.01]
+    """
 
     def __init__(
         self, optimizer: Optimizer, milestones: Sequence[int], gamma: float = 0.1, last_epoch: int = -1
@@ -214,7 +281,22 @@ class MultiStepLR(LRScheduler):
 
 
 class ConstantLR(LRScheduler):
-    """``lr * factor`` for the first ``total_iters`` epochs, then ``lr``."""
+    """``lr * factor`` for the first ``total_iters`` epochs, then ``lr``.
+
+    Args:
+        optimizer: the optimizer whose groups' ``lr`` is scheduled.
+        factor: in ``[0, 1]`` (default 1/3).
+        total_iters: the epochs it lasts (default 5).
+        last_epoch: ``-1`` starts fresh; a saved epoch resumes (the groups must hold ``initial_lr``).
+
+    Returns:
+        The scheduler; call ``step()`` once per epoch, after the optimizer's steps.
+
+    >>> opt = optim.SGD([fl.zeros(1)], lr=1.0)
+    >>> sched = optim.lr_scheduler.ConstantLR(opt, factor=0.5, total_iters=2)
+    >>> [round(sched.step() or opt.param_groups[0]["lr"], 4) for epoch in range(4)]  # after each epoch
+    [0.5, 1.0, 1.0, 1.0]
+    """
 
     def __init__(
         self, optimizer: Optimizer, factor: float = 1.0 / 3, total_iters: int = 5, last_epoch: int = -1
@@ -237,7 +319,23 @@ class ConstantLR(LRScheduler):
 
 
 class LinearLR(LRScheduler):
-    """Scale linearly from ``start_factor * lr`` to ``end_factor * lr`` over ``total_iters`` epochs (warm-up)."""
+    """Scale linearly from ``start_factor * lr`` to ``end_factor * lr`` over ``total_iters`` epochs (warm-up).
+
+    Args:
+        optimizer: the optimizer whose groups' ``lr`` is scheduled.
+        start_factor: in ``(0, 1]`` (default 1/3).
+        end_factor: in ``[0, 1]`` (default 1).
+        total_iters: the epochs of the ramp (default 5).
+        last_epoch: ``-1`` starts fresh; a saved epoch resumes (the groups must hold ``initial_lr``).
+
+    Returns:
+        The scheduler; call ``step()`` once per epoch, after the optimizer's steps.
+
+    >>> opt = optim.SGD([fl.zeros(1)], lr=1.0)
+    >>> sched = optim.lr_scheduler.LinearLR(opt, start_factor=0.25, total_iters=3)
+    >>> [round(sched.step() or opt.param_groups[0]["lr"], 4) for epoch in range(4)]  # after each epoch
+    [0.5, 0.75, 1.0, 1.0]
+    """
 
     def __init__(
         self,
@@ -271,7 +369,21 @@ class LinearLR(LRScheduler):
 
 
 class ExponentialLR(LRScheduler):
-    """Multiply by ``gamma`` every epoch."""
+    """Multiply the rate by ``gamma`` every epoch.
+
+    Args:
+        optimizer: the optimizer whose groups' ``lr`` is scheduled.
+        gamma: the factor.
+        last_epoch: ``-1`` starts fresh; a saved epoch resumes (the groups must hold ``initial_lr``).
+
+    Returns:
+        The scheduler; call ``step()`` once per epoch, after the optimizer's steps.
+
+    >>> opt = optim.SGD([fl.zeros(1)], lr=1.0)
+    >>> sched = optim.lr_scheduler.ExponentialLR(opt, gamma=0.5)
+    >>> [round(sched.step() or opt.param_groups[0]["lr"], 4) for epoch in range(4)]  # after each epoch
+    [0.5, 0.25, 0.125, 0.0625]
+    """
 
     def __init__(self, optimizer: Optimizer, gamma: float, last_epoch: int = -1):
         self.gamma = check_number(gamma, "ExponentialLR", "gamma")
@@ -287,7 +399,22 @@ class ExponentialLR(LRScheduler):
 
 
 class PolynomialLR(LRScheduler):
-    """Decay to zero over ``total_iters`` epochs as ``(1 - t / total_iters) ** power``."""
+    """Decay to zero over ``total_iters`` epochs as ``(1 - t / total_iters) ** power``.
+
+    Args:
+        optimizer: the optimizer whose groups' ``lr`` is scheduled.
+        total_iters: the epochs of the decay (default 5).
+        power: the exponent (default 1).
+        last_epoch: ``-1`` starts fresh; a saved epoch resumes (the groups must hold ``initial_lr``).
+
+    Returns:
+        The scheduler; call ``step()`` once per epoch, after the optimizer's steps.
+
+    >>> opt = optim.SGD([fl.zeros(1)], lr=1.0)
+    >>> sched = optim.lr_scheduler.PolynomialLR(opt, total_iters=4)
+    >>> [round(sched.step() or opt.param_groups[0]["lr"], 4) for epoch in range(4)]  # after each epoch
+    [0.75, 0.5, 0.25, 0.0]
+    """
 
     def __init__(self, optimizer: Optimizer, total_iters: int = 5, power: float = 1.0, last_epoch: int = -1):
         check_int(total_iters, "PolynomialLR", "total_iters", min=1)
@@ -309,7 +436,22 @@ class PolynomialLR(LRScheduler):
 
 class CosineAnnealingLR(LRScheduler):
     """Cosine annealing from ``initial_lr`` to ``eta_min`` over ``T_max`` epochs:
-    ``eta_min + (base - eta_min) * (1 + cos(pi * t / T_max)) / 2``."""
+    ``eta_min + (base - eta_min) * (1 + cos(pi * t / T_max)) / 2``.
+
+    Args:
+        optimizer: the optimizer whose groups' ``lr`` is scheduled.
+        T_max: the epochs of half a cosine period.
+        eta_min: the lowest rate (default 0).
+        last_epoch: ``-1`` starts fresh; a saved epoch resumes (the groups must hold ``initial_lr``).
+
+    Returns:
+        The scheduler; call ``step()`` once per epoch, after the optimizer's steps.
+
+    >>> opt = optim.SGD([fl.zeros(1)], lr=1.0)
+    >>> sched = optim.lr_scheduler.CosineAnnealingLR(opt, T_max=4)
+    >>> [round(sched.step() or opt.param_groups[0]["lr"], 4) for epoch in range(4)]  # after each epoch
+    [0.8536, 0.5, 0.1464, 0.0]
+    """
 
     def __init__(self, optimizer: Optimizer, T_max: int, eta_min: float = 0.0, last_epoch: int = -1):  # noqa: N803
         check_int(T_max, "CosineAnnealingLR", "T_max", min=1)
@@ -337,7 +479,23 @@ class CosineAnnealingLR(LRScheduler):
 
 
 class CosineAnnealingWarmRestarts(LRScheduler):
-    """Cosine annealing restarted every ``T_i`` epochs, ``T_i`` growing by ``T_mult`` (SGDR)."""
+    """Cosine annealing restarted every ``T_i`` epochs, ``T_i`` growing by ``T_mult`` (SGDR).
+
+    Args:
+        optimizer: the optimizer whose groups' ``lr`` is scheduled.
+        T_0: the epochs before the first restart.
+        T_mult: the factor ``T_i`` grows by at each restart (default 1).
+        eta_min: the lowest rate (default 0).
+        last_epoch: ``-1`` starts fresh; a saved epoch resumes (the groups must hold ``initial_lr``).
+
+    Returns:
+        The scheduler; call ``step()`` once per epoch, after the optimizer's steps.
+
+    >>> opt = optim.SGD([fl.zeros(1)], lr=1.0)
+    >>> sched = optim.lr_scheduler.CosineAnnealingWarmRestarts(opt, T_0=2)
+    >>> [round(sched.step() or opt.param_groups[0]["lr"], 4) for epoch in range(4)]  # after each epoch
+    [0.5, 1.0, 0.5, 1.0]
+    """
 
     def __init__(
         self,
@@ -390,7 +548,32 @@ class CosineAnnealingWarmRestarts(LRScheduler):
 class OneCycleLR(LRScheduler):
     """The 1cycle policy (Smith): warm up from ``max_lr / div_factor`` to ``max_lr`` over ``pct_start`` of
     ``total_steps``, then anneal to ``initial_lr / final_div_factor``; momentum (or Adam's beta1) cycles
-    inversely between ``max_momentum`` and ``base_momentum``. Step it once per batch."""
+    inversely between ``max_momentum`` and ``base_momentum``. Step it once per batch.
+
+    Args:
+        optimizer: the optimizer whose groups' ``lr`` (and momentum) are scheduled.
+        max_lr: the peak rate, or one per group.
+        total_steps: the steps of the cycle (or give ``epochs`` and ``steps_per_epoch``).
+        epochs: the epochs, with ``steps_per_epoch``.
+        steps_per_epoch: the batches per epoch.
+        pct_start: the warm-up's share of the cycle (default 0.3).
+        anneal_strategy: ``"cos"`` (default) or ``"linear"``.
+        cycle_momentum: cycle the momentum too (default True).
+        base_momentum: the momentum at the peak rate (default 0.85).
+        max_momentum: the momentum at the lowest rates (default 0.95).
+        div_factor: ``initial_lr = max_lr / div_factor`` (default 25).
+        final_div_factor: ``min_lr = initial_lr / final_div_factor`` (default 1e4).
+        three_phase: anneal back to ``initial_lr`` before the final decay (default False).
+        last_epoch: ``-1`` starts fresh; a saved step resumes.
+
+    Returns:
+        The scheduler; call ``step()`` after each optimizer step.
+
+    >>> opt = optim.SGD([fl.zeros(1)], lr=1.0, momentum=0.9)
+    >>> sched = optim.lr_scheduler.OneCycleLR(opt, max_lr=1.0, total_steps=5)
+    >>> [round(sched.step() or opt.param_groups[0]["lr"], 4) for batch in range(4)]
+    [0.9505, 0.6113, 0.1883, 0.0]
+    """
 
     def __init__(
         self,
@@ -409,8 +592,7 @@ class OneCycleLR(LRScheduler):
         three_phase: bool = False,
         last_epoch: int = -1,
     ):
-        if not isinstance(optimizer, Optimizer):
-            raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
+        _check_optimizer(optimizer, "OneCycleLR")
         self.optimizer = optimizer
         if total_steps is not None:
             if total_steps <= 0 or not isinstance(total_steps, int):
@@ -451,7 +633,8 @@ class OneCycleLR(LRScheduler):
         if cycle_momentum:
             if "momentum" not in optimizer.defaults and "betas" not in optimizer.defaults:
                 raise ValueError(
-                    "OneCycleLR: the optimizer must support momentum or beta1 with cycle_momentum=True"
+                    "OneCycleLR: the optimizer must support momentum or beta1 with cycle_momentum=True; pass "
+                    "cycle_momentum=False"
                 )
             self.use_beta1 = "betas" in optimizer.defaults
             maxm = _per_group("max_momentum", optimizer, max_momentum, "OneCycleLR")
@@ -473,7 +656,10 @@ class OneCycleLR(LRScheduler):
     def get_lr(self):
         t = self.last_epoch
         if t > self.total_steps:
-            raise ValueError(f"OneCycleLR: tried to step {t} times; total_steps is {self.total_steps}")
+            raise ValueError(
+                f"OneCycleLR: tried to step {t} times; total_steps is {self.total_steps}: make total_steps (or epochs "
+                "and steps_per_epoch) cover every step"
+            )
         lrs = []
         for g in self.optimizer.param_groups:
             start = 0.0
@@ -498,9 +684,23 @@ class ReduceLROnPlateau:
     """Multiply the rate by ``factor`` when ``step(metric)`` has not improved for ``patience`` epochs.
 
     Args:
-        mode: ``"min"`` (loss) or ``"max"`` (accuracy). threshold, threshold_mode (``"rel"``/``"abs"``): what
-            counts as an improvement. cooldown: epochs to wait after a reduction. min_lr: floor (or one per
-            group). eps: smaller changes are skipped.
+        optimizer: the optimizer whose groups' ``lr`` is scheduled.
+        mode: ``"min"`` (a loss, default) or ``"max"`` (an accuracy).
+        factor: the reduction factor, in ``[0, 1)`` (default 0.1).
+        patience: the epochs without improvement tolerated (default 10).
+        threshold: the least change that counts as an improvement (default 1e-4).
+        threshold_mode: ``"rel"`` (relative to the best, default) or ``"abs"``.
+        cooldown: epochs to wait after a reduction (default 0).
+        min_lr: the floor, or one per group (default 0).
+        eps: smaller changes of the rate are skipped (default 1e-8).
+
+    Returns:
+        The scheduler; call ``step(metric)`` once per epoch.
+
+    >>> opt = optim.SGD([fl.zeros(1)], lr=1.0)
+    >>> sched = optim.lr_scheduler.ReduceLROnPlateau(opt, patience=1, factor=0.5)
+    >>> [sched.step(1.0) or opt.param_groups[0]["lr"] for epoch in range(4)]  # the loss does not improve
+    [1.0, 1.0, 0.5, 0.5]
     """
 
     def __init__(
@@ -573,7 +773,24 @@ class ReduceLROnPlateau:
 
 
 class SequentialLR(LRScheduler):
-    """Run ``schedulers`` one after another, switching at the epochs in ``milestones``."""
+    """Run ``schedulers`` one after another, switching at the epochs in ``milestones`` (warm-up, then decay).
+
+    Args:
+        optimizer: the optimizer all the schedulers belong to.
+        schedulers: the schedulers, in order.
+        milestones: the epochs where the next one takes over (one fewer than the schedulers).
+        last_epoch: ``-1`` starts fresh.
+
+    Returns:
+        The scheduler; call ``step()`` once per epoch.
+
+    >>> opt = optim.SGD([fl.zeros(1)], lr=1.0)
+    >>> warmup = optim.lr_scheduler.ConstantLR(opt, factor=0.1, total_iters=2)
+    >>> decay = optim.lr_scheduler.ExponentialLR(opt, gamma=0.5)
+    >>> sched = optim.lr_scheduler.SequentialLR(opt, [warmup, decay], milestones=[2])
+    >>> [round(sched.step() or opt.param_groups[0]["lr"], 4) for epoch in range(4)]
+    [0.1, 1.0, 0.5, 0.25]
+    """
 
     def __init__(
         self,
@@ -586,9 +803,13 @@ class SequentialLR(LRScheduler):
             raise ValueError("SequentialLR expects at least one scheduler")
         for i, s in enumerate(schedulers):
             if isinstance(s, ReduceLROnPlateau):
-                raise ValueError(f"SequentialLR does not support ReduceLROnPlateau (scheduler {i})")
+                raise ValueError(
+                    f"SequentialLR does not support ReduceLROnPlateau (scheduler {i}); step it with the metric yourself"
+                )
             if s.optimizer is not optimizer:
-                raise ValueError(f"SequentialLR: scheduler {i} belongs to another optimizer")
+                raise ValueError(
+                    f"SequentialLR: scheduler {i} belongs to another optimizer; build every scheduler on this one"
+                )
         if len(milestones) != len(schedulers) - 1:
             raise ValueError(
                 f"SequentialLR: expected {len(schedulers) - 1} milestones for {len(schedulers)} schedulers, got "
@@ -630,7 +851,21 @@ class SequentialLR(LRScheduler):
 
 
 class ChainedScheduler(LRScheduler):
-    """Step several schedulers together each epoch (their effects multiply)."""
+    """Step several schedulers together each epoch (their effects multiply).
+
+    Args:
+        schedulers: the schedulers, all of one optimizer.
+        optimizer: that optimizer (default: the first scheduler's).
+
+    Returns:
+        The scheduler; call ``step()`` once per epoch.
+
+    >>> opt = optim.SGD([fl.zeros(1)], lr=1.0)
+    >>> half = optim.lr_scheduler.ConstantLR(opt, factor=0.5, total_iters=2)
+    >>> sched = optim.lr_scheduler.ChainedScheduler([half, optim.lr_scheduler.ExponentialLR(opt, gamma=0.9)])
+    >>> [round(sched.step() or opt.param_groups[0]["lr"], 4) for epoch in range(4)]
+    [0.45, 0.81, 0.729, 0.6561]
+    """
 
     def __init__(self, schedulers: Sequence[LRScheduler], optimizer: Optimizer | None = None):
         if len(schedulers) < 1:

@@ -1,9 +1,23 @@
 """The optimizer base: a pure per-leaf rule plus a thin stateful facade (PyTorch's API).
 
-Each optimizer defines ``init_one(p, group) -> slot`` (its per-parameter state) and ``update_one(g, p, slot,
-group) -> (new_p, new_slot)``, written from the published update equations with arithmetic operators and the
-functions of ``namespace(p)`` (funclib for tensors, NumPy for the arrays of a concrete step, see
-``Optimizer.numpy_rule``). From those the base class provides:
+An optimizer declares its hyperparameters once, as the class's ``defaults`` table (the constructor's signature is
+made from it: ``params``, the table's entries, then keyword-only ``maximize`` and ``fused``), and its rule in three
+methods:
+
+- ``init_one(p, group) -> state``: the per-parameter state (besides ``step``);
+- ``coefficients(step, h, dtype) -> dict``: every scalar of one step (bias corrections, ``1 - beta``, ...) from the
+  step count and the numeric hyperparameters ``h``, in Python doubles when they are Python numbers (as PyTorch);
+- ``update_one(g, p, state, c, cfg) -> (new_p, new_state)``: the array arithmetic, with ``c`` the coefficients and
+  ``cfg`` the group's choices (booleans and strings, and for each numeric hyperparameter whether it is nonzero).
+
+One implementation per algorithm, one execution path: every leaf runs ``update_one`` on tensors (eagerly, or staged
+when the step is traced). The fused helper runs the same ``update_one`` of all leaves of a concrete step as one
+compiled call (``fl.jit``, traced once: the coefficients are arguments, each Python number as a 0-d array of the
+parameter's dtype, which is the value an array operation rounds it to, so the bits do not change). ``fused=None``
+(the default) fuses a concrete step whose parameters hold 65536 elements or more, where one pass over memory beats
+an eager operation per line of the rule; ``True`` fuses every concrete step, ``False`` none.
+
+From the rule the base class provides:
 
 - ``apply(grads, params, state, hyper=None) -> (params, state)``: pure and jittable; ``hyper`` (from
   ``hyperparams()``) carries the numeric hyperparameters as arguments, so a scheduler changing ``lr`` does not
@@ -29,9 +43,10 @@ functions of ``namespace(p)`` (funclib for tensors, NumPy for the arrays of a co
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -42,7 +57,7 @@ from funclib.core import Tensor, Tracer, _wrap
 
 from ..nn.module import Module, _clone, named_grads
 
-__all__ = ["Optimizer", "namespace", "required"]
+__all__ = ["Optimizer", "required"]
 
 
 class _Required:
@@ -53,18 +68,23 @@ class _Required:
 required = _Required()
 
 _STRUCTURAL = ("params", "param_names", "initial_lr", "max_lr", "min_lr", "max_momentum", "base_momentum")
+_FUSE_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+# below this many elements in all, a step's eager operations cost less than one compiled call (measured on the
+# nn_optim MLP and a 6k-parameter model, Adam and SGD: benchmarks/nn_optim.py)
+_FUSE_MIN_SIZE = 65536
 
 
 def _is_number(v) -> bool:
-    return (isinstance(v, (int, float)) and not isinstance(v, bool)) or (
-        isinstance(v, Tensor) and v.ndim == 0
-    )
+    return (isinstance(v, (int, float)) and not isinstance(v, bool)) or (isinstance(v, Tensor) and v.ndim == 0)
 
 
 def _numeric(v) -> bool:
     if _is_number(v):
         return True
     return isinstance(v, tuple) and len(v) > 0 and all(_is_number(a) for a in v)
+
+
+# --- helpers for rules: each takes Python numbers (a concrete step) or tensors (a traced one) ----------------------
 
 
 def pow_(base: float, step):
@@ -81,39 +101,48 @@ def float_step(step):
 
 
 def sqrt_(x):
-    if isinstance(x, (Tensor, np.ndarray, np.generic)):
-        return namespace(x).sqrt(x)
-    return math.sqrt(x)
+    """``sqrt(x)`` of a Python number (double precision) or a tensor."""
+    return fl.sqrt(x) if isinstance(x, Tensor) else math.sqrt(x)
 
 
-def coef(x, p):
-    """A scalar coefficient ready to multiply ``p``: Python numbers stay weak; arrays take ``p``'s dtype."""
-    if isinstance(x, (Tensor, np.ndarray, np.generic)) and x.dtype != p.dtype:
-        return x.astype(p.dtype)
-    return x
+def coef(x, dtype):
+    """A coefficient ready to multiply arrays of ``dtype``: a tensor is cast to it; a Python number stays weak (an
+    array operation rounds it to the array's dtype)."""
+    return x.astype(dtype) if isinstance(x, Tensor) and x.dtype != dtype else x
 
 
-def namespace(x):
-    """The array namespace of an update rule's operands: NumPy for the arrays of a concrete step (see
-    ``Optimizer.numpy_rule``), funclib otherwise.
-
-    >>> namespace(np.zeros(3)) is np
-    True
-    """
-    return np if isinstance(x, (np.ndarray, np.generic)) else fl
+def select(cond, a, b):
+    """``a`` where ``cond`` else ``b``: a Python choice for a Python bool, ``fl.where`` for a traced one."""
+    if isinstance(cond, Tensor):
+        return fl.where(cond, a, b)
+    return a if cond else b
 
 
-def first_step(step, first, later):
-    """``first`` on the first step and ``later`` afterwards (a select when the step count is traced)."""
-    if isinstance(step, Tensor):
-        return fl.where(step == 1, first, later)
-    return first if step == 1 else later
+def lerp(a, b, w):
+    """``a + w * (b - a)``, PyTorch's ``lerp_`` for the moving averages."""
+    return a + (b - a) * w
+
+
+def decay_coefficient(h: dict[str, Any], decoupled: bool = False):
+    """The weight-decay coefficient of ``weight_decay``: ``wd`` (L2) or ``1 - lr * wd`` (decoupled)."""
+    return 1 - h["lr"] * h["weight_decay"] if decoupled else h["weight_decay"]
+
+
+def weight_decay(g, p, c, cfg, decoupled: bool = False):
+    """PyTorch's weight decay before an update: ``g + wd * p`` (L2), or with ``decoupled`` ``p * (1 - lr * wd)``
+    (AdamW style), with ``c["decay"]`` from ``decay_coefficient``. Returns ``(g, p)``; a no-op when the group's
+    ``weight_decay`` is 0."""
+    if not cfg["weight_decay"]:
+        return g, p
+    return (g, p * c["decay"]) if decoupled else (g + p * c["decay"], p)
 
 
 def hyperparameters(args: dict) -> dict:
     """A constructor's ``locals()`` as the optimizer's defaults: every argument but ``self`` and ``params``,
-    ``betas`` as a tuple. Call it before the constructor binds any other name.
+    ``betas`` as a tuple. Call it before the constructor binds any other name (for constructors written out by
+    hand; optimizers with a ``defaults`` table get theirs made).
 
+    >>> from funclib.optim.optimizer import hyperparameters
     >>> def __init__(self, params, lr=0.1, betas=[0.9, 0.99]): return hyperparameters(locals())
     >>> __init__(None, [])
     {'lr': 0.1, 'betas': (0.9, 0.99)}
@@ -124,54 +153,72 @@ def hyperparameters(args: dict) -> dict:
     return out
 
 
-def weight_decay(g, p, lr, h, cfg, decoupled: bool = False):
-    """PyTorch's weight decay before an update: ``g + wd * p`` (L2), or with ``decoupled`` ``p * (1 - lr * wd)``
-    (AdamW style). Returns ``(g, p)``; a no-op when the group's ``weight_decay`` is 0."""
-    if cfg["weight_decay"] == 0:
-        return g, p
-    if decoupled:
-        return g, p * (1 - lr * h["weight_decay"])
-    return g + p * h["weight_decay"], p
-
-
-def lerp(a, b, w):
-    """``a + w * (b - a)``, PyTorch's ``lerp_`` for the moving averages."""
-    return a + (b - a) * w
-
-
-_NUMPY_RULE_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
-# below this many elements a leaf's NumPy operations cost less than its share of a compiled call
-_FUSE_MIN_SIZE = 4096
-
-
-def _numpy_ready(g, p, s) -> bool:
-    """Whether one leaf's update can run on NumPy arrays: concrete float32/float64 operands and state (and, checked
-    by the caller, Python hyperparameters: with tensor ones a rule may take tensor branches, so those stay)."""
-    if type(g) is not Tensor or type(p) is not Tensor or p._value.dtype not in _NUMPY_RULE_DTYPES:
-        return False
-    for v in s.values():
-        if isinstance(v, Tensor) and type(v) is not Tensor:
-            return False
-    return True
-
-
 def _numeric_hyperparameters(cls) -> dict[str, Any]:
-    """The constructor arguments of an optimizer class that take numbers (or tuples of them), with defaults;
-    ``lr`` always."""
+    """The hyperparameters of an optimizer class that take numbers (or tuples of them), with defaults; ``lr``
+    always. From the ``defaults`` table, or from the signature of a constructor written out by hand."""
     hit = _NUMERIC_HYPER.get(cls)
     if hit is None:
-        import inspect
-
+        table = cls.__dict__.get("defaults")
+        if table is None:
+            sig = inspect.signature(cls.__init__).parameters
+            table = {k: p.default for k, p in sig.items() if k not in ("self", "params")}
         hit = {"lr": 0.0}
-        for k, p in inspect.signature(cls.__init__).parameters.items():
-            d = p.default
-            if k not in ("self", "params") and (_is_number(d) or (isinstance(d, tuple) and _numeric(d))):
-                hit[k] = d
+        hit.update({k: d for k, d in table.items() if _is_number(d) or (isinstance(d, tuple) and _numeric(d))})
         _NUMERIC_HYPER[cls] = hit
     return hit
 
 
 _NUMERIC_HYPER: dict[type, dict[str, Any]] = {}
+
+
+def _choices(group: dict[str, Any]) -> tuple:
+    """A group's choices, hashable: booleans, strings and None as they are, each numeric hyperparameter as
+    whether it is nonzero (so a rule may branch on ``cfg["weight_decay"]`` but not on a value a schedule moves)."""
+    out = []
+    for k, v in group.items():
+        if k in _STRUCTURAL:
+            continue
+        if isinstance(v, (bool, str)) or v is None:
+            out.append((k, v))
+        elif _is_number(v):
+            out.append((k, bool(v != 0) if isinstance(v, Tensor) and not isinstance(v, Tracer) else v != 0))
+        elif isinstance(v, tuple) and _numeric(v):
+            out.append((k, tuple(bool(a != 0) for a in v)))
+    return tuple(out)
+
+
+def _constructor(cls) -> Any:
+    """``__init__`` for an optimizer class with a ``defaults`` table: ``params``, the table's entries (those in
+    ``keyword_only`` after a ``*``), then ``fused``; the bound arguments become the optimizer's defaults."""
+    P = inspect.Parameter
+    table = cls.defaults.items()
+    sig = inspect.Signature(
+        [P("self", P.POSITIONAL_OR_KEYWORD), P("params", P.POSITIONAL_OR_KEYWORD)]
+        + [P(k, P.POSITIONAL_OR_KEYWORD, default=v) for k, v in table if k not in cls.keyword_only]
+        + [P(k, P.KEYWORD_ONLY, default=v) for k, v in table if k in cls.keyword_only]
+        + [P("fused", P.KEYWORD_ONLY, default=None)]
+    )
+
+    def __init__(self, *args, **kwargs):
+        try:
+            bound = sig.bind(self, *args, **kwargs)
+        except TypeError as e:
+            shown = str(sig).replace("(self, ", "(", 1)
+            raise TypeError(f"{cls.__name__}{shown}: {e}") from None
+        bound.apply_defaults()
+        hyper = dict(bound.arguments)
+        del hyper["self"]
+        params, fused = hyper.pop("params"), hyper.pop("fused")
+        if fused is not None and not isinstance(fused, bool):
+            raise TypeError(
+                f"{cls.__name__}: fused must be True, False or None (fuse the large leaves), got {describe(fused)}"
+            )
+        Optimizer.__init__(self, params, hyperparameters(hyper))
+        self.fused = fused
+
+    __init__.__qualname__ = f"{cls.__qualname__}.__init__"
+    __init__.__signature__ = sig
+    return __init__
 
 
 def _as_param(x, where: str) -> Tensor:
@@ -202,25 +249,47 @@ def _model_step_error(
     )
 
 
+
+
+def _scalar_arg(v, dtype):
+    """A coefficient as an argument of the fused call: a Python number as a 0-d array of the parameter's dtype (the
+    value an array operation rounds it to), a bool as a bool, a tensor as it is."""
+    if isinstance(v, Tensor):
+        return v
+    return _wrap(np.asarray(v) if isinstance(v, (bool, np.bool_)) else np.asarray(v, dtype))
+
+
 class Optimizer:
-    """Base class; see the module docstring. Subclasses set ``defaults`` and the per-leaf rule.
+    """Base class; see the module docstring. A subclass declares ``defaults`` and the rule (``init_one``,
+    ``coefficients``, ``update_one``); one with its own constructor calls ``super().__init__(params, defaults)`` as
+    in PyTorch.
 
-    A rule written with arithmetic operators, the helpers of this module and functions of ``namespace(p)``
-    (instead of ``fl.``) can set ``numpy_rule = True``: a step whose operands are all concrete (eager, Python
-    hyperparameters) then runs it on the NumPy arrays directly, the same operations without the per-operation
-    dispatch, and NumPy reuses the large temporaries in place.
+    Args:
+        params: ``model.parameters()``, ``model.named_parameters()``, the model itself, a list or pytree of
+            tensors, or parameter groups ``[{"params": ..., "lr": ...}, ...]``.
+        defaults: the hyperparameters of groups that do not set their own.
 
-    A rule split into ``coefficients`` (all of its scalar arithmetic) and ``update_arrays`` can also set
-    ``fused_rule = True``: a concrete step then computes the coefficients in Python and runs the array part of its
-    large leaves as one compiled computation (``fl.jit``, traced once: the coefficients are arguments, each a 0-d
-    array of the parameter's dtype, the value NumPy rounds a Python float operand to, so the bits do not change).
+    >>> class SignSGD(optim.Optimizer):
+    ...     defaults = {"lr": 0.01, "maximize": False}
+    ...     def update_one(self, g, p, s, c, cfg):
+    ...         return p - fl.sign(g) * c["lr"], s
+    >>> SignSGD([fl.ones(2)], lr=0.5).step([fl.tensor([3.0, -1.0])])
+    [Tensor([0.5, 1.5], dtype=float32)]
     """
 
-    numpy_rule = False
-    fused_rule = False
+    defaults: ClassVar[dict[str, Any]] = {}
+    keyword_only: ClassVar[tuple[str, ...]] = ("maximize",)
+    nonnegative: ClassVar[tuple[str, ...]] = ()  # hyperparameters checked >= 0 besides eps and weight_decay
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "defaults" in cls.__dict__ and "__init__" not in cls.__dict__:
+            cls.__init__ = _constructor(cls)
 
     def __init__(self, params, defaults: dict[str, Any]):
         self.defaults = dict(defaults)
+        self.fused: bool | None = None
+        self._validate({k: v for k, v in self.defaults.items() if v is not required})
         self.param_groups: list[dict[str, Any]] = []
         self.state: list[dict[str, Any]] = []
         self._names: list[list[str] | None] = []
@@ -234,7 +303,7 @@ class Optimizer:
         elif isinstance(params, Tensor):
             raise TypeError(
                 f"{type(self).__name__}: params should be an iterable of tensors or dicts (e.g. model.parameters()), "
-                "got a Tensor"
+                "got a Tensor; wrap it in a list: [tensor]"
             )
         elif isinstance(params, Mapping):
             params, self._tree = tree_util.flatten(params, is_leaf=lambda v: isinstance(v, Module))
@@ -245,7 +314,10 @@ class Optimizer:
             )
         params = list(params)
         if not params:
-            raise ValueError(f"{type(self).__name__} got an empty parameter list")
+            raise ValueError(
+                f"{type(self).__name__} got an empty parameter list; pass the tensors to train, e.g. "
+                "model.parameters() of a model that has parameters"
+            )
         groups = params if isinstance(params[0], Mapping) else [{"params": params}]
         for g in groups:
             self.add_param_group(dict(g))
@@ -282,7 +354,8 @@ class Optimizer:
         seen = {id(p) for g in self.param_groups for p in g["params"]}
         if any(id(p) in seen for p in tensors) or len({id(p) for p in tensors}) != len(tensors):
             raise ValueError(
-                f"{where}: some parameters appear more than once (in this or another parameter group)"
+                f"{where}: some parameters appear more than once (in this or another parameter group); list each "
+                "tensor once"
             )
         group = dict(param_group)
         group["params"] = tensors
@@ -313,50 +386,50 @@ class Optimizer:
                 raise TypeError(f"{name}: {k} must be a number, got {describe(v)}")
         lr = group.get("lr")
         if isinstance(lr, (int, float)) and lr < 0:
-            raise ValueError(f"{type(self).__name__}: invalid learning rate {lr} (must be >= 0)")
-        for k in ("eps", "weight_decay"):
+            raise ValueError(f"{type(self).__name__}: invalid learning rate {lr}; pass lr >= 0")
+        for k in ("eps", "weight_decay", *self.nonnegative):
             v = group.get(k)
             if isinstance(v, (int, float)) and v < 0:
-                raise ValueError(f"{type(self).__name__}: invalid {k} {v} (must be >= 0)")
+                raise ValueError(f"{type(self).__name__}: invalid {k} {v}; pass a value >= 0")
         betas = group.get("betas")
         if isinstance(betas, tuple):
             for i, b in enumerate(betas):
                 if isinstance(b, (int, float)) and not 0.0 <= b < 1.0:
                     raise ValueError(f"{type(self).__name__}: invalid beta parameter at index {i}: {b}")
+        self.prepare(group)
 
     def _init_slot(self, p, group):
         slot = {"step": 0}
         slot.update(self.init_one(p, group))
         return slot
 
+
     # --- the rule (subclasses) --------------------------------------------------------------------------------
+    def prepare(self, group: dict[str, Any]) -> None:
+        """Check a parameter group's hyperparameters beyond their types (and fill derived defaults); raise naming
+        the argument and the fix."""
+
     def init_one(self, p: Tensor, group: dict[str, Any]) -> dict[str, Any]:
         """The per-parameter state (besides ``step``)."""
         return {}
 
-    def update_one(self, g: Tensor, p: Tensor, s: dict[str, Any], h: dict[str, Any], cfg: dict[str, Any]):
-        """``(new_p, new_state)`` for one leaf; ``s["step"]`` is already incremented.
+    def coefficients(self, step, h: dict[str, Any], dtype) -> dict[str, Any]:
+        """The scalars of step ``step`` (a Python int, or a tensor under a transform) from the numeric
+        hyperparameters ``h``: Python numbers (weak: an array operation rounds them to the parameter's dtype),
+        bools, or tensors, which keep their dtype (cast those meant to multiply arrays of ``dtype`` with
+        ``coef``). Scalar-only arithmetic belongs here, so the fused and the eager step compute it alike. The
+        default is the numeric hyperparameters as they are (a rule with no derived scalars reads ``c["lr"]``)."""
+        return {k: v for k, v in h.items() if _numeric(v)}
 
-        ``h`` holds the numeric hyperparameters (traced under ``fl.jit``, cast to ``p``'s dtype); ``cfg`` is the
-        parameter group itself, for Python-level choices (``cfg["weight_decay"] != 0``, flags).
-        """
-        raise NotImplementedError
-
-    def coefficients(self, step, h: dict[str, Any], cfg: dict[str, Any], p) -> dict[str, Any]:
-        """A ``fused_rule``'s scalar coefficients for ``step`` (Python floats on a concrete step)."""
-        raise NotImplementedError
-
-    def update_arrays(self, g, p, s: dict[str, Any], c: dict[str, Any], flags: tuple):
-        """A ``fused_rule``'s array part: ``(new_p, new_state)`` from ``coefficients`` and ``rule_flags``."""
-        raise NotImplementedError
-
-    def rule_flags(self, cfg: dict[str, Any]) -> tuple:
-        """A ``fused_rule``'s Python-level choices for a group, hashable (one compiled rule per value)."""
-        return ()
+    def update_one(self, g: Tensor, p: Tensor, s: dict[str, Any], c: dict[str, Any], cfg: dict[str, Any]):
+        """``(new_p, new_state)`` for one leaf from its gradient, parameter, state (without ``step``), this step's
+        ``coefficients`` and the group's choices ``cfg``."""
+        raise NotImplementedError(f"{type(self).__name__} defines no update rule; define update_one")
 
     # --- pure API -----------------------------------------------------------------------------------------------
     @property
     def num_params(self) -> int:
+        """The number of parameters (tensors) the optimizer updates."""
         return len(self._group_of)
 
     def hyperparams(self) -> list[dict[str, Any]]:
@@ -379,96 +452,88 @@ class Optimizer:
         if len(leaves) != self.num_params:
             raise ValueError(
                 f"{type(self).__name__}.{what}: got {len(leaves)} leaves but the optimizer has {self.num_params} "
-                "parameters (in parameter-group order)"
+                "parameters (in parameter-group order); pass one entry per parameter, None to skip one"
             )
         return leaves
 
-    def _group_hyper(self, gi: int, hyper) -> dict[str, Any]:
-        h = dict(self.param_groups[gi])
-        if hyper is not None:
-            h.update(hyper[gi])
-        return h
-
-    def _leaf_hyper(self, gi: int, hyper, p, cache: dict):
-        """Group ``gi``'s numeric hyperparameters cast for ``p`` (see ``coef``), and whether all are Python
-        numbers; computed once per group and dtype in a step."""
-        key = (gi, p.dtype)
-        hit = cache.get(key)
-        if hit is None:
-            h = {
-                k: (tuple(coef(a, p) for a in v) if isinstance(v, tuple) else coef(v, p))
-                for k, v in self._group_hyper(gi, hyper).items()
-                if k not in _STRUCTURAL
-            }
-            python = not any(
-                isinstance(v, Tensor) or (isinstance(v, tuple) and any(isinstance(a, Tensor) for a in v))
-                for v in h.values()
-            )
-            hit = cache[key] = (h, python)
-        return hit
-
     def _update_leaves(self, jobs, hyper) -> list:
-        """``(new_p, new_slot)`` for each ``(g, p, slot, group_index)`` of one step."""
-        cache: dict = {}
-        out: list = [None] * len(jobs)
-        fused = []
-        for k, (g, p, s, gi) in enumerate(jobs):
-            cfg = self.param_groups[gi]
-            if cfg.get("maximize"):
+        """``(new_p, new_slot)`` for each ``(g, p, slot, group_index)`` of one step: the rule per leaf, or for the
+        concrete leaves that ``fused`` selects, the fused helper."""
+        scalars: dict = {}  # (group, dtype, step) -> (coefficients, choices, concrete), shared by a group's leaves
+        leaves = []
+        for g, p, s, gi in jobs:
+            if self.param_groups[gi].get("maximize"):
                 g = -g
             if g.dtype != p.dtype:
                 g = g.astype(p.dtype)
-            s = dict(s)
-            s["step"] = s["step"] + 1
-            h, python = self._leaf_hyper(gi, hyper, p, cache)
-            h = dict(h)
-            if python and (self.fused_rule or self.numpy_rule) and _numpy_ready(g, p, s):
-                if self.fused_rule and p._value.size >= _FUSE_MIN_SIZE:
-                    fused.append((k, g, p, s, gi, h, cfg))
-                    continue
-                if self.numpy_rule:
-                    sv = {k2: v._value if type(v) is Tensor else v for k2, v in s.items()}
-                    pv = p._value
-                    p2, s2 = self.update_one(g._value, pv, sv, h, cfg)
-                    wrapped = {k2: _wrap(v) if isinstance(v, (np.ndarray, np.generic)) else v for k2, v in s2.items()}
-                    out[k] = ((p if p2 is pv else _wrap(p2)), wrapped)
-                    continue
-            out[k] = self.update_one(g, p, s, h, cfg)
-        if fused:
-            self._run_fused(fused, out)
+            step = s["step"] + 1
+            key = (gi, p.dtype, step) if isinstance(step, int) else None
+            c, cfg, concrete = scalars.get(key) or self._scalars(gi, hyper, step, p.dtype)
+            if key is not None:
+                scalars[key] = (c, cfg, concrete)
+            s = {n: v for n, v in s.items() if n != "step"}
+            leaves.append((g, p, step, s, c, cfg, concrete and self._fusable(g, p, s)))
+        if not self._fusing(leaves):
+            leaves = [(*leaf[:-1], False) for leaf in leaves]
+        fused = iter(self._fused_update([leaf for leaf in leaves if leaf[-1]]))
+        out = []
+        for g, p, step, s, c, cfg, f in leaves:
+            p2, s2 = next(fused) if f else self.update_one(g, p, s, c, dict(cfg))
+            out.append((p2, {"step": step, **s2}))
         return out
 
-    def _run_fused(self, fused, out) -> None:
-        """The array part of every leaf in one compiled call; each scalar coefficient enters as a 0-d array of the
-        parameter's dtype, the value NumPy would round a Python float operand to, so the bits are those of the
-        eager rule."""
+    def _scalars(self, gi: int, hyper, step, dtype):
+        """Group ``gi``'s coefficients for ``step`` (its numeric hyperparameters cast for ``dtype`` first, see
+        ``coef``), its choices, and whether all of them are concrete (so its leaves may be fused)."""
+        group = self.param_groups[gi]
+        h = dict(group) if hyper is None else {**group, **hyper[gi]}
+        h = {
+            k: tuple(coef(a, dtype) for a in v) if isinstance(v, tuple) else coef(v, dtype)
+            for k, v in h.items()
+            if k not in _STRUCTURAL
+        }
+        c, cfg = self.coefficients(step, h, dtype), _choices(group)
+        concrete = not any(isinstance(v, Tracer) for v in (step, *c.values(), *(v for _, v in cfg)))
+        return c, cfg, concrete
+
+    def _fusing(self, leaves) -> bool:
+        if self.fused is None:
+            return sum(leaf[1]._value.size for leaf in leaves if leaf[-1]) >= _FUSE_MIN_SIZE
+        return bool(self.fused)
+
+    @staticmethod
+    def _fusable(g, p, s) -> bool:
+        """Whether a leaf can join the fused call: concrete float32/float64 operands and state."""
+        if type(g) is not Tensor or type(p) is not Tensor or p._value.dtype not in _FUSE_DTYPES:
+            return False
+        return not any(isinstance(v, Tracer) for v in s.values())
+
+    def _fused_update(self, leaves) -> list:
+        """The fused helper: ``update_one`` of every leaf in one compiled call, traced once for all steps (the
+        coefficients enter as 0-d arrays, Python numbers in the parameter's dtype, so the bits are the eager
+        rule's). Returns ``(new_p, new_state)`` per leaf, the state without ``step``."""
+        if not leaves:
+            return []
         fn = self.__dict__.get("_fused")
         if fn is None:
-            fn = self.__dict__["_fused"] = fl.jit(self._fused_arrays, static_argnums=(4,))
+            fn = self.__dict__["_fused"] = fl.jit(self._rule_of_leaves, static_argnums=(4,))
         gs, ps, ss, cs, static = [], [], [], [], []
-        shared: dict = {}  # leaves of one group, dtype and step share their coefficients
-        for _, g, p, s, gi, h, cfg in fused:
-            dt = p._value.dtype
-            key = (gi, dt, s["step"])
-            ci = shared.get(key)
+        index: dict = {}
+        for g, p, _, s, c, cfg, _ in leaves:
+            ci = index.get(id(c))
             if ci is None:
-                c = self.coefficients(s["step"], h, cfg, p)
-                ci = shared[key] = len(cs)
-                cs.append({n: _wrap(np.asarray(v, dt)) for n, v in c.items()})
+                ci = index[id(c)] = len(cs)
+                cs.append({n: _scalar_arg(v, p._value.dtype) for n, v in c.items()})
             gs.append(g)
             ps.append(p)
-            ss.append({n: v for n, v in s.items() if type(v) is Tensor})
-            static.append((ci, self.rule_flags(cfg)))
-        new_ps, new_ss = fn(gs, ps, ss, cs, tuple(static))
-        for (k, _, _, s, _, _, _), p2, s2 in zip(fused, new_ps, new_ss):
-            s = dict(s)
-            s.update(s2)
-            out[k] = (p2, s)
+            ss.append(s)
+            static.append((ci, cfg))
+        return list(zip(*fn(gs, ps, ss, cs, tuple(static))))
 
-    def _fused_arrays(self, gs, ps, ss, cs, static):
+    def _rule_of_leaves(self, gs, ps, ss, cs, static):
         new_ps, new_ss = [], []
-        for g, p, s, (ci, flags) in zip(gs, ps, ss, static):
-            p2, s2 = self.update_arrays(g, p, dict(s), cs[ci], flags)
+        for g, p, s, (ci, cfg) in zip(gs, ps, ss, static):
+            p2, s2 = self.update_one(g, p, dict(s), cs[ci], dict(cfg))
             new_ps.append(p2)
             new_ss.append(s2)
         return new_ps, new_ss
@@ -485,17 +550,25 @@ class Optimizer:
             grads, params: pytrees of the same structure, leaves in the optimizer's parameter order.
             state: from ``init`` (or ``optimizer.state``).
             hyper: per-group numeric hyperparameters (``hyperparams()``); default: the current ``param_groups``.
+
+        Returns:
+            ``(new_params, new_state)``: ``params``'s structure, and the state list.
+
+        >>> opt = optim.SGD([fl.ones(2)], lr=0.5)
+        >>> opt.apply([fl.ones(2)], [fl.ones(2)], opt.init([fl.ones(2)]))[0]
+        [Tensor([0.5, 0.5], dtype=float32)]
         """
         p_leaves, treedef = tree_util.flatten(params)
         if len(p_leaves) != self.num_params:
             raise ValueError(
                 f"{type(self).__name__}.apply: params have {len(p_leaves)} leaves but the optimizer has "
-                f"{self.num_params} parameters"
+                f"{self.num_params} parameters; pass the parameters the optimizer was built from, in its order"
             )
         g_leaves = self._leaves(grads, "apply")
         if len(state) != self.num_params:
             raise ValueError(
-                f"{type(self).__name__}.apply: state has {len(state)} entries, expected {self.num_params}"
+                f"{type(self).__name__}.apply: state has {len(state)} entries, expected {self.num_params}; pass "
+                "optimizer.state or optimizer.init(params)"
             )
         new_p, new_s = list(p_leaves), list(state)
         jobs, where = [], []
@@ -505,7 +578,7 @@ class Optimizer:
             if tuple(g.shape) != tuple(p.shape):
                 raise ValueError(
                     f"{type(self).__name__}: gradient {i} has shape {tuple(g.shape)} but its parameter has shape "
-                    f"{tuple(p.shape)}"
+                    f"{tuple(p.shape)}; gradients must follow the parameters' order and shapes"
                 )
             jobs.append((g, p, s, self._group_of[i]))
             where.append(i)
@@ -631,7 +704,7 @@ class Optimizer:
                 )
             if any(n in known for n in names):
                 raise ValueError(
-                    f"{type(self).__name__}: parameters {names} are listed twice in the optimizer"
+                    f"{type(self).__name__}: parameters {names} are listed twice in the optimizer; list each once"
                 )
             self._names[i] = names
             known.update(names)
@@ -657,7 +730,7 @@ class Optimizer:
         if m is None or leaf not in m._parameters:
             raise ValueError(
                 f"{type(self).__name__}: the model has no parameter {name!r}; was the optimizer built for another "
-                "model?"
+                "model? Build it from this model's parameters()"
             )
         return m, leaf
 
@@ -679,7 +752,7 @@ class Optimizer:
             if tuple(g.shape) != tuple(p.shape):
                 raise ValueError(
                     f"{type(self).__name__}: the gradient of {names[0]} has shape {tuple(g.shape)}, the parameter "
-                    f"{tuple(p.shape)}"
+                    f"{tuple(p.shape)}; pass the gradients of this model's parameters"
                 )
             jobs.append((g, p, state[i], self._group_of[i]))
             found.append((i, locs))
@@ -698,7 +771,10 @@ class Optimizer:
                 ``{dotted_name: grad}`` dict or nested dicts.
         """
         if not isinstance(model, Module):
-            raise TypeError(f"{type(self).__name__}.update(model, grads): model must be a Module")
+            raise TypeError(
+                f"{type(self).__name__}.update(model, grads): model must be a Module, got {describe(model)}; for "
+                "tensors use step(grads)"
+            )
         results, self.state = self._model_update(model, grads, self.state, None)
         flat = self._flat_params()
         for i, locs, p2 in results:
@@ -766,7 +842,10 @@ class Optimizer:
             slot = {}
             for k, v in cur.items():
                 if k not in s:
-                    raise ValueError(f"{name}.load_state_dict: state of parameter {i} lacks {k!r}")
+                    raise ValueError(
+                        f"{name}.load_state_dict: state of parameter {i} lacks {k!r}; load a state_dict saved by the "
+                        f"same optimizer class ({name})"
+                    )
                 nv = s[k]
                 if isinstance(v, Tensor):
                     nv = fl.asarray(np.asarray(nv)) if not isinstance(nv, Tensor) else nv

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import funclib as fl
 
-from .optimizer import Optimizer, first_step, hyperparameters, lerp, namespace, weight_decay
+from .optimizer import Optimizer, decay_coefficient, lerp, select, weight_decay
 
 __all__ = ["SGD", "Lion"]
 
@@ -19,40 +19,45 @@ class SGD(Optimizer):
 
     Args:
         params: ``model.parameters()``, named parameters, a module, or parameter groups.
-        lr: learning rate (default 1e-3). momentum, dampening, weight_decay: default 0.
-        nesterov: Nesterov momentum (needs momentum > 0 and dampening 0). maximize: ascend instead.
+        lr: learning rate (default 1e-3).
+        momentum: momentum factor (default 0).
+        dampening: dampening of the momentum (default 0).
+        weight_decay: L2 penalty added to the gradient (default 0).
+        nesterov: Nesterov momentum (needs momentum > 0 and dampening 0).
+        maximize: ascend instead of descend (default False).
+        fused: as for ``Adam``.
+
+    Returns:
+        The optimizer; ``update(model, grads)`` or ``step(grads)`` applies one step.
+
+    >>> optim.SGD([fl.ones(2)], lr=0.1, momentum=0.9).step([fl.tensor([1.0, -1.0])])
+    [Tensor([0.9, 1.1], dtype=float32)]
     """
 
-    def __init__(
-        self,
-        params,
-        lr: float = 1e-3,
-        momentum: float = 0.0,
-        dampening: float = 0.0,
-        weight_decay: float = 0.0,
-        nesterov: bool = False,
-        *,
-        maximize: bool = False,
-    ):
-        if momentum < 0.0:
-            raise ValueError(f"SGD: invalid momentum value {momentum}")
-        if nesterov and (momentum <= 0 or dampening != 0):
-            raise ValueError("SGD: Nesterov momentum requires a momentum and zero dampening")
-        super().__init__(params, hyperparameters(locals()))
+    defaults = {
+        "lr": 1e-3, "momentum": 0.0, "dampening": 0.0, "weight_decay": 0.0, "nesterov": False, "maximize": False,
+    }  # fmt: skip
 
-    numpy_rule = True
+    nonnegative = ("momentum",)
+
+    def prepare(self, group):
+        if group["nesterov"] and (group["momentum"] <= 0 or group["dampening"] != 0):
+            raise ValueError("SGD: Nesterov momentum requires a momentum and zero dampening; set momentum > 0 and "
+                             "dampening=0, or nesterov=False")
 
     def init_one(self, p, group):
         return {"momentum_buffer": fl.zeros_like(p)} if group["momentum"] != 0 else {}
 
-    def update_one(self, g, p, s, h, cfg):
-        g, p = weight_decay(g, p, h["lr"], h, cfg)
-        mu = h["momentum"]
+    def coefficients(self, step, h, dtype):
+        return {"lr": h["lr"], "mu": h["momentum"], "damp": 1 - h["dampening"], "first": step == 1,
+                "decay": decay_coefficient(h)}  # fmt: skip
+
+    def update_one(self, g, p, s, c, cfg):
+        g, p = weight_decay(g, p, c, cfg)
         if "momentum_buffer" in s:
-            buf = first_step(s["step"], g, s["momentum_buffer"] * mu + g * (1 - h["dampening"]))
-            s["momentum_buffer"] = buf
-            g = g + buf * mu if cfg["nesterov"] else buf
-        return p - g * h["lr"], s
+            buf = s["momentum_buffer"] = select(c["first"], g, s["momentum_buffer"] * c["mu"] + g * c["damp"])
+            g = g + buf * c["mu"] if cfg["nesterov"] else buf
+        return p - g * c["lr"], s
 
 
 class Lion(Optimizer):
@@ -60,31 +65,31 @@ class Lion(Optimizer):
     ``m = b2 * m + (1 - b2) * g``.
 
     Args:
-        lr: default 1e-4. betas: default (0.9, 0.99). weight_decay: decoupled, default 0.
+        params: the tensors to train (see ``Optimizer``).
+        lr: learning rate (default 1e-4).
+        betas: the interpolation weights of the update and of the moving average (default (0.9, 0.99)).
+        weight_decay: decoupled decay rate (default 0).
+        maximize: ascend instead of descend (default False).
+        fused: as for ``Adam``.
+
+    Returns:
+        The optimizer.
+
+    >>> optim.Lion([fl.ones(2)], lr=0.1).step([fl.tensor([1.0, -1.0])])
+    [Tensor([0.9, 1.1], dtype=float32)]
     """
 
-    def __init__(
-        self,
-        params,
-        lr: float = 1e-4,
-        betas: tuple[float, float] = (0.9, 0.99),
-        weight_decay: float = 0.0,
-        *,
-        maximize: bool = False,
-    ):
-        super().__init__(params, hyperparameters(locals()))
-
-    numpy_rule = True
+    defaults = {"lr": 1e-4, "betas": (0.9, 0.99), "weight_decay": 0.0, "maximize": False}
 
     def init_one(self, p, group):
         return {"exp_avg": fl.zeros_like(p)}
 
-    def update_one(self, g, p, s, h, cfg):
+    def coefficients(self, step, h, dtype):
         b1, b2 = h["betas"]
+        return {"w1": 1 - b1, "w2": 1 - b2, "lr": h["lr"], "decay": decay_coefficient(h, decoupled=True)}
+
+    def update_one(self, g, p, s, c, cfg):
         m = s["exp_avg"]
-        c = lerp(m, g, 1 - b1)
-        if cfg["weight_decay"] != 0:
-            p = p * (1 - h["lr"] * h["weight_decay"])
-        p = p - namespace(p).sign(c) * h["lr"]
-        s["exp_avg"] = lerp(m, g, 1 - b2)
-        return p, s
+        g, p = weight_decay(g, p, c, cfg, decoupled=True)
+        s["exp_avg"] = lerp(m, g, c["w2"])
+        return p - fl.sign(lerp(m, g, c["w1"])) * c["lr"], s

@@ -546,6 +546,14 @@ case("nn.value-and-grad-not-module", lambda: nn.value_and_grad(3, _f1), "value_a
 case("nn.stack-module-state-mismatch", lambda: nn.stack_module_state([nn.Linear(2, 2), nn.Linear(3, 2)]),
      "stack_module_state", "weight")
 case("nn.rng-not-a-key", lambda: nn.rng("abc").__enter__(), "rng", "key")
+# layer errors name the expected layout and the fix
+case("nn.conv2d-channels-fix", lambda: nn.Conv2d(3, 8, 3)(fl.ones((2, 4, 8, 8))), "Conv2d", "(N, C, H, W) with C=3",
+     "(2, 4, 8, 8)", "check in_channels or transpose your input")
+case("nn.rnn-batch-first-fix", lambda: nn.GRU(3, 4)(fl.ones((2, 5, 7))), "GRU", "(L, N, 3)", "batch_first=True")
+case("nn.batchnorm-ndim-fix", lambda: nn.BatchNorm2d(3)(fl.ones((2, 3))), "BatchNorm2d", "use BatchNorm1d")
+case("nn.linear-fix", lambda: nn.Linear(3, 2)(fl.ones((4, 5))), "Linear", "check in_features")
+case("nn.groupnorm-fix", lambda: nn.GroupNorm(2, 4)(fl.ones((2, 3, 5))), "GroupNorm", "check num_channels")
+case("nn.activation-arguments", lambda: nn.ReLU(True, 3), "ReLU(inplace=False)", "too many positional arguments")
 
 # ---------------------------------------------------------------------------------------------------------------
 # nn.functional
@@ -657,6 +665,10 @@ case("update-other-model", lambda: sgd().update(nn.Linear(2, 2), {}), "SGD", "no
 case("optimizer-load-state-dict", lambda: sgd().load_state_dict({"state": {}}), "load_state_dict", "param_groups")
 case("optimizer-load-state-dict-groups", lambda: sgd().load_state_dict({"state": {}, "param_groups": []}),
      "load_state_dict", "parameter groups")
+case("optimizer-unknown-argument", lambda: optim.Adam(params(), momentum=0.9), "Adam(params, lr=0.001",
+     "unexpected keyword argument 'momentum'")
+case("optimizer-fused", lambda: optim.SGD(params(), fused=1), "SGD", "fused", "True, False or None")
+case("optimizer-negative-alpha", lambda: optim.RMSprop(params(), alpha=-0.5), "RMSprop", "alpha", "pass a value >= 0")
 case("clip-grad-norm-max", lambda: optim.clip_grad_norm_(params(), "a"), "clip_grad_norm_", "max_norm")
 case("clip-grad-norm-type", lambda: optim.clip_grad_norm_(params(), 1.0, norm_type="fro"), "clip_grad_norm_",
      "norm_type")

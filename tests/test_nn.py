@@ -975,7 +975,7 @@ def test_value_and_grad_mlx_style():
 def test_bad_inputs_have_clear_errors():
     with pytest.raises(ShapeError, match=r"Linear\(in_features=10, out_features=5\).*\(3, 7\)"):
         nn.Linear(10, 5)(fl.ones((3, 7)))
-    with pytest.raises(ShapeError, match=r"expected input of shape \(N, 3"):
+    with pytest.raises(ShapeError, match=r"expected input of shape \(N, C, H, W\) with C=3.*check in_channels"):
         nn.Conv2d(3, 4, 3)(fl.ones((2, 5, 8, 8)))
     with pytest.raises(ShapeError, match="smaller than the dilated kernel"):
         F.conv2d(fl.ones((1, 1, 2, 2)), fl.ones((1, 1, 3, 3)))

@@ -4,6 +4,7 @@ parameters), the pure jittable API, checkpoints, clipping, schedulers and bad in
 
 from __future__ import annotations
 
+import inspect
 import math
 
 import funclib.nn as nn
@@ -582,24 +583,23 @@ def test_jitted_apply_with_python_hyperparameters_matches_eager_in_float64(case)
 
 @pytest.mark.parametrize("case", CASES, ids=[_ids(c) for c in CASES])
 @pytest.mark.parametrize("dtype", [fl.float32, fl.float64])
-def test_concrete_steps_are_bitwise_the_tensor_rule(case, dtype):
-    # a concrete step runs the rule on the NumPy arrays, or (Adam) compiles the array part of the large leaves;
-    # the same rule on tensors must give the same bits
+def test_fused_steps_are_bitwise_the_eager_rule(case, dtype):
+    # fused=True runs the rule of every leaf as one compiled call, fused=False leaf by leaf with eager operations:
+    # the coefficients enter the compiled call rounded as an eager operation rounds them, so the bits agree
     name, kw, _ = case
     rng = np.random.default_rng(3)
-    shapes = [(3, 4), (5,), (), (64, 80)]  # a 0-d leaf (NumPy-scalar arithmetic) and one large enough to compile
+    shapes = [(3, 4), (5,), (), (64, 80)]  # a 0-d leaf and one large enough to matter
     p0 = [rng.standard_normal(s) for s in shapes]
     grads = [[rng.standard_normal(s) for s in shapes] for _ in range(6)]
     runs = []
-    for concrete in (True, False):
-        opt = getattr(optim, name)([fl.asarray(p).astype(dtype) for p in p0], **kw)
-        assert opt.numpy_rule
-        if not concrete:
-            opt.numpy_rule = opt.fused_rule = False
+    for fused in (True, False):
+        opt = getattr(optim, name)([fl.asarray(p).astype(dtype) for p in p0], **kw, fused=fused)
         for g in grads:
             params = opt.step([fl.asarray(a).astype(dtype) for a in g])
-        if concrete and opt.fused_rule:
-            assert opt._fused.num_traces == 1  # one trace for all steps: coefficients are arguments
+        if fused:
+            assert opt._fused.num_traces == 1  # one trace for all steps: the coefficients are arguments
+        else:
+            assert "_fused" not in opt.__dict__
         runs.append((params, opt.state))
     (pa, sa), (pb, sb) = runs
     for a, b in zip(pa, pb):
@@ -612,31 +612,66 @@ def test_concrete_steps_are_bitwise_the_tensor_rule(case, dtype):
                 assert type(x[k]) is fl.Tensor and x[k].dtype == y[k].dtype and x[k].shape == y[k].shape
                 assert x[k].numpy().tobytes() == y[k].numpy().tobytes(), k
             else:
-                assert x[k] == y[k]
+                assert type(x[k]) is type(y[k]) and x[k] == y[k]
 
 
-def test_numpy_rule_leaves_tensor_hyperparameters_on_tensors():
+def test_default_fuses_large_concrete_steps_only():
+    small = optim.Adam([fl.zeros((10, 10))], lr=0.1)
+    small.step([fl.ones((10, 10))])
+    assert "_fused" not in small.__dict__  # a compiled call costs more than 100 elements' eager operations
+    large = optim.Adam([fl.zeros((300, 300)), fl.zeros(3)], lr=0.1)
+    for _ in range(2):
+        params = large.step([fl.ones((300, 300)), fl.ones(3)])
+    assert large._fused.num_traces == 1
+    np.testing.assert_allclose(params[0].numpy(), -0.2, rtol=1e-6)
+    # under a transform the rule is staged into the caller's program instead
+    opt = optim.Adam([fl.zeros((300, 300))], lr=0.1)
+    fl.jit(opt.apply)([fl.ones((300, 300))], [fl.zeros((300, 300))], opt.state)
+    assert "_fused" not in opt.__dict__
+
+
+def test_tensor_hyperparameters_and_traced_steps_run_the_one_rule():
     seen = []
 
     class Spy(optim.Adam):
-        def update_one(self, g, p, s, h, cfg):
+        def update_one(self, g, p, s, c, cfg):
             seen.append(type(p))
-            return super().update_one(g, p, s, h, cfg)
+            return super().update_one(g, p, s, c, cfg)
 
     p0, grads = problem(4)
-    Spy([fl.asarray(p) for p in p0], lr=1e-2).step([fl.asarray(a) for a in grads[0]])
-    assert seen == [np.ndarray, np.ndarray]
-    seen.clear()
-    opt = Spy([fl.asarray(p) for p in p0], lr=fl.asarray(1e-2, dtype=fl.float64))
-    params = opt.step([fl.asarray(a) for a in grads[0]])
+    Spy([fl.asarray(p) for p in p0], lr=1e-2, fused=False).step([fl.asarray(a) for a in grads[0]])
     assert seen == [fl.Tensor, fl.Tensor]
-    want = ref_adam(p0[0], [grads[0][0]], lr=1e-2)
+    # tensor hyperparameters: the same rule, eager or fused, the same bits
+    outs = []
+    for fused in (False, True):
+        seen.clear()
+        opt = Spy([fl.asarray(p) for p in p0], lr=fl.asarray(1e-2, dtype=fl.float64), fused=fused)
+        for g in grads[:3]:
+            params = opt.step([fl.asarray(a) for a in g])
+        outs.append([p.numpy().tobytes() for p in params])
+        assert all(issubclass(t, fl.Tensor) for t in seen) and (fused or seen == [fl.Tensor] * 6)
+    assert outs[0] == outs[1]
+    want = ref_adam(p0[0], [g[0] for g in grads[:3]], lr=1e-2)
     np.testing.assert_allclose(params[0].numpy(), want, rtol=1e-6)
-    # traced steps (jit) keep running the rule on tracers
+    # traced steps (jit) run the rule on tracers
     seen.clear()
     opt = Spy([fl.asarray(p) for p in p0], lr=1e-2)
     fl.jit(lambda g, p, s: opt.apply(g, p, s))([fl.asarray(a) for a in grads[0]], opt._flat_params(), opt.state)
-    assert seen and all(issubclass(t, fl.Tensor) for t in seen)
+    assert seen and all(issubclass(t, fl.Tensor) and t is not fl.Tensor for t in seen)
+
+
+def test_constructors_come_from_the_defaults_tables():
+    sig = inspect.signature(optim.AdamW)
+    assert list(sig.parameters)[:7] == ["params", "lr", "betas", "eps", "weight_decay", "amsgrad", "maximize"]
+    assert sig.parameters["weight_decay"].default == 1e-2
+    assert sig.parameters["maximize"].kind is inspect.Parameter.KEYWORD_ONLY
+    assert sig.parameters["fused"].default is None
+    opt = optim.AdamW([fl.zeros(2)], 0.1, (0.8, 0.9))
+    assert opt.defaults["betas"] == (0.8, 0.9) and opt.defaults["weight_decay"] == 1e-2
+    with pytest.raises(TypeError, match=r"AdamW\(params, lr=.*maximize=False, fused=None\): got an unexpected"):
+        optim.AdamW([fl.zeros(2)], momentum=0.9)
+    with pytest.raises(TypeError, match="fused must be True, False or None"):
+        optim.SGD([fl.zeros(2)], fused="yes")
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -737,3 +772,21 @@ def test_group_names_relative_to_a_submodule_update_the_right_tensors():
     _, grads = nn.value_and_grad(model, lambda m: m(fl.ones((3, 2))).sum())(model)
     opt.update(model, grads)
     np.testing.assert_allclose(model.sub.bias.numpy(), -0.1 * grads.sub.bias.numpy(), rtol=1e-6)
+
+
+def test_a_custom_optimizer_needs_only_its_rule():
+    class SignSGD(optim.Optimizer):
+        def __init__(self, params, lr=0.1):  # PyTorch's way: a constructor of its own and the defaults dict
+            super().__init__(params, dict(lr=lr))
+
+        def update_one(self, g, p, s, c, cfg):
+            return p - fl.sign(g) * c["lr"], s
+
+    g = np.random.default_rng(0).standard_normal((300, 300)).astype(np.float32)
+    outs = []
+    for fused in (True, False):
+        opt = SignSGD([fl.zeros((300, 300))], lr=0.5)
+        opt.fused = fused
+        outs.append(opt.step([fl.asarray(g)])[0].numpy())
+    np.testing.assert_array_equal(outs[0], -0.5 * np.sign(g))
+    np.testing.assert_array_equal(outs[0], outs[1])

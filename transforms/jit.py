@@ -45,9 +45,11 @@ from funclib.jaxpr import (
     trace_to_jaxpr,
 )
 from funclib.passes import dce, optimize
-from funclib.primitives._util import instantiate, zeros
+from funclib.primitives.shape import instantiate, zeros
 
 from ._api_util import as_tensor_leaf, check_argnames
+from .autodiff import backward_pass, jvp
+from .batching import vmap
 from .lowering import Program, compile_program
 
 log = logging.getLogger("funclib.jit")
@@ -155,8 +157,6 @@ def _derive(jaxpr: Jaxpr, key, build):
 
 @jit_p.def_jvp
 def _jit_jvp(primals, tangents, *, jaxpr, name):
-    from .autodiff import jvp
-
     n = len(primals)
     float_mask = tuple(aval_of(p).dtype in dtypes.INEXACT for p in primals)
 
@@ -181,8 +181,6 @@ def _jit_jvp(primals, tangents, *, jaxpr, name):
 
 @jit_p.def_vmap
 def _jit_vmap(args, dims, *, jaxpr, name, axis=None, lanes=None):
-    from .batching import vmap
-
     size = next((a.shape[d] for a, d in zip(args, dims) if d is not None), lanes)
     dims = tuple(dims)
 
@@ -222,8 +220,6 @@ def _jit_partial_eval(trace: JaxprTrace, args, params):
 
 @jit_p.def_transpose
 def _jit_transpose(cts, *args, jaxpr, name):
-    from .autodiff import backward_pass
-
     lin = tuple(is_undefined(a) for a in args)
     res_vals = [a for a, u in zip(args, lin) if not u]
     lin_avals = [a.aval for a, u in zip(args, lin) if u]
@@ -442,12 +438,8 @@ class Jitted:
 
         trace = JitTrace(_state.trace, self._leaf_names(in_tree, args, kwargs), self.__name__)
         ins = [trace.new_arg(a) for a in in_avals]
-        prev = _state.trace
-        _state.trace = trace
-        try:
+        with set_trace(trace):
             outs = flat(*ins)
-        finally:
-            _state.trace = prev
         jaxpr, consts = trace.to_jaxpr(ins, outs)
         weak_out = tuple(o.weak_type for o in outs)
         return ClosedJaxpr(jaxpr, consts), store["tree"], weak_out, _int_checks(jaxpr, trace.narrowing)

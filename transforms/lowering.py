@@ -80,8 +80,8 @@ def _impl_step(eqn):
         if len(axes) == 1 and isinstance(axes[0], ExternalAxis):
             # across processes: the axis runs it (MPI), in program order; the program's guard checked the ranks
             return axes[0].program_step(prim.name, {k: v for k, v in eqn.params.items() if k != "axes"})
-    # a call primitive may carry its own lowering (``prim.lowering(eqn) -> step or None``)
-    lower = _LOOP_LOWERINGS.get(prim.name) or getattr(prim, "lowering", None)
+    # a call primitive may run its body its own way (``prim.jit_step(eqn) -> step or None``)
+    lower = _LOOP_LOWERINGS.get(prim.name) or prim.jit_step
     if lower is not None:
         step = lower(eqn)
         if step is not None:
@@ -90,7 +90,7 @@ def _impl_step(eqn):
     return functools.partial(impl, **eqn.params) if eqn.params else impl
 
 
-def _closed_program(cj) -> Program | None:
+def closed_program(cj) -> Program | None:
     """A Program for a body ClosedJaxpr, its constants baked in; None if a constant is not concrete."""
     j = cj.jaxpr
     prog = j.cache.get("closed_program")
@@ -110,7 +110,7 @@ def _closed_program(cj) -> Program | None:
 
 def _lower_scan(eqn):
     p = eqn.params
-    prog = _closed_program(p["jaxpr"])
+    prog = closed_program(p["jaxpr"])
     if prog is None:
         return None
     nc, ncar, length, reverse = p["num_consts"], p["num_carry"], p["length"], p["reverse"]
@@ -130,6 +130,7 @@ def _lower_scan(eqn):
 
     if config.fuse_kernels and config.native_loops:
         # the whole loop as one generated numba function where the body allows; the executor loop otherwise
+        # (imported here: native_scan imports this module, a circle the lowering split removes)
         from .native_scan import native_scan
 
         native = native_scan(eqn, run)
@@ -140,7 +141,7 @@ def _lower_scan(eqn):
 
 def _lower_while(eqn):
     p = eqn.params
-    cprog, bprog = _closed_program(p["cond_jaxpr"]), _closed_program(p["body_jaxpr"])
+    cprog, bprog = closed_program(p["cond_jaxpr"]), closed_program(p["body_jaxpr"])
     if cprog is None or bprog is None:
         return None
     cn, bn, max_steps = p["cond_nconsts"], p["body_nconsts"], p["max_steps"]
@@ -161,7 +162,7 @@ def _lower_while(eqn):
 
 
 def _lower_cond(eqn):
-    progs = [_closed_program(b) for b in eqn.params["branches"]]
+    progs = [closed_program(b) for b in eqn.params["branches"]]
     if any(pr is None for pr in progs):
         return None
 
@@ -242,7 +243,7 @@ def compile_program(jaxpr: Jaxpr, guard: bool = True, name: str = "program") -> 
                 eqn.prim.name not in ("dot_general", "jit", "dot_col2im")
                 and eqn.prim.name not in _VIEW_PRIMS
                 and eqn.prim.name not in _LOOP_LOWERINGS
-                and getattr(eqn.prim, "lowering", None) is None
+                and eqn.prim.jit_step is None
                 and _kernel_name(eqn) is None
             ):
                 prog.fallback_names.add(eqn.prim.name)
@@ -283,6 +284,7 @@ class _LoweredOp:
     multiple_results = False
     family = "lowered"
     kernel = None
+    jit_step = None
 
     def __init__(self, name: str, impl):
         self.name = name

@@ -25,6 +25,9 @@ class Namespace:
     name: str  # the import path users write (``funclib.debug`` is reached as ``fl.debug``)
     title: str
     summary: str
+    # the facade's namespaces keep a stricter standard (Args/Returns sections, an exact ``__all__``), checked in
+    # tests/test_doctests.py
+    facade: bool = False
 
 
 NAMESPACES = [
@@ -36,11 +39,16 @@ NAMESPACES = [
     Namespace("funclib.errors", "funclib.errors", "The errors funclib raises."),
     Namespace("funclib.random", "funclib.random", "Splittable counter-based keys, samplers and global state."),
     Namespace("funclib.tree", "funclib.tree", "Pytrees: flatten, map and rebuild nested containers."),
-    Namespace("funclib.nn", "funclib.nn", "Modules, layers and losses in PyTorch's style, as pytrees."),
-    Namespace("funclib.nn.functional", "funclib.nn.functional", "The stateless functions behind the layers."),
-    Namespace("funclib.nn.init", "funclib.nn.init", "Parameter initializers."),
-    Namespace("funclib.optim", "funclib.optim", "Optimizers: a pure per-leaf rule with a stateful facade."),
-    Namespace("funclib.optim.lr_scheduler", "funclib.optim.lr_scheduler", "Learning-rate schedules."),
+    Namespace("funclib.nn", "funclib.nn", "Modules, layers and losses in PyTorch's style, as pytrees.", facade=True),
+    Namespace(
+        "funclib.nn.functional", "funclib.nn.functional", "The stateless functions behind the layers.", facade=True
+    ),
+    Namespace("funclib.nn.init", "funclib.nn.init", "Parameter initializers.", facade=True),
+    Namespace("funclib.nn.parallel", "funclib.nn.parallel", "Data-parallel training over MPI.", facade=True),
+    Namespace(
+        "funclib.optim", "funclib.optim", "Optimizers: a pure per-leaf rule with a stateful facade.", facade=True
+    ),
+    Namespace("funclib.optim.lr_scheduler", "funclib.optim.lr_scheduler", "Learning-rate schedules.", facade=True),
     Namespace("funclib.testing", "funclib.testing", "Check derivatives and compare trees in your own tests."),
     Namespace("funclib.testing.strategies", "funclib.testing.strategies", "Hypothesis strategies for tensors."),
     Namespace("funclib.numpy", "funclib.numpy", "NumPy's API on funclib tensors, differentiable and jittable."),
@@ -58,12 +66,18 @@ NAMESPACES = [
 # Sections of the ``funclib`` page, by the module that defines a name (first matching prefix wins); names from
 # modules not listed land in "Other", so nothing exported is ever left out.
 TOP_LEVEL_SECTIONS = [
-    ("Tensors and dtypes", ("funclib.core", "funclib.dtypes", "<dtype>")),
-    ("Transforms", ("funclib.transforms",)),
+    ("Tensors and dtypes", ("funclib.core", "funclib.dtypes", "funclib.ops.info", "<dtype>")),
+    ("Transforms", ("funclib.transforms", "funclib.ops.misc")),
     ("Programs (jaxprs)", ("funclib.jaxpr",)),
     ("Creation", ("funclib.ops.creation",)),
-    ("Elementwise functions", ("funclib.ops.elementwise", "funclib.primitives.elementwise")),
-    ("Manipulation and indexing", ("funclib.ops.manipulation", "funclib.ops.indexing", "funclib.primitives.shape")),
+    (
+        "Elementwise functions",
+        ("funclib.ops.elementwise", "funclib.primitives.elementwise", "funclib.primitives.transcendental"),
+    ),
+    (
+        "Manipulation and indexing",
+        ("funclib.ops.manipulation", "funclib.ops.indexing", "funclib.primitives.shape", "funclib.primitives.indexing"),
+    ),
     ("Reductions", ("funclib.ops.reductions",)),
     ("Searching, sorting and sets", ("funclib.ops.searching", "funclib.ops.sorting", "funclib.ops.sets")),
     ("Segment reductions", ("funclib.ops.segment",)),
@@ -71,7 +85,7 @@ TOP_LEVEL_SECTIONS = [
     ("Neural-network functions", ("funclib.ops.nn",)),
     ("Collectives", ("funclib.primitives.collectives",)),
     ("Random numbers (global state)", ("funclib.random",)),
-    ("Saving and loading", ("funclib.serialization", "funclib.pt_reader", "funclib.nn.serialization")),
+    ("Saving and loading", ("funclib.nn.serialization", "funclib.errors")),
     ("Constants", ("<constant>",)),
 ]
 
@@ -91,12 +105,21 @@ def resolve(dotted: str):
 def public_names(ns) -> list[str]:
     """The names a namespace exports: its ``__all__`` (in that order), then anything else defined in its own
     public modules that ``__all__`` forgot; without ``__all__``, every attribute not starting with ``_`` that is
-    not a module or an import from outside funclib. Sorted case-insensitively where no order is declared."""
+    not a module or an import from outside funclib, with the functions records declared public
+    (``funclib.namespace.NAMESPACE``, underscored ones such as ``__array_namespace_info__`` included) and the
+    names a module ``__getattr__`` provides on first use (``fl.save``). Sorted case-insensitively where no order
+    is declared."""
     declared = getattr(ns, "__all__", None)
     if declared is not None:
         return list(declared) + sorted((n for n in _defined_here(ns) if n not in declared), key=str.lower)
+    from funclib.namespace import NAMESPACE
+
     out = []
-    for name, obj in vars(ns).items():
+    for name in _attributes(ns):
+        obj = getattr(ns, name)
+        if NAMESPACE.get(name, None) is obj and obj is not None:
+            out.append(name)
+            continue
         if name.startswith("_") or isinstance(obj, types.ModuleType | typing.TypeVar):
             continue
         if type(obj).__module__ == "__future__":  # ``from __future__ import annotations``
@@ -109,6 +132,14 @@ def public_names(ns) -> list[str]:
             continue
         out.append(name)
     return sorted(out, key=str.lower)
+
+
+def _attributes(ns) -> list[str]:
+    """A module's attributes, with those its ``__getattr__`` provides lazily (which its ``__dir__`` lists)."""
+    names = list(vars(ns))
+    if isinstance(ns, types.ModuleType) and "__dir__" in vars(ns):
+        names += [n for n in dir(ns) if n not in vars(ns)]
+    return names
 
 
 def _defined_here(ns) -> list[str]:
