@@ -245,7 +245,8 @@ def _logical(p, name):
         return p.bind(x1, x2)
 
     f.__name__ = f.__qualname__ = name
-    f.__doc__ = f"Elementwise ``{name}`` of boolean tensors."
+    example = f">>> fl.{name}(fl.tensor([True, False]), fl.tensor([True, True]))"
+    f.__doc__ = f"Elementwise ``{name}`` of boolean tensors.\n\n{example}"
     return f
 
 
