@@ -79,6 +79,12 @@ EighResult, QRResult, SVDResult, SlogdetResult = L.EighResult, L.QRResult, L.SVD
 
 
 class EigResult(NamedTuple):
+    """What ``fnp.linalg.eig`` returns: the eigenvalues and the eigenvectors as columns (complex).
+
+    >>> fnp.linalg.eig(fnp.array([[2.0, 0.0], [0.0, 3.0]])).eigenvalues
+    Tensor([2.+0.j, 3.+0.j], dtype=complex64)
+    """
+
     eigenvalues: Tensor
     eigenvectors: Tensor
 

@@ -186,7 +186,11 @@ def _polygamma(n: int, x, op: str):
 
 @namespace.public
 def digamma(x):
-    """The digamma function, d/dx lgamma(x)."""
+    """The digamma function, d/dx lgamma(x).
+
+    >>> fl.digamma(fl.tensor([1.0, 2.0]))  # -euler_gamma, 1 - euler_gamma
+    Tensor([-0.5772157 ,  0.42278433], dtype=float32)
+    """
     return _polygamma(0, x, "digamma")
 
 
