@@ -100,7 +100,11 @@ def barrier() -> None:
 
 def process_axis(axis_name="data") -> ProcessAxis:
     """The process axis of that name: what a collective over ``axis_name`` inside ``spmd`` acts on. Library code
-    (``nn.parallel``) binds collectives to it directly, without an ``spmd`` frame."""
+    (``nn.parallel``) binds collectives to it directly, without an ``spmd`` frame.
+
+    >>> fl.distributed.process_axis("data")  # in a process started without mpirun: a world of one
+    ProcessAxis('data', size=1)
+    """
     return world().axis(axis_name)
 
 
