@@ -52,6 +52,20 @@ def test_metadata_license_and_extras():
     assert core == {"numpy", "numba", "ml_dtypes", "optree", "safetensors"}
 
 
+def test_every_package_directory_is_in_the_distribution():
+    # setuptools ships only the packages listed (the folders are mapped into one package, so find: cannot list
+    # them); a sub-package missing there imports from the source tree and fails only once installed
+    setup = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    roots = {name: ROOT / folder for name, folder in setup["package-dir"].items()}
+    found = set()
+    for name, folder in roots.items():
+        for init in folder.rglob("__init__.py"):
+            rel = init.parent.relative_to(folder).parts
+            if "__pycache__" not in rel:
+                found.add(".".join((name, *rel)))
+    assert found - set(setup["packages"]) == set(), "add these to [tool.setuptools] packages in pyproject.toml"
+
+
 SMOKE = textwrap.dedent(
     """
     import importlib.metadata, pathlib, sys
