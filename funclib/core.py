@@ -29,7 +29,11 @@ from .kernels import fusion, lowp
 
 
 class ShapedArray:
-    """Abstract value: a shape and a dtype, no data. ``weak_type`` marks values born from Python scalars."""
+    """Abstract value: a shape and a dtype, no data. ``weak_type`` marks values born from Python scalars.
+
+    >>> fl.ShapedArray((2, 3), fl.float32).str_short()
+    'f32[2,3]'
+    """
 
     __slots__ = ("shape", "dtype", "weak_type")
 
@@ -534,7 +538,15 @@ def strengthen(x):
 
 
 class Tracer(Tensor):
-    """A value seen by a transform. Subclasses hold whatever their trace needs; all have an ``aval``."""
+    """A value seen by a transform. Subclasses hold whatever their trace needs; all have an ``aval``.
+
+    >>> def f(x):
+    ...     print(isinstance(x, fl.Tracer), x.aval.str_short())
+    ...     return x * 2
+    >>> fl.grad(f)(fl.tensor(1.0))
+    True f32[]
+    Tensor(2., dtype=float32)
+    """
 
     __slots__ = ("_trace",)
 

@@ -284,6 +284,8 @@ def set_key_reuse_check(mode: str) -> str:
     consumes its key. The environment variable ``FUNCLIB_KEY_REUSE_CHECK`` sets the mode at import.
 
     >>> old = fl.random.set_key_reuse_check("error")
+    >>> fl.random.set_key_reuse_check(old)  # and back
+    'error'
     """
     if mode not in _REUSE_MODES:
         raise ValueError(f"set_key_reuse_check: mode must be one of {_REUSE_MODES}, got {mode!r}")
@@ -991,17 +993,36 @@ def manual_seed(seed: int) -> None:
 
 
 def initial_seed() -> int:
-    """The seed last given to ``manual_seed`` (0 before any call)."""
+    """The seed last given to ``manual_seed`` (0 before any call).
+
+    >>> fl.manual_seed(7)
+    >>> fl.random.initial_seed()
+    7
+    """
     return _global["seed"]
 
 
 def get_rng_state() -> Tensor:
-    """The current global key (to save and later restore with ``set_rng_state``)."""
+    """The current global key (to save and later restore with ``set_rng_state``).
+
+    >>> state = fl.random.get_rng_state()
+    >>> a = fl.randn(2)
+    >>> fl.random.set_rng_state(state)
+    >>> bool(fl.all(fl.randn(2) == a))
+    True
+    """
     return _wrap(_global["key"].copy())
 
 
 def set_rng_state(state: Tensor) -> None:
-    """Restore the global key saved by ``get_rng_state``."""
+    """Restore the global key saved by ``get_rng_state``.
+
+    >>> state = fl.random.get_rng_state()
+    >>> a = fl.rand(3)
+    >>> fl.random.set_rng_state(state)
+    >>> bool(fl.all(fl.rand(3) == a))
+    True
+    """
     k = _as_key(state, "set_rng_state")
     if isinstance(k, Tracer):
         raise GlobalRandomStateError("set_rng_state: the state must be a concrete key, not a traced value")

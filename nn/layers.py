@@ -123,7 +123,8 @@ class Identity(Module):
     """The identity: returns its input (arguments to the constructor are ignored, as in PyTorch).
 
     Args:
-        *args, **kwargs: ignored.
+        *args: ignored.
+        **kwargs: ignored.
 
     Returns:
         A module whose ``forward(input)`` is ``input``.

@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import copy
 import threading
-import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, NamedTuple
@@ -56,10 +55,11 @@ import numpy as np
 import funclib as fl
 from funclib import dtypes
 from funclib import random as _random
-from funclib import tree as tree_util
 from funclib.checks import describe
 from funclib.core import Tensor, Tracer, _state, _wrap
 from funclib.errors import ConcretizationError, DTypeError, FunclibError
+
+from ._pytree import _REG, _register
 
 __all__ = [
     "Module",
@@ -74,8 +74,6 @@ __all__ = [
     "next_key",
     "store_state",
 ]
-
-_REG = ("_parameters", "_buffers", "_modules")
 
 
 class ModuleStateError(FunclibError, RuntimeError):
@@ -353,79 +351,6 @@ def store_state(module: Module, updates: Mapping[str, Any]) -> None:
     bufs.update(lowered)
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# The pytree node
-
-
-def _same(a, b) -> bool:
-    if a is b:
-        return True
-    if type(a) is not type(b) or isinstance(a, (Tensor, np.ndarray)):
-        return False
-    try:
-        return bool(a == b)
-    except Exception:
-        return False
-
-
-class _Meta:
-    """The static part of a module: its class, slot names and every non-tensor attribute (compared by value)."""
-
-    __slots__ = ("cls", "names", "static", "origin", "_hash")
-
-    def __init__(self, cls, names, static, origin=None):
-        self.cls = cls
-        self.names = names
-        self.static = static
-        self.origin = origin  # a weak reference to the module flattened (not compared)
-        h = hash((cls, names, tuple(k for k, _ in static)))
-        self._hash = h
-
-    def __hash__(self):
-        return self._hash
-
-    def __eq__(self, other):
-        if self is other:
-            return True
-        if type(other) is not _Meta or other.cls is not self.cls or other.names != self.names:
-            return False
-        a, b = self.static, other.static
-        if len(a) != len(b):
-            return False
-        return all(ka == kb and _same(va, vb) for (ka, va), (kb, vb) in zip(a, b))
-
-    def __repr__(self):
-        return f"{self.cls.__name__}"
-
-
-def _flatten_module(m):
-    d = m.__dict__
-    p, b, c = d["_parameters"], d["_buffers"], d["_modules"]
-    static = tuple((k, v) for k, v in d.items() if k not in _REG and k != "_origin")
-    names = (tuple(p), tuple(b), tuple(c))
-    meta = _Meta(type(m), names, static, d.get("_origin") or weakref.ref(m))
-    return [*p.values(), *b.values(), *c.values()], meta, [*p, *b, *c]
-
-
-def _unflatten_module(meta, children):
-    obj = object.__new__(meta.cls)
-    d = obj.__dict__
-    d.update(meta.static)
-    pn, bn, cn = meta.names
-    it = iter(children)
-    d["_parameters"] = {n: next(it) for n in pn}
-    d["_buffers"] = {n: next(it) for n in bn}
-    d["_modules"] = {n: next(it) for n in cn}
-    # which module this one was rebuilt from (by jit, vmap, a tree map), so that nn.value_and_grad(model, fn)
-    # recognizes the copy of ``model`` a transform hands to fn
-    d["_origin"] = meta.origin
-    return obj
-
-
-def _register(cls) -> None:
-    tree_util.register_pytree_node(cls, _flatten_module, _unflatten_module)
-
-
 def _addindent(s: str, n: int) -> str:
     lines = s.split("\n")
     if len(lines) == 1:
@@ -483,9 +408,7 @@ class Module:
         _register(cls)
 
     def forward(self, *args, **kwargs):
-        raise NotImplementedError(
-            f"{type(self).__name__} has no forward(); define forward(self, ...) in the class"
-        )
+        raise NotImplementedError(f"{type(self).__name__} has no forward(); define forward(self, ...) in the class")
 
     def __call__(self, *args, **kwargs):
         return self.forward(*args, **kwargs)
@@ -579,9 +502,7 @@ class Module:
 
     def __dir__(self):
         d = self.__dict__
-        return sorted(
-            set(super().__dir__()) | set(d["_parameters"]) | set(d["_buffers"]) | set(d["_modules"])
-        )
+        return sorted(set(super().__dir__()) | set(d["_parameters"]) | set(d["_buffers"]) | set(d["_modules"]))
 
     def register_parameter(self, name: str, param) -> None:
         """Register ``param`` (a Tensor, ``nn.Parameter`` or None) as parameter ``name``."""
@@ -660,11 +581,7 @@ class Module:
 
     def _named_members(self, reg: str, prefix: str, recurse: bool, remove_duplicate: bool):
         seen = set()
-        mods = (
-            self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate)
-            if recurse
-            else [(prefix, self)]
-        )
+        mods = self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate) if recurse else [(prefix, self)]
         for mp, m in mods:
             for name, v in m.__dict__[reg].items():
                 if v is None:
@@ -910,18 +827,14 @@ class Module:
             updates.append((m, reg, name, v, new))
         if strict:
             if missing:
-                errors.insert(
-                    0, "Missing key(s) in state_dict: " + ", ".join(f'"{k}"' for k in missing) + "."
-                )
+                errors.insert(0, "Missing key(s) in state_dict: " + ", ".join(f'"{k}"' for k in missing) + ".")
             if unexpected:
                 errors.insert(
                     1 if missing else 0,
                     "Unexpected key(s) in state_dict: " + ", ".join(f'"{k}"' for k in unexpected) + ".",
                 )
         if errors:
-            raise StateDictError(
-                f"Error(s) in loading state_dict for {type(self).__name__}:\n\t" + "\n\t".join(errors)
-            )
+            raise StateDictError(f"Error(s) in loading state_dict for {type(self).__name__}:\n\t" + "\n\t".join(errors))
         tied: dict[int, Tensor] = {}
         for m, reg, name, old, new in updates:
             new = tied.setdefault(id(old), new)
@@ -1034,9 +947,7 @@ def functional_call(
     (2, 3)
     """
     dicts = (
-        parameter_and_buffer_dicts
-        if isinstance(parameter_and_buffer_dicts, tuple)
-        else (parameter_and_buffer_dicts,)
+        parameter_and_buffer_dicts if isinstance(parameter_and_buffer_dicts, tuple) else (parameter_and_buffer_dicts,)
     )
     given: dict[str, tuple[Any, Mapping]] = {}
     for dct in dicts:
@@ -1063,9 +974,7 @@ def functional_call(
         if k in plocs:
             m, n = plocs[k]
             targets = (
-                orig_ids.get(id(m._parameters[n]), [(m, "_parameters", n)])
-                if tie_weights
-                else [(m, "_parameters", n)]
+                orig_ids.get(id(m._parameters[n]), [(m, "_parameters", n)]) if tie_weights else [(m, "_parameters", n)]
             )
         elif k in blocs:
             m, n = blocs[k]

@@ -726,3 +726,14 @@ def test_fused_narrow_integer_ops_wrap_like_numpy():
         np.testing.assert_array_equal(fl.jit(f)(a, b).numpy(), f(a, b).numpy())
     u = fl.asarray(np.array([200, 100], np.uint8))
     np.testing.assert_array_equal(fl.jit(lambda u: (u + u) // 2)(u).numpy(), ((u + u) // 2).numpy())
+
+
+@pytest.mark.parametrize("how", [{"static_argnames": "n"}, {"static_argnums": 1}])
+def test_a_static_argument_is_static_whether_passed_by_position_or_by_name(how):
+    # the concretization error advises static_argnames=('n',) for an argument passed by position, so that must work
+    f = fl.jit(lambda x, n: x * n if n > 1 else x, **how)
+    np.testing.assert_array_equal(f(fl.ones(2), 3).numpy(), [3.0, 3.0])
+    np.testing.assert_array_equal(f(fl.ones(2), n=1).numpy(), [1.0, 1.0])
+    assert f.num_traces == 2
+    f(fl.ones(2), 3)
+    assert f.num_traces == 2

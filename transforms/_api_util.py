@@ -101,3 +101,18 @@ def broadcast_prefix(prefix, full):
         return optree.broadcast_prefix(prefix, full, none_is_leaf=True, namespace="funclib")
     except (ValueError, TypeError) as e:
         raise ValueError(str(e)) from None
+
+
+def static_both_ways(sig, argnums, argnames) -> tuple[tuple[int, ...], tuple[str, ...]]:
+    """A parameter that can be passed either way is static however it is passed: its name joins static_argnames
+    when its position is in static_argnums, and the reverse."""
+    nums, names = list(argnums), list(argnames)
+    if sig is not None:
+        for i, p in enumerate(sig.parameters.values()):
+            if p.kind is not inspect.Parameter.POSITIONAL_OR_KEYWORD:
+                continue
+            if p.name in names and i not in nums:
+                nums.append(i)
+            elif i in nums and p.name not in names:
+                names.append(p.name)
+    return tuple(nums), tuple(names)

@@ -59,7 +59,11 @@ class CheckError(FunclibError, ValueError):
 
 
 class ErrorKind(enum.Enum):
-    """What a ``checkify`` check looks for."""
+    """What a ``checkify`` check looks for; the sets ``fl.debug.nan_checks``, ``float_checks``, ... group them.
+
+    >>> sorted(kind.value for kind in fl.debug.float_checks)
+    ['div', 'inf', 'nan']
+    """
 
     USER = "user"
     NAN = "nan"
@@ -563,7 +567,12 @@ def _eval_checked(jaxpr: Jaxpr, consts, args, ctx: _Ctx) -> list:
 
 class Error:
     """What ``checkify`` found: the first failed check, or none. A pytree (its arrays are leaves), so it passes
-    through ``jit`` and ``vmap``; under ``vmap`` every lane holds the first failure over all lanes."""
+    through ``jit`` and ``vmap``; under ``vmap`` every lane holds the first failure over all lanes.
+
+    >>> err, y = fl.debug.checkify(fl.log, errors=fl.debug.nan_checks)(fl.tensor(-1.0))
+    >>> err.get()
+    "NaN produced by primitive 'log' at ..."
+    """
 
     def __init__(self, code, payloads, sites):
         self.code = code

@@ -48,7 +48,7 @@ from funclib.jaxpr import (
 from funclib.passes import dce, optimize
 from funclib.primitives.shape import instantiate, zeros
 
-from ._api_util import as_tensor_leaf, check_argnames, leaf_labels
+from ._api_util import as_tensor_leaf, check_argnames, leaf_labels, static_both_ways
 from .autodiff import backward_pass, jvp
 from .batching import vmap
 from .lowering import compile_program
@@ -322,8 +322,11 @@ class Jitted:
 
     def __init__(self, fun, static_argnums, static_argnames, max_traces, donate_argnums):
         self.fun = fun
-        self.static_argnums = tuple(static_argnums)
-        self.static_argnames = tuple(static_argnames)
+        try:
+            self._sig = inspect.signature(fun)
+        except (TypeError, ValueError):
+            self._sig = None
+        self.static_argnums, self.static_argnames = static_both_ways(self._sig, static_argnums, static_argnames)
         self.max_traces = max_traces
         self._cache: dict = {}
         # (shape, dtype) of each argument when all are positional Tensors -> (program, constant arrays, output
@@ -334,10 +337,6 @@ class Jitted:
         self._history: list = []
         self._lock = threading.RLock()
         self.num_traces = 0
-        try:
-            self._sig = inspect.signature(fun)
-        except (TypeError, ValueError):
-            self._sig = None
         # not `updated`: merging fun.__dict__ would let a wrapper's attributes (custom_jvp's `fun`) replace ours
         functools.update_wrapper(self, fun, updated=())
         if not hasattr(self, "__name__"):  # a callable object (a Module, a functools.partial) has no __name__
@@ -355,6 +354,8 @@ class Jitted:
         static = []
         for i in self.static_argnums:
             if i >= len(args):
+                if self._arg_name(i) in self.static_argnames:
+                    continue  # passed by keyword (handled below) or left at its default
                 raise TypeError(
                     f"jit: static_argnums includes {i} but only {len(args)} positional arguments were given"
                 )

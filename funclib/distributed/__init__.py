@@ -55,33 +55,56 @@ def init() -> None:
     """Initialize MPI and funclib's view of the world. Idempotent; the other functions call it when needed.
 
     Raises ``DistributedError`` naming ``pip install funclib[dist]`` when mpi4py is missing.
+
+    >>> fl.distributed.init()
+    >>> fl.distributed.is_initialized()
+    True
     """
     world()
 
 
 def is_initialized() -> bool:
-    """Whether ``init`` has run in this process."""
+    """Whether ``init`` has run in this process.
+
+    >>> isinstance(fl.distributed.is_initialized(), bool)
+    True
+    """
     return initialized()
 
 
 def rank() -> int:
-    """This process's rank, ``0 <= rank() < world_size()``."""
+    """This process's rank, ``0 <= rank() < world_size()``.
+
+    >>> fl.distributed.rank()  # 0 when started without a launcher
+    0
+    """
     return world().rank
 
 
 def world_size() -> int:
-    """The number of processes in the job (1 when started without a launcher)."""
+    """The number of processes in the job (1 when started without a launcher).
+
+    >>> fl.distributed.world_size()
+    1
+    """
     return world().size
 
 
 def barrier() -> None:
-    """Wait until every rank has reached this call."""
+    """Wait until every rank has reached this call.
+
+    >>> fl.distributed.barrier()  # returns at once in a single process
+    """
     world().comm.Barrier()
 
 
 def process_axis(axis_name="data") -> ProcessAxis:
     """The process axis of that name: what a collective over ``axis_name`` inside ``spmd`` acts on. Library code
-    (``nn.parallel``) binds collectives to it directly, without an ``spmd`` frame."""
+    (``nn.parallel``) binds collectives to it directly, without an ``spmd`` frame.
+
+    >>> fl.distributed.process_axis("data")  # in a process started without mpirun: a world of one
+    ProcessAxis('data', size=1)
+    """
     return world().axis(axis_name)
 
 

@@ -175,7 +175,12 @@ def zeros_like(a, dtype=None, order="K", subok=True, shape=None, *, device=None)
 
 
 def ones_like(a, dtype=None, order="K", subok=True, shape=None, *, device=None) -> Tensor:
-    """Ones with the dtype and shape of ``a`` (or the given ones)."""
+    """Ones with the dtype and shape of ``a`` (or the given ones).
+
+    >>> fnp.ones_like(fnp.zeros((2, 2), dtype=fnp.int32))
+    Tensor([[1, 1],
+            [1, 1]], dtype=int32)
+    """
     check_order(order, "ones_like")
     check_device(device, "ones_like")
     d, s = _like(a, dtype, shape, "ones_like")
@@ -183,7 +188,11 @@ def ones_like(a, dtype=None, order="K", subok=True, shape=None, *, device=None) 
 
 
 def empty_like(prototype, /, dtype=None, order="K", subok=True, shape=None, *, device=None) -> Tensor:
-    """Zeros with the dtype and shape of ``prototype`` (see ``empty``)."""
+    """Zeros with the dtype and shape of ``prototype`` (see ``empty``).
+
+    >>> fnp.empty_like(fnp.zeros((2, 3))).shape
+    (2, 3)
+    """
     check_order(order, "empty_like")
     check_device(device, "empty_like")
     d, s = _like(prototype, dtype, shape, "empty_like")
@@ -595,13 +604,21 @@ def _last2(arr, op):
 
 
 def tril_indices_from(arr, k=0) -> tuple[Tensor, Tensor]:
-    """``tril_indices`` for the shape of the last two axes of ``arr``."""
+    """``tril_indices`` for the shape of the last two axes of ``arr``.
+
+    >>> fnp.tril_indices_from(fnp.zeros((2, 2)))
+    (Tensor([0, 1, 1], dtype=int64), Tensor([0, 0, 1], dtype=int64))
+    """
     n, m = _last2(arr, "tril_indices_from")
     return tril_indices(n, k, m)
 
 
 def triu_indices_from(arr, k=0) -> tuple[Tensor, Tensor]:
-    """``triu_indices`` for the shape of the last two axes of ``arr``."""
+    """``triu_indices`` for the shape of the last two axes of ``arr``.
+
+    >>> fnp.triu_indices_from(fnp.zeros((2, 2)))
+    (Tensor([0, 0, 1], dtype=int64), Tensor([0, 1, 1], dtype=int64))
+    """
     n, m = _last2(arr, "triu_indices_from")
     return triu_indices(n, k, m)
 
@@ -617,7 +634,11 @@ def diag_indices(n, ndim=2) -> tuple[Tensor, ...]:
 
 
 def diag_indices_from(arr) -> tuple[Tensor, ...]:
-    """``diag_indices`` for ``arr``, whose sides must all be equal."""
+    """``diag_indices`` for ``arr``, whose sides must all be equal.
+
+    >>> fnp.diag_indices_from(fnp.zeros((2, 2)))
+    (Tensor([0, 1], dtype=int64), Tensor([0, 1], dtype=int64))
+    """
     shape = tuple(_as(arr, "diag_indices_from").shape)
     if len(shape) < 2 or len(set(shape)) != 1:
         raise ShapeError(f"numpy.diag_indices_from: needs at least 2 equal sides, got shape {shape}")

@@ -493,7 +493,11 @@ def _complex_round(x, decimals):
 
 
 def around(a, decimals=0, out=None) -> Tensor:
-    """The older name of ``round``."""
+    """The older name of ``round``.
+
+    >>> fnp.around(fnp.array([1.234, 5.678]), 1)
+    Tensor([1.2, 5.7], dtype=float32)
+    """
     return round(a, decimals, out)
 
 
@@ -549,12 +553,20 @@ def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None) -> Tensor:
 
 
 def real(val) -> Tensor:
-    """The real part (the array itself for real input)."""
+    """The real part (the array itself for real input).
+
+    >>> fnp.real(fnp.array([1 + 2j, 3 - 1j]))
+    Tensor([1., 3.], dtype=float32)
+    """
     return ops.real(_t(val, "real"))
 
 
 def imag(val) -> Tensor:
-    """The imaginary part (zeros for real input)."""
+    """The imaginary part (zeros for real input).
+
+    >>> fnp.imag(fnp.array([1 + 2j, 3 - 1j]))
+    Tensor([ 2., -1.], dtype=float32)
+    """
     return ops.imag(_t(val, "imag"))
 
 
@@ -633,7 +645,11 @@ def i0(x) -> Tensor:
 
 
 def isposinf(x, out=None) -> Tensor:
-    """Whether ``x`` is +inf."""
+    """Whether ``x`` is +inf.
+
+    >>> fnp.isposinf(fnp.array([-fnp.inf, 0.0, fnp.inf]))
+    Tensor([False, False,  True], dtype=bool)
+    """
     no_out(out, "isposinf")
     x = _t(x, "isposinf")
     if x.dtype in dtypes.COMPLEX:
@@ -642,7 +658,11 @@ def isposinf(x, out=None) -> Tensor:
 
 
 def isneginf(x, out=None) -> Tensor:
-    """Whether ``x`` is -inf."""
+    """Whether ``x`` is -inf.
+
+    >>> fnp.isneginf(fnp.array([-fnp.inf, 0.0, fnp.inf]))
+    Tensor([ True, False, False], dtype=bool)
+    """
     no_out(out, "isneginf")
     x = _t(x, "isneginf")
     if x.dtype in dtypes.COMPLEX:
@@ -651,38 +671,62 @@ def isneginf(x, out=None) -> Tensor:
 
 
 def iscomplex(x) -> Tensor:
-    """Whether each element has a nonzero imaginary part."""
+    """Whether each element has a nonzero imaginary part.
+
+    >>> fnp.iscomplex(fnp.array([1 + 1j, 2 + 0j]))
+    Tensor([ True, False], dtype=bool)
+    """
     x = _t(x, "iscomplex")
     return ops.not_equal(ops.imag(x), 0) if x.dtype in dtypes.COMPLEX else _bools(x, False)
 
 
 def isreal(x) -> Tensor:
-    """Whether each element has a zero imaginary part."""
+    """Whether each element has a zero imaginary part.
+
+    >>> fnp.isreal(fnp.array([1 + 1j, 2 + 0j]))
+    Tensor([False,  True], dtype=bool)
+    """
     x = _t(x, "isreal")
     return ops.equal(ops.imag(x), 0) if x.dtype in dtypes.COMPLEX else _bools(x, True)
 
 
 def iscomplexobj(x) -> bool:
-    """Whether ``x`` has a complex dtype (a Python bool: the dtype is static)."""
+    """Whether ``x`` has a complex dtype (a Python bool: the dtype is static).
+
+    >>> fnp.iscomplexobj(fnp.array([1.0, 2.0]))
+    False
+    """
     d = getattr(x, "dtype", None)
     return np.dtype(d).kind == "c" if d is not None else np.iscomplexobj(x)
 
 
 def isrealobj(x) -> bool:
-    """Whether ``x`` does not have a complex dtype."""
+    """Whether ``x`` does not have a complex dtype.
+
+    >>> fnp.isrealobj(fnp.array([1.0, 2.0]))
+    True
+    """
     return not iscomplexobj(x)
 
 
 def isscalar(element) -> bool:
     """Whether ``element`` is a scalar: a Python or NumPy scalar, or a 0-d Tensor (what funclib returns where
-    NumPy returns a scalar)."""
+    NumPy returns a scalar).
+
+    >>> fnp.isscalar(3.0), fnp.isscalar([3.0])
+    (True, False)
+    """
     if isinstance(element, Tensor):
         return element.ndim == 0
     return bool(np.isscalar(element))
 
 
 def iterable(y) -> bool:
-    """Whether ``iter(y)`` works (false for 0-d arrays)."""
+    """Whether ``iter(y)`` works (false for 0-d arrays).
+
+    >>> fnp.iterable([1, 2]), fnp.iterable(2)
+    (True, False)
+    """
     if isinstance(y, Tensor):
         return y.ndim > 0
     return bool(np.iterable(y))
@@ -732,7 +776,11 @@ def array_equal(a1, a2, equal_nan=False) -> Tensor:
 
 
 def array_equiv(a1, a2) -> Tensor:
-    """Whether the arrays broadcast to one shape with equal elements (a 0-d bool Tensor)."""
+    """Whether the arrays broadcast to one shape with equal elements (a 0-d bool Tensor).
+
+    >>> fnp.array_equiv(fnp.array([1, 2]), fnp.array([[1, 2], [1, 2]]))
+    Tensor(True, dtype=bool)
+    """
     x, y = _t(a1, "array_equiv"), _t(a2, "array_equiv")
     try:
         np.broadcast_shapes(tuple(x.shape), tuple(y.shape))

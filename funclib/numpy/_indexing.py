@@ -258,7 +258,11 @@ def compress(condition, a, axis=None, out=None) -> Tensor:
 
 
 def extract(condition, arr) -> Tensor:
-    """The elements of ``arr`` where ``condition`` is true (both flattened; the condition must be concrete)."""
+    """The elements of ``arr`` where ``condition`` is true (both flattened; the condition must be concrete).
+
+    >>> fnp.extract(fnp.array([True, False, True]), fnp.array([1, 2, 3]))
+    Tensor([1, 3], dtype=int64)
+    """
     c = S.reshape(asarray(condition, "extract"), (-1,))
     c = c if c.dtype == dtypes.bool_ else ops.not_equal(c, 0)
     return compress(c, S.reshape(asarray(arr, "extract"), (-1,)))
@@ -361,7 +365,11 @@ def nonzero(a, *, size=None, fill_value=None) -> tuple[Tensor, ...]:
 
 
 def flatnonzero(a, *, size=None, fill_value=None) -> Tensor:
-    """The indices of the nonzero elements of the flattened array (see ``nonzero`` for ``size``)."""
+    """The indices of the nonzero elements of the flattened array (see ``nonzero`` for ``size``).
+
+    >>> fnp.flatnonzero(fnp.array([[0, 1], [2, 0]]))
+    Tensor([1, 2], dtype=int64)
+    """
     return nonzero(S.reshape(asarray(a, "flatnonzero"), (-1,)), size=size, fill_value=fill_value)[0]
 
 

@@ -116,7 +116,11 @@ def transpose(a, axes=None) -> Tensor:
 
 
 def permute_dims(a, axes=None) -> Tensor:
-    """The Array API name of ``transpose``."""
+    """The Array API name of ``transpose``.
+
+    >>> fnp.permute_dims(fnp.zeros((2, 3, 4)), (2, 0, 1)).shape
+    (4, 2, 3)
+    """
     return M.transpose(asarray(a, "permute_dims"), axes)
 
 
@@ -130,7 +134,11 @@ def matrix_transpose(x, /) -> Tensor:
 
 
 def swapaxes(a, axis1, axis2) -> Tensor:
-    """``a`` with two axes interchanged."""
+    """``a`` with two axes interchanged.
+
+    >>> fnp.swapaxes(fnp.zeros((2, 3, 4)), 0, 2).shape
+    (4, 3, 2)
+    """
     return M.swapaxes(asarray(a, "swapaxes"), axis1, axis2)
 
 
@@ -167,12 +175,20 @@ def rollaxis(a, axis, start=0) -> Tensor:
 
 
 def expand_dims(a, axis) -> Tensor:
-    """``a`` with size-1 axes inserted at the positions ``axis`` (an int or tuple) of the result."""
+    """``a`` with size-1 axes inserted at the positions ``axis`` (an int or tuple) of the result.
+
+    >>> fnp.expand_dims(fnp.zeros(3), (0, 2)).shape
+    (1, 3, 1)
+    """
     return M.expand_dims(asarray(a, "expand_dims"), axis=axis)
 
 
 def squeeze(a, axis=None) -> Tensor:
-    """``a`` without its size-1 axes (or only those in ``axis``, which must have size 1)."""
+    """``a`` without its size-1 axes (or only those in ``axis``, which must have size 1).
+
+    >>> fnp.squeeze(fnp.zeros((1, 3, 1))).shape
+    (3,)
+    """
     x = asarray(a, "squeeze")
     if axis is not None:
         for ax in axes_tuple(axis, x.ndim, "squeeze"):
@@ -209,7 +225,11 @@ def concatenate(arrays, /, axis=0, out=None, *, dtype=None, casting="same_kind")
 
 
 def concat(arrays, /, axis=0, out=None, *, dtype=None, casting="same_kind") -> Tensor:
-    """The Array API name of ``concatenate``."""
+    """The Array API name of ``concatenate``.
+
+    >>> fnp.concat([fnp.array([[1, 2]]), fnp.array([[3, 4]])], axis=1)
+    Tensor([[1, 2, 3, 4]], dtype=int64)
+    """
     no_out(out, "concat")
     return M.concat(_join_prep(arrays, dtype, casting, "concat"), axis=axis)
 
@@ -226,18 +246,31 @@ def stack(arrays, axis=0, out=None, *, dtype=None, casting="same_kind") -> Tenso
 
 
 def vstack(tup, *, dtype=None, casting="same_kind") -> Tensor:
-    """Stack arrays vertically (along the first axis; 1-D arrays become rows)."""
+    """Stack arrays vertically (along the first axis; 1-D arrays become rows).
+
+    >>> fnp.vstack([fnp.array([1, 2]), fnp.array([3, 4])])
+    Tensor([[1, 2],
+            [3, 4]], dtype=int64)
+    """
     return M.concat([M.atleast_2d(x) for x in _join_prep(tup, dtype, casting, "vstack")], axis=0)
 
 
 def hstack(tup, *, dtype=None, casting="same_kind") -> Tensor:
-    """Stack arrays horizontally (along the second axis; 1-D arrays are joined end to end)."""
+    """Stack arrays horizontally (along the second axis; 1-D arrays are joined end to end).
+
+    >>> fnp.hstack([fnp.array([1, 2]), fnp.array([3])])
+    Tensor([1, 2, 3], dtype=int64)
+    """
     xs = [M.atleast_1d(x) for x in _join_prep(tup, dtype, casting, "hstack")]
     return M.concat(xs, axis=0 if xs[0].ndim == 1 else 1)
 
 
 def dstack(tup) -> Tensor:
-    """Stack arrays along the third axis (after making them at least 3-D)."""
+    """Stack arrays along the third axis (after making them at least 3-D).
+
+    >>> fnp.dstack([fnp.array([1, 2]), fnp.array([3, 4])]).shape
+    (1, 2, 2)
+    """
     return M.concat([_at3(x) for x in _join_prep(tup, None, "same_kind", "dstack")], axis=2)
 
 
@@ -290,7 +323,11 @@ def block(arrays) -> Tensor:
 
 
 def unstack(x, /, *, axis=0) -> tuple[Tensor, ...]:
-    """Split ``x`` along ``axis`` into a tuple of arrays without that axis."""
+    """Split ``x`` along ``axis`` into a tuple of arrays without that axis.
+
+    >>> fnp.unstack(fnp.array([[1, 2], [3, 4]]), axis=1)
+    (Tensor([1, 3], dtype=int64), Tensor([2, 4], dtype=int64))
+    """
     return M.unstack(asarray(x, "unstack"), axis=axis)
 
 
@@ -345,7 +382,11 @@ def array_split(ary, indices_or_sections, axis=0) -> list[Tensor]:
 
 
 def hsplit(ary, indices_or_sections) -> list[Tensor]:
-    """``split`` along the second axis (the first for 1-D arrays)."""
+    """``split`` along the second axis (the first for 1-D arrays).
+
+    >>> fnp.hsplit(fnp.arange(4), 2)
+    [Tensor([0, 1], dtype=int64), Tensor([2, 3], dtype=int64)]
+    """
     x = asarray(ary, "hsplit")
     if x.ndim == 0:
         raise ValueError("numpy.hsplit: needs an array of at least 1 dimension")
@@ -353,7 +394,12 @@ def hsplit(ary, indices_or_sections) -> list[Tensor]:
 
 
 def vsplit(ary, indices_or_sections) -> list[Tensor]:
-    """``split`` along the first axis of an array of at least 2 dimensions."""
+    """``split`` along the first axis of an array of at least 2 dimensions.
+
+    >>> fnp.vsplit(fnp.arange(6).reshape(3, 2), [1])
+    [Tensor([[0, 1]], dtype=int64), Tensor([[2, 3],
+            [4, 5]], dtype=int64)]
+    """
     x = asarray(ary, "vsplit")
     if x.ndim < 2:
         raise ValueError("numpy.vsplit: needs an array of at least 2 dimensions")
@@ -361,7 +407,11 @@ def vsplit(ary, indices_or_sections) -> list[Tensor]:
 
 
 def dsplit(ary, indices_or_sections) -> list[Tensor]:
-    """``split`` along the third axis of an array of at least 3 dimensions."""
+    """``split`` along the third axis of an array of at least 3 dimensions.
+
+    >>> [a.shape for a in fnp.dsplit(fnp.zeros((1, 2, 4)), 2)]
+    [(1, 2, 2), (1, 2, 2)]
+    """
     x = asarray(ary, "dsplit")
     if x.ndim < 3:
         raise ValueError("numpy.dsplit: needs an array of at least 3 dimensions")
@@ -396,12 +446,22 @@ def repeat(a, repeats, axis=None) -> Tensor:
 
 
 def flip(m, axis=None) -> Tensor:
-    """``m`` with the order of elements reversed along ``axis`` (all axes by default)."""
+    """``m`` with the order of elements reversed along ``axis`` (all axes by default).
+
+    >>> fnp.flip(fnp.array([[1, 2], [3, 4]]), axis=1)
+    Tensor([[2, 1],
+            [4, 3]], dtype=int64)
+    """
     return M.flip(asarray(m, "flip"), axis=axis)
 
 
 def fliplr(m) -> Tensor:
-    """Reverse the second axis (columns)."""
+    """Reverse the second axis (columns).
+
+    >>> fnp.fliplr(fnp.array([[1, 2], [3, 4]]))
+    Tensor([[2, 1],
+            [4, 3]], dtype=int64)
+    """
     x = asarray(m, "fliplr")
     if x.ndim < 2:
         raise ValueError("numpy.fliplr: needs an array of at least 2 dimensions")
@@ -409,7 +469,12 @@ def fliplr(m) -> Tensor:
 
 
 def flipud(m) -> Tensor:
-    """Reverse the first axis (rows)."""
+    """Reverse the first axis (rows).
+
+    >>> fnp.flipud(fnp.array([[1, 2], [3, 4]]))
+    Tensor([[3, 4],
+            [1, 2]], dtype=int64)
+    """
     x = asarray(m, "flipud")
     if x.ndim < 1:
         raise ValueError("numpy.flipud: needs an array of at least 1 dimension")
@@ -480,12 +545,20 @@ def _atleast(arys, fn, op):
 
 
 def atleast_1d(*arys):
-    """Each input as an array of at least one dimension (one array, or a tuple for several)."""
+    """Each input as an array of at least one dimension (one array, or a tuple for several).
+
+    >>> fnp.atleast_1d(3.0)
+    Tensor([3.], dtype=float32)
+    """
     return _atleast(arys, M.atleast_1d, "atleast_1d")
 
 
 def atleast_2d(*arys):
-    """Each input as an array of at least two dimensions (1-D arrays become rows)."""
+    """Each input as an array of at least two dimensions (1-D arrays become rows).
+
+    >>> fnp.atleast_2d(fnp.array([1, 2])).shape
+    (1, 2)
+    """
     return _atleast(arys, M.atleast_2d, "atleast_2d")
 
 
@@ -499,12 +572,21 @@ def atleast_3d(*arys):
 
 
 def broadcast_to(array, shape, subok=False) -> Tensor:
-    """``array`` broadcast to ``shape``."""
+    """``array`` broadcast to ``shape``.
+
+    >>> fnp.broadcast_to(fnp.array([1, 2]), (2, 2))
+    Tensor([[1, 2],
+            [1, 2]], dtype=int64)
+    """
     return M.broadcast_to(asarray(array, "broadcast_to"), _shape_arg(shape, "broadcast_to"))
 
 
 def broadcast_arrays(*args, subok=False) -> tuple[Tensor, ...]:
-    """The inputs broadcast against each other."""
+    """The inputs broadcast against each other.
+
+    >>> [a.shape for a in fnp.broadcast_arrays(fnp.zeros((2, 1)), fnp.zeros(3))]
+    [(2, 3), (2, 3)]
+    """
     return tuple(M.broadcast_arrays(*[asarray(a, "broadcast_arrays") for a in args]))
 
 

@@ -61,7 +61,11 @@ def polyadd(a1, a2) -> Tensor:
 
 
 def polysub(a1, a2) -> Tensor:
-    """The difference of two polynomials."""
+    """The difference of two polynomials.
+
+    >>> fnp.polysub(fnp.array([1.0, 2.0, 3.0]), fnp.array([1.0, 1.0]))
+    Tensor([1., 1., 2.], dtype=float32)
+    """
     a, b = _align(_coefs(a1, "polysub"), _coefs(a2, "polysub"))
     return ops.subtract(a, b)
 

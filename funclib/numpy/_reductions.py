@@ -239,13 +239,21 @@ def min(a, axis=None, out=None, keepdims=NoValue, initial=NoValue, where=NoValue
 
 
 def amax(a, axis=None, out=None, keepdims=NoValue, initial=NoValue, where=NoValue) -> Tensor:
-    """The older name of ``max``."""
+    """The older name of ``max``.
+
+    >>> fnp.amax(fnp.array([[1.0, 5.0], [3.0, 2.0]]), axis=0)
+    Tensor([3., 5.], dtype=float32)
+    """
     no_out(out, "amax")
     return _extreme(a, axis, keepdims, initial, where, "amax", True)
 
 
 def amin(a, axis=None, out=None, keepdims=NoValue, initial=NoValue, where=NoValue) -> Tensor:
-    """The older name of ``min``."""
+    """The older name of ``min``.
+
+    >>> fnp.amin(fnp.array([[1.0, 5.0], [3.0, 2.0]]), axis=1)
+    Tensor([1., 2.], dtype=float32)
+    """
     no_out(out, "amin")
     return _extreme(a, axis, keepdims, initial, where, "amin", False)
 
@@ -281,7 +289,11 @@ def argmax(a, axis=None, out=None, *, keepdims=NoValue) -> Tensor:
 
 
 def argmin(a, axis=None, out=None, *, keepdims=NoValue) -> Tensor:
-    """The index of the (first) minimum over ``axis`` (of the flattened array when None)."""
+    """The index of the (first) minimum over ``axis`` (of the flattened array when None).
+
+    >>> fnp.argmin(fnp.array([3.0, 1.0, 2.0]))
+    Tensor(1, dtype=int64)
+    """
     no_out(out, "argmin")
     return _arg(R.argmin, a, axis, keepdims, "argmin")
 
@@ -305,7 +317,11 @@ def all(a, axis=None, out=None, keepdims=NoValue, *, where=NoValue) -> Tensor:
 
 
 def any(a, axis=None, out=None, keepdims=NoValue, *, where=NoValue) -> Tensor:
-    """Whether some element over ``axis`` is true (nonzero)."""
+    """Whether some element over ``axis`` is true (nonzero).
+
+    >>> fnp.any(fnp.array([[True, False], [False, False]]), axis=1)
+    Tensor([ True, False], dtype=bool)
+    """
     no_out(out, "any")
     return _logic(R.any, a, axis, keepdims, where, "any", False)
 
@@ -368,7 +384,11 @@ def cumulative_sum(x, /, *, axis=None, dtype=None, out=None, include_initial=Fal
 
 
 def cumulative_prod(x, /, *, axis=None, dtype=None, out=None, include_initial=False) -> Tensor:
-    """Running products along ``axis`` (required unless ``x`` is 1-D), optionally starting with 1."""
+    """Running products along ``axis`` (required unless ``x`` is 1-D), optionally starting with 1.
+
+    >>> fnp.cumulative_prod(fnp.array([1, 2, 3]), include_initial=True)
+    Tensor([1, 1, 2, 6], dtype=int64)
+    """
     no_out(out, "cumulative_prod")
     return _cumulative(x, axis, dtype, include_initial, "cumulative_prod", cumprod, 1)
 
@@ -401,7 +421,11 @@ def nansum(a, axis=None, dtype=None, out=None, keepdims=NoValue, initial=NoValue
 
 
 def nanprod(a, axis=None, dtype=None, out=None, keepdims=NoValue, initial=NoValue, where=NoValue) -> Tensor:
-    """``prod`` treating NaN as one."""
+    """``prod`` treating NaN as one.
+
+    >>> fnp.nanprod(fnp.array([2.0, fnp.nan, 3.0]))
+    Tensor(6., dtype=float32)
+    """
     no_out(out, "nanprod")
     return prod(_nan_filled(a, 1, "nanprod"), axis, dtype, None, keepdims, initial, where)
 
@@ -425,14 +449,22 @@ def nanmean(a, axis=None, dtype=None, out=None, keepdims=NoValue, *, where=NoVal
 
 def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=NoValue, *, where=NoValue, mean=NoValue,
            correction=NoValue) -> Tensor:
-    """``var`` of the non-NaN elements."""
+    """``var`` of the non-NaN elements.
+
+    >>> fnp.nanvar(fnp.array([1.0, fnp.nan, 3.0]))
+    Tensor(1., dtype=float32)
+    """
     no_out(out, "nanvar")
     return _var(asarray(a, "nanvar"), axis, dtype, ddof, keepdims, where, mean, correction, "nanvar", nan=True)
 
 
 def nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims=NoValue, *, where=NoValue, mean=NoValue,
            correction=NoValue) -> Tensor:
-    """``std`` of the non-NaN elements."""
+    """``std`` of the non-NaN elements.
+
+    >>> fnp.nanstd(fnp.array([1.0, fnp.nan, 3.0]))
+    Tensor(1., dtype=float32)
+    """
     no_out(out, "nanstd")
     return ops.sqrt(_var(asarray(a, "nanstd"), axis, dtype, ddof, keepdims, where, mean, correction, "nanstd",
                        nan=True))
@@ -464,7 +496,11 @@ def nanmax(a, axis=None, out=None, keepdims=NoValue, initial=NoValue, where=NoVa
 
 
 def nanmin(a, axis=None, out=None, keepdims=NoValue, initial=NoValue, where=NoValue) -> Tensor:
-    """``min`` ignoring NaN (NaN where a slice holds nothing else)."""
+    """``min`` ignoring NaN (NaN where a slice holds nothing else).
+
+    >>> fnp.nanmin(fnp.array([fnp.nan, 2.0, 1.0]))
+    Tensor(1., dtype=float32)
+    """
     no_out(out, "nanmin")
     return _nan_extreme(a, axis, keepdims, initial, where, "nanmin", False)
 
@@ -496,18 +532,30 @@ def nanargmax(a, axis=None, out=None, *, keepdims=NoValue) -> Tensor:
 
 
 def nanargmin(a, axis=None, out=None, *, keepdims=NoValue) -> Tensor:
-    """``argmin`` ignoring NaN (see ``nanargmax``)."""
+    """``argmin`` ignoring NaN (see ``nanargmax``).
+
+    >>> fnp.nanargmin(fnp.array([fnp.nan, 2.0, 1.0]))
+    Tensor(2, dtype=int64)
+    """
     no_out(out, "nanargmin")
     return _nan_arg(a, axis, keepdims, "nanargmin", False)
 
 
 def nancumsum(a, axis=None, dtype=None, out=None) -> Tensor:
-    """``cumsum`` treating NaN as zero."""
+    """``cumsum`` treating NaN as zero.
+
+    >>> fnp.nancumsum(fnp.array([1.0, fnp.nan, 3.0]))
+    Tensor([1., 1., 4.], dtype=float32)
+    """
     no_out(out, "nancumsum")
     return cumsum(_nan_filled(a, 0, "nancumsum"), axis, dtype)
 
 
 def nancumprod(a, axis=None, dtype=None, out=None) -> Tensor:
-    """``cumprod`` treating NaN as one."""
+    """``cumprod`` treating NaN as one.
+
+    >>> fnp.nancumprod(fnp.array([2.0, fnp.nan, 3.0]))
+    Tensor([2., 2., 6.], dtype=float32)
+    """
     no_out(out, "nancumprod")
     return cumprod(_nan_filled(a, 1, "nancumprod"), axis, dtype)

@@ -444,12 +444,20 @@ def bartlett(M) -> Tensor:
 
 
 def blackman(M) -> Tensor:
-    """The Blackman window of ``M`` points."""
+    """The Blackman window of ``M`` points.
+
+    >>> fnp.blackman(5)[1:4]
+    Tensor([0.34, 1.  , 0.34], dtype=float32)
+    """
     return _window(M, np.blackman, "blackman")
 
 
 def hamming(M) -> Tensor:
-    """The Hamming window of ``M`` points."""
+    """The Hamming window of ``M`` points.
+
+    >>> fnp.hamming(3)
+    Tensor([0.08, 1.  , 0.08], dtype=float32)
+    """
     return _window(M, np.hamming, "hamming")
 
 

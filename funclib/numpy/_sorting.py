@@ -209,17 +209,29 @@ def unique_all(x):
 
 
 def unique_counts(x):
-    """Unique values and how often each occurs."""
+    """Unique values and how often each occurs.
+
+    >>> fnp.unique_counts(fnp.array([3, 1, 3, 2]))
+    UniqueCountsResult(values=Tensor([1, 2, 3], dtype=int64), counts=Tensor([1, 1, 2], dtype=int64))
+    """
     return _sets.unique_counts(asarray(x, "unique_counts"))
 
 
 def unique_inverse(x):
-    """Unique values and the index of each element's value (shaped like ``x``)."""
+    """Unique values and the index of each element's value (shaped like ``x``).
+
+    >>> fnp.unique_inverse(fnp.array([3, 1, 3, 2]))
+    UniqueInverseResult(values=Tensor([1, 2, 3], dtype=int64), inverse_indices=Tensor([2, 0, 2, 1], dtype=int64))
+    """
     return _sets.unique_inverse(asarray(x, "unique_inverse"))
 
 
 def unique_values(x):
-    """The sorted unique values."""
+    """The sorted unique values.
+
+    >>> fnp.unique_values(fnp.array([3, 1, 3, 2]))
+    Tensor([1, 2, 3], dtype=int64)
+    """
     return _sets.unique_values(asarray(x, "unique_values"))
 
 

@@ -265,7 +265,11 @@ def nanquantile(a, q, axis=None, out=None, overwrite_input=False, method="linear
 
 def nanpercentile(a, q, axis=None, out=None, overwrite_input=False, method="linear", keepdims=False, *,
                   weights=None) -> Tensor:
-    """``percentile`` of the non-NaN elements."""
+    """``percentile`` of the non-NaN elements.
+
+    >>> fnp.nanpercentile(fnp.array([1.0, fnp.nan, 3.0, 5.0]), 50)
+    Tensor(3., dtype=float32)
+    """
     no_out(out, "nanpercentile")
     if weights is not None:
         raise ValueError("numpy.nanpercentile: weights are supported by fnp.percentile only; drop NaN values first")
@@ -307,7 +311,11 @@ def median(a, axis=None, out=None, overwrite_input=False, keepdims=False) -> Ten
 
 
 def nanmedian(a, axis=None, out=None, overwrite_input=False, keepdims=False) -> Tensor:
-    """The median of the non-NaN elements (NaN for slices with none)."""
+    """The median of the non-NaN elements (NaN for slices with none).
+
+    >>> fnp.nanmedian(fnp.array([1.0, fnp.nan, 3.0, 4.0]))
+    Tensor(3., dtype=float32)
+    """
     no_out(out, "nanmedian")
 
     return _median(a, axis, keepdims_arg(keepdims), "nanmedian", True)

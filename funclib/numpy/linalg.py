@@ -79,6 +79,12 @@ EighResult, QRResult, SVDResult, SlogdetResult = L.EighResult, L.QRResult, L.SVD
 
 
 class EigResult(NamedTuple):
+    """What ``fnp.linalg.eig`` returns: the eigenvalues and the eigenvectors as columns (complex).
+
+    >>> fnp.linalg.eig(fnp.array([[2.0, 0.0], [0.0, 3.0]])).eigenvalues
+    Tensor([2.+0.j, 3.+0.j], dtype=complex64)
+    """
+
     eigenvalues: Tensor
     eigenvectors: Tensor
 
@@ -123,7 +129,11 @@ def eig(a) -> EigResult:
 
 
 def eigvals(a) -> Tensor:
-    """The (complex) eigenvalues of square matrices, in LAPACK's order."""
+    """The (complex) eigenvalues of square matrices, in LAPACK's order.
+
+    >>> fnp.linalg.eigvals(fnp.array([[2.0, 0.0], [0.0, 3.0]]))
+    Tensor([2.+0.j, 3.+0.j], dtype=complex64)
+    """
     return eig(a).eigenvalues
 
 
@@ -146,7 +156,11 @@ def eigh(a, UPLO="L") -> EighResult:
 
 
 def eigvalsh(a, UPLO="L") -> Tensor:
-    """The ascending eigenvalues of the Hermitian matrix given by one triangle of ``a`` (see ``eigh``)."""
+    """The ascending eigenvalues of the Hermitian matrix given by one triangle of ``a`` (see ``eigh``).
+
+    >>> fnp.linalg.eigvalsh(fnp.array([[2.0, 1.0], [1.0, 2.0]]))
+    Tensor([1., 3.], dtype=float32)
+    """
     return P.eigh(_uplo(a, UPLO, "eigvalsh"))[0]
 
 
@@ -203,7 +217,11 @@ def _argsort_last(x):
 
 
 def svdvals(x, /) -> Tensor:
-    """The singular values, descending."""
+    """The singular values, descending.
+
+    >>> fnp.linalg.svdvals(fnp.array([[3.0, 0.0], [0.0, 4.0]]))
+    Tensor([4., 3.], dtype=float32)
+    """
     return L.svdvals(_mat(x, "svdvals", square=False))
 
 
@@ -217,12 +235,21 @@ def det(a) -> Tensor:
 
 
 def slogdet(a) -> SlogdetResult:
-    """``(sign, logabsdet)`` with ``det = sign * exp(logabsdet)``."""
+    """``(sign, logabsdet)`` with ``det = sign * exp(logabsdet)``.
+
+    >>> fnp.linalg.slogdet(fnp.array([[-2.0, 0.0], [0.0, 3.0]]))
+    SlogdetResult(sign=Tensor(-1., dtype=float32), logabsdet=Tensor(1.7917595, dtype=float32))
+    """
     return L.slogdet(_mat(a, "slogdet"))
 
 
 def inv(a) -> Tensor:
-    """The inverse of square matrices (a singular one raises ``LinAlgError`` eagerly)."""
+    """The inverse of square matrices (a singular one raises ``LinAlgError`` eagerly).
+
+    >>> fnp.linalg.inv(fnp.array([[2.0, 0.0], [0.0, 4.0]]))
+    Tensor([[0.5 , 0.  ],
+            [0.  , 0.25]], dtype=float32)
+    """
     return L.inv(_mat(a, "inv"))
 
 
@@ -386,17 +413,30 @@ def norm(x, ord=None, axis=None, keepdims=False) -> Tensor:
 
 
 def matrix_norm(x, /, *, keepdims=False, ord="fro") -> Tensor:
-    """A matrix norm of the last two axes (see ``norm``)."""
+    """A matrix norm of the last two axes (see ``norm``).
+
+    >>> fnp.linalg.matrix_norm(fnp.array([[3.0, 0.0], [0.0, 4.0]]))
+    Tensor(5., dtype=float32)
+    """
     return L.matrix_norm(inexact(asarray(x, "matrix_norm")), keepdims=keepdims, ord=ord)
 
 
 def vector_norm(x, /, *, axis=None, keepdims=False, ord=2) -> Tensor:
-    """A vector norm over ``axis`` (all axes by default)."""
+    """A vector norm over ``axis`` (all axes by default).
+
+    >>> fnp.linalg.vector_norm(fnp.array([3.0, 4.0]))
+    Tensor(5., dtype=float32)
+    """
     return L.vector_norm(inexact(asarray(x, "vector_norm")), axis=axis, keepdims=keepdims, ord=ord)
 
 
 def matrix_power(a, n) -> Tensor:
-    """``a`` multiplied by itself ``n`` times (``n = 0``: the identity; ``n < 0``: powers of the inverse)."""
+    """``a`` multiplied by itself ``n`` times (``n = 0``: the identity; ``n < 0``: powers of the inverse).
+
+    >>> fnp.linalg.matrix_power(fnp.array([[1, 1], [0, 1]]), 3)
+    Tensor([[1., 3.],
+            [0., 1.]], dtype=float32)
+    """
     x = asarray(a, "matrix_power")
     if x.ndim < 2 or x.shape[-1] != x.shape[-2]:
         raise LinAlgError(f"numpy.linalg.matrix_power: expected square matrices, got shape {tuple(x.shape)}")
@@ -493,27 +533,48 @@ def tensorsolve(a, b, axes=None) -> Tensor:
 
 
 def diagonal(x, /, *, offset=0) -> Tensor:
-    """The diagonal ``offset`` of the last two axes."""
+    """The diagonal ``offset`` of the last two axes.
+
+    >>> fnp.linalg.diagonal(fnp.array([[1, 2], [3, 4]]))
+    Tensor([1, 4], dtype=int64)
+    """
     return L.diagonal(asarray(x, "diagonal"), offset=int(offset))
 
 
 def trace(x, /, *, offset=0, dtype=None) -> Tensor:
-    """The sum of the diagonal ``offset`` of the last two axes."""
+    """The sum of the diagonal ``offset`` of the last two axes.
+
+    >>> fnp.linalg.trace(fnp.array([[1, 2], [3, 4]]))
+    Tensor(5, dtype=int64)
+    """
     return L.trace(asarray(x, "trace"), offset=int(offset), dtype=dtype)
 
 
 def matmul(x1, x2, /) -> Tensor:
-    """The matrix product (see ``fnp.matmul``)."""
+    """The matrix product (see ``fnp.matmul``).
+
+    >>> fnp.linalg.matmul(fnp.array([[1, 2], [3, 4]]), fnp.array([1, 1]))
+    Tensor([3, 7], dtype=int64)
+    """
     return L.matmul(asarray(x1, "matmul"), asarray(x2, "matmul"))
 
 
 def matrix_transpose(x, /) -> Tensor:
-    """Swap the last two axes."""
+    """Swap the last two axes.
+
+    >>> fnp.linalg.matrix_transpose(fnp.zeros((5, 2, 3))).shape
+    (5, 3, 2)
+    """
     return L.matrix_transpose(asarray(x, "matrix_transpose"))
 
 
 def outer(x1, x2, /) -> Tensor:
-    """The outer product of two 1-D arrays."""
+    """The outer product of two 1-D arrays.
+
+    >>> fnp.linalg.outer(fnp.array([1, 2]), fnp.array([1, 10]))
+    Tensor([[ 1, 10],
+            [ 2, 20]], dtype=int64)
+    """
     a, b = asarray(x1, "outer"), asarray(x2, "outer")
     if a.ndim != 1 or b.ndim != 1:
         raise ValueError(f"numpy.linalg.outer: inputs must be 1-D, got shapes {tuple(a.shape)} and {tuple(b.shape)}")
@@ -521,17 +582,29 @@ def outer(x1, x2, /) -> Tensor:
 
 
 def tensordot(x1, x2, /, *, axes=2) -> Tensor:
-    """The sum product over ``axes`` (see ``fnp.tensordot``)."""
+    """The sum product over ``axes`` (see ``fnp.tensordot``).
+
+    >>> fnp.linalg.tensordot(fnp.ones((2, 3)), fnp.ones((3, 4)), axes=1).shape
+    (2, 4)
+    """
 
     return _td(x1, x2, axes)
 
 
 def vecdot(x1, x2, /, *, axis=-1) -> Tensor:
-    """``sum(conj(x1) * x2)`` over ``axis``."""
+    """``sum(conj(x1) * x2)`` over ``axis``.
+
+    >>> fnp.linalg.vecdot(fnp.array([1.0, 2.0]), fnp.array([3.0, 4.0]))
+    Tensor(11., dtype=float32)
+    """
     return L.vecdot(asarray(x1, "vecdot"), asarray(x2, "vecdot"), axis=axis)
 
 
 def cross(x1, x2, /, *, axis=-1) -> Tensor:
-    """The cross product of 3-vectors along ``axis``."""
+    """The cross product of 3-vectors along ``axis``.
+
+    >>> fnp.linalg.cross(fnp.array([1.0, 0.0, 0.0]), fnp.array([0.0, 1.0, 0.0]))
+    Tensor([0., 0., 1.], dtype=float32)
+    """
     return L.cross(asarray(x1, "cross"), asarray(x2, "cross"), axis=axis)
 

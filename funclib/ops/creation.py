@@ -202,14 +202,23 @@ def zeros(shape, *, dtype=None, device=None) -> Tensor:
 
 @public
 def ones(shape, *, dtype=None, device=None) -> Tensor:
-    """A tensor of ones (float32 by default)."""
+    """A tensor of ones (float32 by default).
+
+    >>> fl.ones((2, 3))
+    Tensor([[1., 1., 1.],
+            [1., 1., 1.]], dtype=float32)
+    """
     _check_device(device, "ones")
     return S.full(_shape_arg(shape, "ones"), 1, dtypes.canonicalize(dtype or dtypes.float_default()))
 
 
 @public
 def empty(shape, *, dtype=None, device=None) -> Tensor:
-    """A tensor of ``shape`` filled with zeros (an immutable tensor is never observed uninitialized)."""
+    """A tensor of ``shape`` filled with zeros (an immutable tensor is never observed uninitialized).
+
+    >>> fl.empty((2,))
+    Tensor([0., 0.], dtype=float32)
+    """
     _check_device(device, "empty")
     return S.full(_shape_arg(shape, "empty"), 0, dtypes.canonicalize(dtype or dtypes.float_default()))
 
@@ -238,7 +247,12 @@ def _like(x, dtype):
 
 @public
 def zeros_like(x, /, *, dtype=None, device=None) -> Tensor:
-    """Zeros with ``x``'s shape (and dtype unless given)."""
+    """Zeros with ``x``'s shape (and dtype unless given).
+
+    >>> fl.zeros_like(fl.ones((2, 2)), dtype=fl.int32)
+    Tensor([[0, 0],
+            [0, 0]], dtype=int32)
+    """
     _check_device(device, "zeros_like")
     x = _like_source(x, "zeros_like")
     return S.full(tuple(x.shape), 0, _like(x, dtype))
@@ -246,7 +260,11 @@ def zeros_like(x, /, *, dtype=None, device=None) -> Tensor:
 
 @public
 def ones_like(x, /, *, dtype=None, device=None) -> Tensor:
-    """Ones with ``x``'s shape (and dtype unless given)."""
+    """Ones with ``x``'s shape (and dtype unless given).
+
+    >>> fl.ones_like(fl.tensor([1, 2, 3]))
+    Tensor([1, 1, 1], dtype=int64)
+    """
     _check_device(device, "ones_like")
     x = _like_source(x, "ones_like")
     return S.full(tuple(x.shape), 1, _like(x, dtype))
@@ -254,7 +272,11 @@ def ones_like(x, /, *, dtype=None, device=None) -> Tensor:
 
 @public
 def empty_like(x, /, *, dtype=None, device=None) -> Tensor:
-    """``zeros_like`` (an immutable tensor is never observed uninitialized)."""
+    """``zeros_like`` (an immutable tensor is never observed uninitialized).
+
+    >>> fl.empty_like(fl.tensor([1, 2]))
+    Tensor([0, 0], dtype=int64)
+    """
     _check_device(device, "empty_like")
     x = _like_source(x, "empty_like")
     return S.full(tuple(x.shape), 0, _like(x, dtype))
@@ -262,7 +284,11 @@ def empty_like(x, /, *, dtype=None, device=None) -> Tensor:
 
 @public
 def full_like(x, /, fill_value, *, dtype=None, device=None) -> Tensor:
-    """``fill_value`` with ``x``'s shape (and dtype unless given)."""
+    """``fill_value`` with ``x``'s shape (and dtype unless given).
+
+    >>> fl.full_like(fl.tensor([1.0, 2.0]), 7)
+    Tensor([7., 7.], dtype=float32)
+    """
     _check_device(device, "full_like")
     x = _like_source(x, "full_like")
     _check_fill(fill_value, "full_like")
@@ -429,7 +455,16 @@ def _shared(arr: np.ndarray, op: str) -> Tensor:
 
 @public
 def meshgrid(*arrays, indexing: str = "xy") -> list[Tensor]:
-    """Coordinate matrices from 1-D tensors (``indexing`` is 'xy' or 'ij')."""
+    """Coordinate matrices from 1-D tensors (``indexing`` is 'xy' or 'ij').
+
+    >>> xs, ys = fl.meshgrid(fl.tensor([1, 2, 3]), fl.tensor([10, 20]))
+    >>> xs
+    Tensor([[1, 2, 3],
+            [1, 2, 3]], dtype=int64)
+    >>> ys
+    Tensor([[10, 10, 10],
+            [20, 20, 20]], dtype=int64)
+    """
     if indexing not in ("xy", "ij"):
         raise ValueError(f"meshgrid: indexing must be 'xy' or 'ij', got {indexing!r}")
     arrays = [asarray(a) for a in arrays]
@@ -459,7 +494,13 @@ def _tri_mask(x, k, lower):
 
 @public
 def tril(x, /, *, k: int = 0) -> Tensor:
-    """The lower triangle of the last two axes (zeros above diagonal ``k``)."""
+    """The lower triangle of the last two axes (zeros above diagonal ``k``).
+
+    >>> fl.tril(fl.ones((3, 3)))
+    Tensor([[1., 0., 0.],
+            [1., 1., 0.],
+            [1., 1., 1.]], dtype=float32)
+    """
     if x.ndim < 2:
         raise ShapeError(f"tril: needs at least 2 dimensions, got shape {tuple(x.shape)}")
     return where(_tri_mask(x, k, True), x, 0)
@@ -467,7 +508,13 @@ def tril(x, /, *, k: int = 0) -> Tensor:
 
 @public
 def triu(x, /, *, k: int = 0) -> Tensor:
-    """The upper triangle of the last two axes (zeros below diagonal ``k``)."""
+    """The upper triangle of the last two axes (zeros below diagonal ``k``).
+
+    >>> fl.triu(fl.ones((3, 3)), k=1)
+    Tensor([[0., 1., 1.],
+            [0., 0., 1.],
+            [0., 0., 0.]], dtype=float32)
+    """
     if x.ndim < 2:
         raise ShapeError(f"triu: needs at least 2 dimensions, got shape {tuple(x.shape)}")
     return where(_tri_mask(x, k, False), x, 0)

@@ -115,7 +115,11 @@ imag = public(_real_identity(
 
 @public(dunder="__pos__")
 def positive(x, /):
-    """``+x``."""
+    """``+x``.
+
+    >>> fl.positive(fl.tensor([-1.0, 2.0]))
+    Tensor([-1.,  2.], dtype=float32)
+    """
     x = _to_tensor(x, "positive")
     if x.dtype == dtypes.bool_:
         raise DTypeError("positive: unsupported dtype bool; expected a numeric dtype")
@@ -124,7 +128,11 @@ def positive(x, /):
 
 @public
 def square(x, /):
-    """``x * x``."""
+    """``x * x``.
+
+    >>> fl.square(fl.tensor([2.0, -3.0]))
+    Tensor([4., 9.], dtype=float32)
+    """
     x = _to_tensor(x, "square")
     if x.dtype == dtypes.bool_:
         raise DTypeError("square: unsupported dtype bool; expected a numeric dtype")
@@ -163,7 +171,11 @@ def log10(x, /):
 
 @public
 def logaddexp(x1, x2, /):
-    """``log(exp(x1) + exp(x2))`` without overflow."""
+    """``log(exp(x1) + exp(x2))`` without overflow.
+
+    >>> fl.logaddexp(fl.tensor([0.0, 100.0]), fl.tensor([0.0, 100.0]))  # exp(100) would overflow in float32
+    Tensor([  0.6931472, 100.693146 ], dtype=float32)
+    """
     x1, x2 = E.broadcast_pair("logaddexp", x1, x2)
     x1, x2 = _float(x1, "logaddexp"), _float(x2, "logaddexp")
     if x1.dtype in dtypes.REAL_FLOATING and x1.dtype != dtypes.float64:
@@ -179,7 +191,11 @@ def logaddexp(x1, x2, /):
 
 @public
 def hypot(x1, x2, /):
-    """``sqrt(x1**2 + x2**2)`` without undue overflow."""
+    """``sqrt(x1**2 + x2**2)`` without undue overflow.
+
+    >>> fl.hypot(fl.tensor([3.0, 5.0]), fl.tensor([4.0, 12.0]))
+    Tensor([ 5., 13.], dtype=float32)
+    """
     x1, x2 = E.broadcast_pair("hypot", x1, x2)
     x1, x2 = abs(_float(x1, "hypot")), abs(_float(x2, "hypot"))
     big = maximum(x1, x2)
@@ -194,7 +210,11 @@ def hypot(x1, x2, /):
 
 @public
 def sign(x, /):
-    """The sign of ``x`` (``x / |x|`` for complex, 0 at 0)."""
+    """The sign of ``x`` (``x / |x|`` for complex, 0 at 0).
+
+    >>> fl.sign(fl.tensor([-3.0, 0.0, 2.0]))
+    Tensor([-1.,  0.,  1.], dtype=float32)
+    """
     x = _to_tensor(x, "sign")
     if x.dtype in dtypes.COMPLEX:
         a = abs(x)
@@ -213,7 +233,7 @@ def _int_identity(fn, name):
         return fn(x)
 
     f.__name__ = f.__qualname__ = name
-    f.__doc__ = f"Elementwise ``{name}`` (identity on integers)."
+    f.__doc__ = f"Elementwise ``{name}`` (identity on integers).\n\n>>> fl.{name}(fl.tensor([-1.5, 0.5, 2.0]))"
     return f
 
 
@@ -224,7 +244,11 @@ trunc = public(_int_identity(E.trunc, "trunc"))
 
 @public(method=True)
 def round(x, /):
-    """Round half to even; complex rounds both parts; identity on integers."""
+    """Round half to even; complex rounds both parts; identity on integers.
+
+    >>> fl.round(fl.tensor([0.5, 1.5, 2.5, -0.5]))
+    Tensor([ 0.,  2.,  2., -0.], dtype=float32)
+    """
     x = _to_tensor(x, "round")
     if x.dtype in dtypes.COMPLEX:
         return E.complex_from(E.round(real(x)), E.round(imag(x)))
@@ -245,7 +269,8 @@ def _logical(p, name):
         return p.bind(x1, x2)
 
     f.__name__ = f.__qualname__ = name
-    f.__doc__ = f"Elementwise ``{name}`` of boolean tensors."
+    example = f">>> fl.{name}(fl.tensor([True, False]), fl.tensor([True, True]))"
+    f.__doc__ = f"Elementwise ``{name}`` of boolean tensors.\n\n{example}"
     return f
 
 
@@ -256,6 +281,11 @@ logical_xor = public(_logical(E.xor_p, "logical_xor"))
 
 @public
 def logical_not(x, /):
+    """Elementwise ``not`` (nonzero counts as true).
+
+    >>> fl.logical_not(fl.tensor([True, False]))
+    Tensor([False,  True], dtype=bool)
+    """
     x = _to_tensor(x, "logical_not")
     if x.dtype != dtypes.bool_:
         x = not_equal(x, 0)
@@ -264,7 +294,11 @@ def logical_not(x, /):
 
 @public(method=True)
 def clip(x, /, min=None, max=None):
-    """Clamp ``x`` to ``[min, max]`` (either may be None). The result keeps ``x``'s dtype."""
+    """Clamp ``x`` to ``[min, max]`` (either may be None). The result keeps ``x``'s dtype.
+
+    >>> fl.clip(fl.tensor([-2.0, 0.5, 3.0]), 0.0, 1.0)
+    Tensor([0. , 0.5, 1. ], dtype=float32)
+    """
     x = _to_tensor(x, "clip")
     if x.dtype in dtypes.COMPLEX or x.dtype == dtypes.bool_:
         raise DTypeError(f"clip: unsupported dtype {x.dtype.name}; expected a real numeric dtype")
@@ -291,11 +325,20 @@ def _bound(b, x, which):
 
 @public
 def reciprocal(x, /):
+    """``1 / x`` (integers become floats).
+
+    >>> fl.reciprocal(fl.tensor([2.0, 4.0]))
+    Tensor([0.5 , 0.25], dtype=float32)
+    """
     x = _float(x, "reciprocal")
     return divide(_wrap(np.ones((), x.dtype)), x)
 
 
 @public
 def rsqrt(x, /):
-    """``1 / sqrt(x)``."""
+    """``1 / sqrt(x)``.
+
+    >>> fl.rsqrt(fl.tensor([4.0, 16.0]))
+    Tensor([0.5 , 0.25], dtype=float32)
+    """
     return reciprocal(sqrt(_float(x, "rsqrt")))

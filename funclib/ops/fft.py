@@ -124,7 +124,11 @@ def fft(x, /, *, n: int | None = None, axis: int = -1, norm: str = "backward") -
 
 
 def ifft(x, /, *, n: int | None = None, axis: int = -1, norm: str = "backward") -> Tensor:
-    """The one-dimensional inverse DFT (1/n scaling with norm="backward"). Arguments as ``fft``."""
+    """The one-dimensional inverse DFT (1/n scaling with norm="backward"). Arguments as ``fft``.
+
+    >>> fl.fft.ifft(fl.fft.fft(fl.tensor([1.0, 2.0, 3.0]))).real
+    Tensor([1., 2., 3.], dtype=float32)
+    """
     return _transform(x, "ifft", *_one(n, axis), norm, "ifft")
 
 
@@ -143,7 +147,12 @@ def fftn(
 def ifftn(
     x, /, *, s: Sequence[int] | None = None, axes: Sequence[int] | None = None, norm: str = "backward"
 ) -> Tensor:
-    """The n-dimensional inverse DFT. Arguments as ``fftn``."""
+    """The n-dimensional inverse DFT. Arguments as ``fftn``.
+
+    >>> fl.fft.ifftn(fl.fft.fftn(fl.tensor([[1.0, 2.0], [3.0, 4.0]]))).real
+    Tensor([[1., 2.],
+            [3., 4.]], dtype=float32)
+    """
     return _transform(x, "ifft", s, axes, norm, "ifftn")
 
 
@@ -160,6 +169,9 @@ def irfft(x, /, *, n: int | None = None, axis: int = -1, norm: str = "backward")
     """The inverse of ``rfft``: a real signal of length ``n`` (default ``2 * (x.shape[axis] - 1)``).
 
     The imaginary parts of the zero-frequency (and, for even ``n``, the Nyquist) bins are ignored.
+
+    >>> fl.fft.irfft(fl.fft.rfft(fl.tensor([1.0, 2.0, 3.0, 4.0])), n=4)
+    Tensor([1., 2., 3., 4.], dtype=float32)
     """
     return _transform(x, "irfft", *_one(n, axis), norm, "irfft")
 
@@ -167,26 +179,44 @@ def irfft(x, /, *, n: int | None = None, axis: int = -1, norm: str = "backward")
 def rfftn(
     x, /, *, s: Sequence[int] | None = None, axes: Sequence[int] | None = None, norm: str = "backward"
 ) -> Tensor:
-    """The n-dimensional DFT of a real input; the last axis keeps ``s[-1] // 2 + 1`` frequencies."""
+    """The n-dimensional DFT of a real input; the last axis keeps ``s[-1] // 2 + 1`` frequencies.
+
+    >>> fl.fft.rfftn(fl.ones((2, 4))).shape
+    (2, 3)
+    """
     return _transform(x, "rfft", s, axes, norm, "rfftn")
 
 
 def irfftn(
     x, /, *, s: Sequence[int] | None = None, axes: Sequence[int] | None = None, norm: str = "backward"
 ) -> Tensor:
-    """The inverse of ``rfftn``; ``s`` gives the output lengths (last: ``2 * (x.shape[axes[-1]] - 1)``)."""
+    """The inverse of ``rfftn``; ``s`` gives the output lengths (last: ``2 * (x.shape[axes[-1]] - 1)``).
+
+    >>> x = fl.tensor([[1.0, 2.0, 3.0, 4.0], [0.0, 1.0, 0.0, 1.0]])
+    >>> fl.fft.irfftn(fl.fft.rfftn(x), s=(2, 4))
+    Tensor([[1., 2., 3., 4.],
+            [0., 1., 0., 1.]], dtype=float32)
+    """
     return _transform(x, "irfft", s, axes, norm, "irfftn")
 
 
 def hfft(x, /, *, n: int | None = None, axis: int = -1, norm: str = "backward") -> Tensor:
-    """The DFT of a Hermitian-symmetric signal given by its first half: a real spectrum of length ``n``."""
+    """The DFT of a Hermitian-symmetric signal given by its first half: a real spectrum of length ``n``.
+
+    >>> fl.fft.hfft(fl.tensor([1.0, 0.0, 0.0]))
+    Tensor([1., 1., 1., 1.], dtype=float32)
+    """
     x = _as_input(x, "fft", "hfft")
     check_choice(norm, "hfft", "norm", _NORMS)
     return _transform(conj(x), "irfft", *_one(n, axis), _SWAP[norm], "hfft")
 
 
 def ihfft(x, /, *, n: int | None = None, axis: int = -1, norm: str = "backward") -> Tensor:
-    """The inverse of ``hfft``: the half spectrum of a real input."""
+    """The inverse of ``hfft``: the half spectrum of a real input.
+
+    >>> fl.fft.ihfft(fl.tensor([1.0, 1.0, 1.0, 1.0]))
+    Tensor([1.-0.j, 0.-0.j, 0.-0.j], dtype=complex64)
+    """
     check_choice(norm, "ihfft", "norm", _NORMS)
     return conj(_transform(x, "rfft", *_one(n, axis), _SWAP[norm], "ihfft"))
 
@@ -212,7 +242,11 @@ def fftfreq(n: int, /, *, d: float = 1.0, dtype=None, device=None) -> Tensor:
 
 
 def rfftfreq(n: int, /, *, d: float = 1.0, dtype=None, device=None) -> Tensor:
-    """Sample frequencies of an ``n``-point real DFT: ``[0, 1, ..., n // 2] / (d * n)``."""
+    """Sample frequencies of an ``n``-point real DFT: ``[0, 1, ..., n // 2] / (d * n)``.
+
+    >>> fl.fft.rfftfreq(8, d=0.5)
+    Tensor([0.  , 0.25, 0.5 , 0.75, 1.  ], dtype=float32)
+    """
     if device not in (None, "cpu"):
         raise ValueError(f"rfftfreq: unknown device {device!r}; funclib tensors live on 'cpu'")
     n = check_int(n, "rfftfreq", "n", min=1)
@@ -242,7 +276,11 @@ def fftshift(x, /, *, axes: int | Sequence[int] | None = None) -> Tensor:
 
 
 def ifftshift(x, /, *, axes: int | Sequence[int] | None = None) -> Tensor:
-    """The inverse of ``fftshift``."""
+    """The inverse of ``fftshift``.
+
+    >>> fl.fft.ifftshift(fl.fft.fftshift(fl.arange(5)))
+    Tensor([0, 1, 2, 3, 4], dtype=int64)
+    """
     return _shift(x, axes, -1, "ifftshift")
 
 

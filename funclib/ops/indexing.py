@@ -367,7 +367,11 @@ class _AtHelper:
 
 @public
 def take(x, indices, /, *, axis: int | None = None) -> Tensor:
-    """Elements of ``x`` at integer ``indices`` along ``axis`` (flattened when None)."""
+    """Elements of ``x`` at integer ``indices`` along ``axis`` (flattened when None).
+
+    >>> fl.take(fl.tensor([10, 20, 30]), fl.tensor([2, 0]))
+    Tensor([30, 10], dtype=int64)
+    """
     x = _to_tensor(x, "take")
     if axis is None:
         x = S.reshape(x, (-1,))
@@ -383,7 +387,13 @@ def take(x, indices, /, *, axis: int | None = None) -> Tensor:
 
 @public
 def take_along_axis(x, indices, /, *, axis: int = -1) -> Tensor:
-    """Pick values along ``axis`` with an index tensor of the same rank (as ``np.take_along_axis``)."""
+    """Pick values along ``axis`` with an index tensor of the same rank (as ``np.take_along_axis``).
+
+    >>> x = fl.tensor([[3.0, 1.0], [2.0, 5.0]])
+    >>> fl.take_along_axis(x, fl.argsort(x, axis=1), axis=1)
+    Tensor([[1., 3.],
+            [2., 5.]], dtype=float32)
+    """
     x = _to_tensor(x, "take_along_axis")
     indices = _to_tensor(indices, "take_along_axis")
     ax = normalize_axis(axis, x.ndim, "take_along_axis")

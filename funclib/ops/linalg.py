@@ -37,27 +37,59 @@ _LAPACK = frozenset((dtypes.float32, dtypes.float64, dtypes.complex64, dtypes.co
 
 
 class EighResult(NamedTuple):
+    """What ``fl.linalg.eigh`` returns: the eigenvalues, ascending, and the eigenvectors as columns.
+
+    >>> fl.linalg.eigh(fl.tensor([[2.0, 1.0], [1.0, 2.0]])).eigenvalues
+    Tensor([1., 3.], dtype=float32)
+    """
+
     eigenvalues: Tensor
     eigenvectors: Tensor
 
 
 class QRResult(NamedTuple):
+    """What ``fl.linalg.qr`` returns: ``Q`` with orthonormal columns and upper-triangular ``R``.
+
+    >>> fl.linalg.qr(fl.tensor([[3.0, 0.0], [4.0, 5.0]])).R
+    Tensor([[-5., -4.],
+            [ 0.,  3.]], dtype=float32)
+    """
+
     Q: Tensor
     R: Tensor
 
 
 class SVDResult(NamedTuple):
+    """What ``fl.linalg.svd`` returns: ``x = U @ diag(S) @ Vh`` with ``S`` descending.
+
+    >>> fl.linalg.svd(fl.tensor([[3.0, 0.0], [0.0, -4.0]])).S
+    Tensor([4., 3.], dtype=float32)
+    """
+
     U: Tensor
     S: Tensor
     Vh: Tensor
 
 
 class SlogdetResult(NamedTuple):
+    """What ``fl.linalg.slogdet`` returns: ``det(x) = sign * exp(logabsdet)``.
+
+    >>> fl.linalg.slogdet(fl.tensor([[0.0, 2.0], [3.0, 0.0]])).sign
+    Tensor(-1., dtype=float32)
+    """
+
     sign: Tensor
     logabsdet: Tensor
 
 
 class LUResult(NamedTuple):
+    """What ``fl.linalg.lu`` returns: ``L`` and ``U`` packed in ``lu``, LAPACK's row swaps ``pivots`` and the
+    row ``permutation`` they amount to.
+
+    >>> fl.linalg.lu(fl.tensor([[1.0, 2.0], [3.0, 4.0]])).permutation
+    Tensor([1, 0], dtype=int32)
+    """
+
     lu: Tensor
     pivots: Tensor
     permutation: Tensor
@@ -127,7 +159,11 @@ def eigh(x, /) -> EighResult:
 
 
 def eigvalsh(x, /) -> Tensor:
-    """The eigenvalues (ascending) of Hermitian matrices; see ``eigh``."""
+    """The eigenvalues (ascending) of Hermitian matrices; see ``eigh``.
+
+    >>> fl.linalg.eigvalsh(fl.tensor([[2.0, 1.0], [1.0, 2.0]]))
+    Tensor([1., 3.], dtype=float32)
+    """
     return eigh(_mat(x, "eigvalsh")).eigenvalues
 
 
@@ -160,7 +196,11 @@ def svd(x, /, *, full_matrices: bool = True) -> SVDResult:
 
 
 def svdvals(x, /) -> Tensor:
-    """The singular values, descending."""
+    """The singular values, descending.
+
+    >>> fl.linalg.svdvals(fl.tensor([[3.0, 0.0], [0.0, -4.0]]))
+    Tensor([4., 3.], dtype=float32)
+    """
     return P.svd(_mat(x, "svdvals", square=False), compute_uv=False)[0]
 
 
@@ -308,6 +348,10 @@ def slogdet(x, /) -> SlogdetResult:
 
     For a singular matrix: sign 0 and logabsdet -inf. ``sign`` has x's dtype (a unit complex number for
     complex inputs); ``logabsdet`` is real.
+
+    >>> sign, logabsdet = fl.linalg.slogdet(fl.tensor([[0.0, 2.0], [3.0, 0.0]]))
+    >>> sign, fl.exp(logabsdet)
+    (Tensor(-1., dtype=float32), Tensor(6., dtype=float32))
     """
     a = _mat(x, "slogdet")
     if _eager(a):
@@ -359,7 +403,11 @@ def pinv(x, /, *, rtol: float | Tensor | None = None) -> Tensor:
 
 def matrix_rank(x, /, *, rtol: float | Tensor | None = None) -> Tensor:
     """The number of singular values above ``rtol * max(s)`` (default ``rtol = max(M, N) * eps``), as
-    int64."""
+    int64.
+
+    >>> fl.linalg.matrix_rank(fl.tensor([[1.0, 2.0], [2.0, 4.0]]))
+    Tensor(1, dtype=int64)
+    """
     a = _mat(x, "matrix_rank", square=False)
     s = svdvals(a)
     return R.sum(convert(greater(s, _cutoff(s, rtol, a.shape, "matrix_rank")), dtypes.int64), axis=-1)

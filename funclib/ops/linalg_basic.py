@@ -117,7 +117,11 @@ def _contract(a, b, ca, cb, op, preferred_element_type=None):
 
 @public
 def vecdot(x1, x2, /, *, axis: int = -1):
-    """``sum(conj(x1) * x2, axis)`` with broadcasting."""
+    """``sum(conj(x1) * x2, axis)`` with broadcasting.
+
+    >>> fl.vecdot(fl.tensor([[1.0, 2.0], [3.0, 4.0]]), fl.tensor([1.0, 1.0]))
+    Tensor([3., 7.], dtype=float32)
+    """
     a, b = _promote(x1, x2, "vecdot")
     shape = broadcast_shapes(tuple(a.shape), tuple(b.shape), op="vecdot")
     a, b = S.broadcast_to(a, shape), S.broadcast_to(b, shape)
@@ -131,6 +135,12 @@ def vecdot(x1, x2, /, *, axis: int = -1):
 
 @public
 def outer(x1, x2, /):
+    """The outer product of two 1-D tensors.
+
+    >>> fl.outer(fl.tensor([1, 2]), fl.tensor([1, 10, 100]))
+    Tensor([[  1,  10, 100],
+            [  2,  20, 200]], dtype=int64)
+    """
     a, b = _promote(x1, x2, "outer")
     if a.ndim != 1 or b.ndim != 1:
         raise ShapeError("outer: operands must be 1-D")
@@ -139,7 +149,11 @@ def outer(x1, x2, /):
 
 @public
 def inner(x1, x2, /):
-    """Contract the last axes of ``x1`` and ``x2``."""
+    """Contract the last axes of ``x1`` and ``x2``.
+
+    >>> fl.inner(fl.tensor([1.0, 2.0]), fl.tensor([3.0, 4.0]))
+    Tensor(11., dtype=float32)
+    """
     a, b = _promote(x1, x2, "inner")
     if a.ndim == 0 or b.ndim == 0:
         raise ShapeError(f"inner: operands must be at least 1-D, got shapes {tuple(a.shape)} and {tuple(b.shape)}")
@@ -257,7 +271,11 @@ def _einsum_pair(a, ta, b, tb, keep_letters, pet=None):
 
 @public
 def diagonal(x, /, *, offset: int = 0, axis1: int = -2, axis2: int = -1):
-    """The diagonal of the (axis1, axis2) planes, as a new last axis."""
+    """The diagonal of the (axis1, axis2) planes, as a new last axis.
+
+    >>> fl.diagonal(fl.tensor([[1, 2], [3, 4]]))
+    Tensor([1, 4], dtype=int64)
+    """
     x = _to_tensor(x, "diagonal")
     a1, a2 = normalize_axis(axis1, x.ndim, "diagonal"), normalize_axis(axis2, x.ndim, "diagonal")
     if a1 == a2:

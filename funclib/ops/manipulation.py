@@ -36,13 +36,22 @@ def reshape(x, /, shape: Sequence[int], *, copy: bool | None = None) -> Tensor:
 
 @public
 def broadcast_to(x, /, shape: Sequence[int]) -> Tensor:
-    """Broadcast ``x`` to ``shape`` (NumPy rules)."""
+    """Broadcast ``x`` to ``shape`` (NumPy rules).
+
+    >>> fl.broadcast_to(fl.tensor([1, 2]), (2, 2))
+    Tensor([[1, 2],
+            [1, 2]], dtype=int64)
+    """
     return S.broadcast_to(_t(x, "broadcast_to"), tuple(shape))
 
 
 @public
 def broadcast_arrays(*arrays) -> list[Tensor]:
-    """Broadcast tensors against each other."""
+    """Broadcast tensors against each other.
+
+    >>> [t.shape for t in fl.broadcast_arrays(fl.ones((3, 1)), fl.ones(4))]
+    [(3, 4), (3, 4)]
+    """
     arrays = [_t(a, "broadcast_arrays") for a in arrays]
     shape = broadcast_shapes(*[tuple(a.shape) for a in arrays], op="broadcast_arrays")
     return [S.broadcast_to(a, shape) for a in arrays]
@@ -50,7 +59,11 @@ def broadcast_arrays(*arrays) -> list[Tensor]:
 
 @public(method=True)
 def permute_dims(x, /, axes: Sequence[int]) -> Tensor:
-    """Permute the axes of ``x``."""
+    """Permute the axes of ``x``.
+
+    >>> fl.permute_dims(fl.ones((2, 3, 4)), (2, 0, 1)).shape
+    (4, 2, 3)
+    """
     x = _t(x, "permute_dims")
     axes = tuple(normalize_axis(a, x.ndim, "permute_dims") for a in axes)
     if sorted(axes) != list(range(x.ndim)):
@@ -60,14 +73,24 @@ def permute_dims(x, /, axes: Sequence[int]) -> Tensor:
 
 @public
 def transpose(x, /, axes: Sequence[int] | None = None) -> Tensor:
-    """Reverse (or permute) the axes."""
+    """Reverse (or permute) the axes.
+
+    >>> fl.transpose(fl.tensor([[1, 2, 3], [4, 5, 6]]))
+    Tensor([[1, 4],
+            [2, 5],
+            [3, 6]], dtype=int64)
+    """
     x = _t(x, "transpose")
     return permute_dims(x, tuple(range(x.ndim))[::-1] if axes is None else axes)
 
 
 @public(prop="mT")
 def matrix_transpose(x, /) -> Tensor:
-    """Swap the last two axes."""
+    """Swap the last two axes.
+
+    >>> fl.matrix_transpose(fl.ones((5, 2, 3))).shape
+    (5, 3, 2)
+    """
     x = _t(x, "matrix_transpose")
     if x.ndim < 2:
         raise ShapeError(f"matrix_transpose: needs at least 2 dimensions, got shape {tuple(x.shape)}")
@@ -78,7 +101,11 @@ def matrix_transpose(x, /) -> Tensor:
 
 @public(method=True)
 def moveaxis(x, source, destination, /) -> Tensor:
-    """Move axes to new positions (others keep their order)."""
+    """Move axes to new positions (others keep their order).
+
+    >>> fl.moveaxis(fl.ones((2, 3, 4)), 0, -1).shape
+    (3, 4, 2)
+    """
     x = _t(x, "moveaxis")
     src = [source] if isinstance(source, int) else list(source)
     dst = [destination] if isinstance(destination, int) else list(destination)
@@ -94,6 +121,11 @@ def moveaxis(x, source, destination, /) -> Tensor:
 
 @public(method=True)
 def swapaxes(x, axis1: int, axis2: int, /) -> Tensor:
+    """Exchange two axes.
+
+    >>> fl.swapaxes(fl.ones((2, 3, 4)), 0, 2).shape
+    (4, 3, 2)
+    """
     x = _t(x, "swapaxes")
     perm = list(range(x.ndim))
     a, b = normalize_axis(axis1, x.ndim, "swapaxes"), normalize_axis(axis2, x.ndim, "swapaxes")
@@ -103,7 +135,11 @@ def swapaxes(x, axis1: int, axis2: int, /) -> Tensor:
 
 @public(method=True)
 def expand_dims(x, /, *, axis=0) -> Tensor:
-    """Insert size-1 axes at ``axis`` (an int or tuple)."""
+    """Insert size-1 axes at ``axis`` (an int or tuple).
+
+    >>> fl.expand_dims(fl.ones((2, 3)), axis=(0, 3)).shape
+    (1, 2, 3, 1)
+    """
     x = _t(x, "expand_dims")
     axes = (axis,) if isinstance(axis, int) else tuple(axis)
     nd = x.ndim + len(axes)
@@ -115,7 +151,11 @@ def expand_dims(x, /, *, axis=0) -> Tensor:
 
 @public
 def squeeze(x, /, axis=None) -> Tensor:
-    """Remove size-1 axes (all of them, or those in ``axis``)."""
+    """Remove size-1 axes (all of them, or those in ``axis``).
+
+    >>> fl.squeeze(fl.ones((1, 3, 1))).shape
+    (3,)
+    """
     x = _t(x, "squeeze")
     if axis is None:
         axes = tuple(i for i, d in enumerate(x.shape) if d == 1)
@@ -159,7 +199,12 @@ concatenate = public(concat, name="concatenate")
 
 @public
 def stack(arrays, /, *, axis: int = 0) -> Tensor:
-    """Join tensors along a new axis."""
+    """Join tensors along a new axis.
+
+    >>> fl.stack([fl.tensor([1, 2]), fl.tensor([3, 4])], axis=1)
+    Tensor([[1, 3],
+            [2, 4]], dtype=int64)
+    """
     arrays = _common(arrays, "stack")
     shape = tuple(arrays[0].shape)
     for a in arrays:
@@ -173,7 +218,11 @@ def stack(arrays, /, *, axis: int = 0) -> Tensor:
 
 @public
 def unstack(x, /, *, axis: int = 0) -> tuple[Tensor, ...]:
-    """Split along ``axis`` into a tuple of tensors without that axis."""
+    """Split along ``axis`` into a tuple of tensors without that axis.
+
+    >>> fl.unstack(fl.tensor([[1, 2], [3, 4]]))
+    (Tensor([1, 2], dtype=int64), Tensor([3, 4], dtype=int64))
+    """
     x = _t(x, "unstack")
     ax = normalize_axis(axis, x.ndim, "unstack")
     out = []
@@ -187,7 +236,12 @@ def unstack(x, /, *, axis: int = 0) -> tuple[Tensor, ...]:
 
 @public(method=True)
 def flip(x, /, *, axis=None) -> Tensor:
-    """Reverse the order of elements along ``axis`` (all axes by default)."""
+    """Reverse the order of elements along ``axis`` (all axes by default).
+
+    >>> fl.flip(fl.tensor([[1, 2], [3, 4]]), axis=1)
+    Tensor([[2, 1],
+            [4, 3]], dtype=int64)
+    """
     x = _t(x, "flip")
     if axis is None:
         axes = tuple(range(x.ndim))
@@ -198,7 +252,11 @@ def flip(x, /, *, axis=None) -> Tensor:
 
 @public
 def roll(x, /, shift, *, axis=None) -> Tensor:
-    """Roll elements along ``axis`` (flattened when None)."""
+    """Roll elements along ``axis`` (flattened when None).
+
+    >>> fl.roll(fl.tensor([1, 2, 3, 4]), 1)
+    Tensor([4, 1, 2, 3], dtype=int64)
+    """
     x = _t(x, "roll")
     if axis is None:
         return S.reshape(roll(S.reshape(x, (-1,)), shift, axis=0), tuple(x.shape))
@@ -227,7 +285,12 @@ def roll(x, /, shift, *, axis=None) -> Tensor:
 
 @public
 def tile(x, repetitions, /) -> Tensor:
-    """Repeat the whole tensor along each axis."""
+    """Repeat the whole tensor along each axis.
+
+    >>> fl.tile(fl.tensor([1, 2]), (2, 2))
+    Tensor([[1, 2, 1, 2],
+            [1, 2, 1, 2]], dtype=int64)
+    """
     x = _t(x, "tile")
     reps = check_shape(repetitions, "tile", "repetitions")
     nd = max(x.ndim, len(reps))
@@ -245,7 +308,11 @@ def tile(x, repetitions, /) -> Tensor:
 
 @public(method=True)
 def repeat(x, repeats, /, *, axis: int | None = None) -> Tensor:
-    """Repeat each element ``repeats`` times along ``axis`` (flattened when None)."""
+    """Repeat each element ``repeats`` times along ``axis`` (flattened when None).
+
+    >>> fl.repeat(fl.tensor([1, 2]), 2)
+    Tensor([1, 1, 2, 2], dtype=int64)
+    """
     x = _t(x, "repeat")
     if axis is None:
         x = S.reshape(x, (-1,))
@@ -285,7 +352,11 @@ def repeat(x, repeats, /, *, axis: int | None = None) -> Tensor:
 
 @public
 def split(x, indices_or_sections, /, axis: int = 0) -> list[Tensor]:
-    """Split into equal sections (an int) or at the given indices."""
+    """Split into equal sections (an int) or at the given indices.
+
+    >>> fl.split(fl.arange(5), [2])
+    [Tensor([0, 1], dtype=int64), Tensor([2, 3, 4], dtype=int64)]
+    """
     x = _t(x, "split")
     ax = normalize_axis(axis, x.ndim, "split")
     n = x.shape[ax]
@@ -307,12 +378,21 @@ def split(x, indices_or_sections, /, axis: int = 0) -> list[Tensor]:
 
 @public(method=True)
 def ravel(x, /) -> Tensor:
+    """The elements in one axis (row-major order).
+
+    >>> fl.ravel(fl.tensor([[1, 2], [3, 4]]))
+    Tensor([1, 2, 3, 4], dtype=int64)
+    """
     return S.reshape(_t(x, "ravel"), (-1,))
 
 
 @public
 def flatten(x, /, start_dim: int = 0, end_dim: int = -1) -> Tensor:
-    """Merge axes ``start_dim..end_dim`` (PyTorch's flatten)."""
+    """Merge axes ``start_dim..end_dim`` (PyTorch's flatten).
+
+    >>> fl.flatten(fl.ones((2, 3, 4)), start_dim=1).shape
+    (2, 12)
+    """
     x = _t(x, "flatten")
     if x.ndim == 0:
         return S.reshape(x, (1,))
@@ -327,12 +407,22 @@ def flatten(x, /, start_dim: int = 0, end_dim: int = -1) -> Tensor:
 
 @public
 def atleast_1d(x):
+    """``x`` with at least one axis (a scalar becomes shape ``(1,)``).
+
+    >>> fl.atleast_1d(fl.tensor(3.0)).shape
+    (1,)
+    """
     x = _t(x, "atleast_1d")
     return S.reshape(x, (1,)) if x.ndim == 0 else x
 
 
 @public
 def atleast_2d(x):
+    """``x`` with at least two axes (new axes in front).
+
+    >>> fl.atleast_2d(fl.ones(3)).shape
+    (1, 3)
+    """
     x = atleast_1d(x)
     return S.reshape(x, (1,) + tuple(x.shape)) if x.ndim == 1 else x
 
@@ -342,7 +432,11 @@ _NUMPY_PAD_MODES = ("edge", "linear_ramp", "maximum", "mean", "median", "minimum
 
 @public
 def pad(x, pad_width, mode: str = "constant", constant_values=0) -> Tensor:
-    """NumPy-style ``pad`` (constant mode): ``pad_width`` is an int, a pair, or a pair per axis."""
+    """NumPy-style ``pad`` (constant mode): ``pad_width`` is an int, a pair, or a pair per axis.
+
+    >>> fl.pad(fl.tensor([1, 2]), (1, 2))
+    Tensor([0, 1, 2, 0, 0], dtype=int64)
+    """
     x = _t(x, "pad")
     if mode in _NUMPY_PAD_MODES:
         raise NotImplementedError(f"pad: mode {mode!r} is not implemented yet; only 'constant' is")

@@ -60,25 +60,43 @@ def log_softmax(x, /, axis=-1):
 
 @public
 def relu(x, /):
-    """``max(x, 0)``; the derivative at 0 is 0."""
+    """``max(x, 0)``; the derivative at 0 is 0.
+
+    >>> fl.relu(fl.tensor([-1.0, 0.0, 2.0]))
+    Tensor([0., 0., 2.], dtype=float32)
+    """
     x = _to_tensor(x, "relu")
     return select(greater(x, _wrap(np.zeros((), x.dtype))), x, _wrap(np.zeros((), x.dtype)))
 
 
 @public
 def relu6(x, /):
-    """``min(max(x, 0), 6)``."""
+    """``min(max(x, 0), 6)``.
+
+    >>> fl.relu6(fl.tensor([-1.0, 3.0, 8.0]))
+    Tensor([0., 3., 6.], dtype=float32)
+    """
     return E.clip(relu(_to_tensor(x, "relu6")), None, 6.0)
 
 
 @public
 def leaky_relu(x, /, negative_slope: float = 0.01):
+    """``x`` where ``x >= 0``, else ``negative_slope * x``.
+
+    >>> fl.leaky_relu(fl.tensor([-2.0, 3.0]), negative_slope=0.1)
+    Tensor([-0.2,  3. ], dtype=float32)
+    """
     x = _f(x, "leaky_relu")
     return select(greater_equal(x, _wrap(np.zeros((), x.dtype))), x, E.multiply(x, negative_slope))
 
 
 @public
 def elu(x, /, alpha: float = 1.0):
+    """``x`` where ``x > 0``, else ``alpha * (exp(x) - 1)``.
+
+    >>> fl.elu(fl.tensor([-1.0, 2.0]))
+    Tensor([-0.63212055,  2.        ], dtype=float32)
+    """
     x = _f(x, "elu")
     zero = _wrap(np.zeros((), x.dtype))
     neg = E.multiply(expm1(E.minimum(x, zero)), alpha)
@@ -87,7 +105,11 @@ def elu(x, /, alpha: float = 1.0):
 
 @public
 def softplus(x, /, beta: float = 1.0, threshold: float | None = None):
-    """``log(1 + exp(beta x)) / beta`` without overflow: ``max(z, 0) + log1p(exp(-|z|))``."""
+    """``log(1 + exp(beta x)) / beta`` without overflow: ``max(z, 0) + log1p(exp(-|z|))``.
+
+    >>> fl.softplus(fl.tensor([0.0, 100.0]))
+    Tensor([  0.6931472, 100.       ], dtype=float32)
+    """
     x = _f(x, "softplus")
     z = E.multiply(x, beta) if beta != 1.0 else x
     zero = _wrap(np.zeros((), x.dtype))
@@ -97,13 +119,21 @@ def softplus(x, /, beta: float = 1.0, threshold: float | None = None):
 
 @public
 def log_sigmoid(x, /):
-    """``log(sigmoid(x)) = -softplus(-x)``."""
+    """``log(sigmoid(x)) = -softplus(-x)``.
+
+    >>> fl.log_sigmoid(fl.tensor([0.0, -100.0]))
+    Tensor([  -0.6931472, -100.       ], dtype=float32)
+    """
     return E.negative(softplus(E.negative(_f(x, "log_sigmoid"))))
 
 
 @public
 def silu(x, /):
-    """``x * sigmoid(x)`` (swish)."""
+    """``x * sigmoid(x)`` (swish).
+
+    >>> fl.silu(fl.tensor([0.0, 1.0]))
+    Tensor([0.       , 0.7310586], dtype=float32)
+    """
     x = _f(x, "silu")
     return E.multiply(x, sigmoid(x))
 
@@ -113,7 +143,11 @@ swish = public(silu, name="swish")
 
 @public
 def gelu(x, /, approximate: bool | str = False):
-    """Gaussian error linear unit; ``approximate=True`` (or ``'tanh'``) uses the tanh form."""
+    """Gaussian error linear unit; ``approximate=True`` (or ``'tanh'``) uses the tanh form.
+
+    >>> fl.gelu(fl.tensor([-1.0, 0.0, 1.0]))
+    Tensor([-0.15865526,  0.        ,  0.8413447 ], dtype=float32)
+    """
     x = _f(x, "gelu")
     if approximate in (True, "tanh"):
         c = math.sqrt(2.0 / math.pi)
@@ -167,7 +201,11 @@ def check_labels(x, num_classes: int, op: str) -> None:
 
 @public
 def normalize(x, /, axis=-1, eps: float = 1e-12):
-    """``x / max(||x||, eps)`` along ``axis``."""
+    """``x / max(||x||, eps)`` along ``axis``.
+
+    >>> fl.normalize(fl.tensor([[3.0, 4.0]]), axis=-1)
+    Tensor([[0.6, 0.8]], dtype=float32)
+    """
     x = _f(x, "normalize")
     n = E.sqrt(R.sum(E.multiply(x, x), axis=axis, keepdims=True))
     return E.divide(x, E.maximum(n, _wrap(np.asarray(eps, x.dtype))))

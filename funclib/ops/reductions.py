@@ -86,7 +86,11 @@ def _reduction_method(fn):
 @_reduction_method
 @public
 def prod(x, /, *, axis=None, dtype=None, keepdims: bool = False) -> Tensor:
-    """Product over ``axis``."""
+    """Product over ``axis``.
+
+    >>> fl.prod(fl.tensor([[1.0, 2.0], [3.0, 4.0]]), axis=0)
+    Tensor([3., 8.], dtype=float32)
+    """
     x = _to_tensor(x, "prod")
     axes = _axes(x, axis, "prod")
     d = _sum_dtype(x.dtype, dtype)
@@ -102,7 +106,11 @@ def _real_check(x, op):
 @_reduction_method
 @public
 def max(x, /, *, axis=None, keepdims: bool = False) -> Tensor:
-    """Maximum over ``axis`` (NaN propagates; ties share the gradient equally)."""
+    """Maximum over ``axis`` (NaN propagates; ties share the gradient equally).
+
+    >>> fl.max(fl.tensor([[1.0, 4.0], [3.0, 2.0]]), axis=0)
+    Tensor([3., 4.], dtype=float32)
+    """
     x = _to_tensor(x, "max")
     _real_check(x, "max")
     axes = _axes(x, axis, "max")
@@ -112,7 +120,12 @@ def max(x, /, *, axis=None, keepdims: bool = False) -> Tensor:
 @_reduction_method
 @public
 def min(x, /, *, axis=None, keepdims: bool = False) -> Tensor:
-    """Minimum over ``axis`` (NaN propagates; ties share the gradient equally)."""
+    """Minimum over ``axis`` (NaN propagates; ties share the gradient equally).
+
+    >>> fl.min(fl.tensor([[1.0, 4.0], [3.0, 2.0]]), axis=1, keepdims=True)
+    Tensor([[1.],
+            [2.]], dtype=float32)
+    """
     x = _to_tensor(x, "min")
     _real_check(x, "min")
     axes = _axes(x, axis, "min")
@@ -149,7 +162,11 @@ def mean(x, /, *, axis=None, keepdims: bool = False) -> Tensor:
 
 @public
 def var(x, /, *, axis=None, correction=0.0, keepdims: bool = False) -> Tensor:
-    """Variance with ``correction`` degrees of freedom removed (0: population, 1: sample)."""
+    """Variance with ``correction`` degrees of freedom removed (0: population, 1: sample).
+
+    >>> fl.var(fl.tensor([1.0, 2.0, 3.0, 4.0]))
+    Tensor(1.25, dtype=float32)
+    """
     return _var(x, axis, correction, keepdims, "var")
 
 
@@ -173,7 +190,11 @@ def _var(x, axis, correction, keepdims, op):
 
 @public
 def std(x, /, *, axis=None, correction=0.0, keepdims: bool = False) -> Tensor:
-    """Standard deviation (see ``var``)."""
+    """Standard deviation (see ``var``).
+
+    >>> fl.std(fl.tensor([1.0, 2.0, 3.0, 4.0]), correction=1)
+    Tensor(1.2909944, dtype=float32)
+    """
     return E.sqrt(_var(x, axis, correction, keepdims, "std"))
 
 
@@ -190,6 +211,11 @@ def _std_method(self, axis=None, correction=0.0, keepdims=False):
 @_reduction_method
 @public
 def all(x, /, *, axis=None, keepdims: bool = False) -> Tensor:
+    """Whether every element is true (nonzero) over ``axis``.
+
+    >>> fl.all(fl.tensor([[True, False], [True, True]]), axis=1)
+    Tensor([False,  True], dtype=bool)
+    """
     x = _to_tensor(x, "all")
     b = x if x.dtype == dtypes.bool_ else E.not_equal(x, 0)
     axes = _axes(x, axis, "all")
@@ -199,6 +225,11 @@ def all(x, /, *, axis=None, keepdims: bool = False) -> Tensor:
 @_reduction_method
 @public
 def any(x, /, *, axis=None, keepdims: bool = False) -> Tensor:
+    """Whether some element is true (nonzero) over ``axis``.
+
+    >>> fl.any(fl.tensor([[0, 0], [0, 3]]), axis=1)
+    Tensor([False,  True], dtype=bool)
+    """
     x = _to_tensor(x, "any")
     b = x if x.dtype == dtypes.bool_ else E.not_equal(x, 0)
     axes = _axes(x, axis, "any")
@@ -221,13 +252,21 @@ def _arg(prim_fn, x, axis, keepdims, op):
 
 @public
 def argmax(x, /, *, axis: int | None = None, keepdims: bool = False) -> Tensor:
-    """Index of the maximum (the first one on ties; NaN counts as the maximum)."""
+    """Index of the maximum (the first one on ties; NaN counts as the maximum).
+
+    >>> fl.argmax(fl.tensor([[1.0, 5.0, 5.0], [7.0, 2.0, 0.0]]), axis=1)
+    Tensor([1, 0], dtype=int64)
+    """
     return _arg(R.argmax, x, axis, keepdims, "argmax")
 
 
 @public
 def argmin(x, /, *, axis: int | None = None, keepdims: bool = False) -> Tensor:
-    """Index of the minimum (the first one on ties; NaN counts as the minimum)."""
+    """Index of the minimum (the first one on ties; NaN counts as the minimum).
+
+    >>> fl.argmin(fl.tensor([3.0, 1.0, 1.0]))
+    Tensor(1, dtype=int64)
+    """
     return _arg(R.argmin, x, axis, keepdims, "argmin")
 
 
@@ -245,7 +284,11 @@ _arg_method(argmin)
 
 @public
 def cumulative_sum(x, /, *, axis: int | None = None, dtype=None, include_initial: bool = False) -> Tensor:
-    """Cumulative sum along ``axis`` (required unless ``x`` is 1-D)."""
+    """Cumulative sum along ``axis`` (required unless ``x`` is 1-D).
+
+    >>> fl.cumulative_sum(fl.tensor([1, 2, 3]), include_initial=True)
+    Tensor([0, 1, 3, 6], dtype=int64)
+    """
     x = _to_tensor(x, "cumulative_sum")
     if axis is None:
         if x.ndim != 1:
@@ -269,31 +312,57 @@ def _cumsum_method(self, axis=0):
 
 @public
 def cumsum(x, axis: int = 0, *, reverse: bool = False) -> Tensor:
+    """Cumulative sum along ``axis`` (from the end with ``reverse=True``).
+
+    >>> fl.cumsum(fl.tensor([1.0, 2.0, 3.0]))
+    Tensor([1., 3., 6.], dtype=float32)
+    >>> fl.cumsum(fl.tensor([1.0, 2.0, 3.0]), reverse=True)
+    Tensor([6., 5., 3.], dtype=float32)
+    """
     x = _to_tensor(x, "cumsum")
     return R.cumsum(x, normalize_axis(axis, x.ndim, "cumsum"), reverse)
 
 
 @public
 def cumprod(x, axis: int = 0) -> Tensor:
-    """Cumulative product (exact derivatives, also at zeros)."""
+    """Cumulative product (exact derivatives, also at zeros).
+
+    >>> fl.cumprod(fl.tensor([1.0, 2.0, 3.0, 4.0]))
+    Tensor([ 1.,  2.,  6., 24.], dtype=float32)
+    """
     x = _to_tensor(x, "cumprod")
     return R.cumulative(E.multiply, x, normalize_axis(axis, x.ndim, "cumprod"))
 
 
 @public
 def cummax(x, axis: int = 0) -> Tensor:
+    """Running maximum along ``axis``.
+
+    >>> fl.cummax(fl.tensor([1.0, 3.0, 2.0, 5.0]))
+    Tensor([1., 3., 3., 5.], dtype=float32)
+    """
     x = _to_tensor(x, "cummax")
     return R.cumulative(E.maximum, x, normalize_axis(axis, x.ndim, "cummax"))
 
 
 @public
 def cummin(x, axis: int = 0) -> Tensor:
+    """Running minimum along ``axis``.
+
+    >>> fl.cummin(fl.tensor([4.0, 3.0, 5.0, 1.0]))
+    Tensor([4., 3., 3., 1.], dtype=float32)
+    """
     x = _to_tensor(x, "cummin")
     return R.cumulative(E.minimum, x, normalize_axis(axis, x.ndim, "cummin"))
 
 
 @public
 def logcumsumexp(x, axis: int = 0) -> Tensor:
+    """``log(cumsum(exp(x)))`` along ``axis``, without overflow.
+
+    >>> fl.logcumsumexp(fl.log(fl.tensor([1.0, 2.0, 3.0])))
+    Tensor([0.       , 1.0986123, 1.7917595], dtype=float32)
+    """
     x = _to_tensor(x, "logcumsumexp")
     return R.cumulative(E.logaddexp, x, normalize_axis(axis, x.ndim, "logcumsumexp"))
 

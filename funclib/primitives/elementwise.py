@@ -205,7 +205,8 @@ def unary(
         return _unary_slow(p, x, ok, promote_int, public)
 
     wrapper.__name__ = wrapper.__qualname__ = public
-    wrapper.__doc__ = doc or f"Elementwise ``{public}``.\n\n>>> fl.{public}(fl.tensor([0.5]))"
+    sample = "[0.5]" if ok & FLOAT else "[5, 12]"  # bitwise_invert takes integers only
+    wrapper.__doc__ = doc or f"Elementwise ``{public}``.\n\n>>> fl.{public}(fl.tensor({sample}))"
     if export:
         namespace.public(wrapper, method=method, dunder=dunder, rdunder=rdunder)
     return p, wrapper
@@ -369,7 +370,11 @@ def binary(
         return _binary_slow(p, x, y, public)
 
     wrapper.__name__ = wrapper.__qualname__ = public
-    wrapper.__doc__ = doc or f"Elementwise ``{public}`` with broadcasting and Array API type promotion."
+    a, b = "[1.0, 2.0]", "[0.5, 3.0]"
+    if not ok & FLOAT:  # bitwise operations take integers (and booleans), logical ones booleans only
+        a, b = ("[True, False]", "[True, True]") if ok <= BOOL else ("[5, 12]", "[3, 2]")
+    example = f">>> fl.{public}(fl.tensor({a}), fl.tensor({b}))"
+    wrapper.__doc__ = doc or f"Elementwise ``{public}`` with broadcasting and Array API type promotion.\n\n{example}"
     if export:
         namespace.public(wrapper, method=method, dunder=dunder, rdunder=rdunder)
     return p, wrapper

@@ -319,7 +319,11 @@ def convert_int(s):
 
 @public
 def dynamic_slice(x, starts, slice_sizes, *, op="dynamic_slice"):
-    """``x[s0:s0+z0, ...]`` with traced starts; starts are clamped so the window stays in bounds (as in XLA)."""
+    """``x[s0:s0+z0, ...]`` with traced starts; starts are clamped so the window stays in bounds (as in XLA).
+
+    >>> fl.dynamic_slice(fl.arange(6), (fl.tensor(4),), (3,))  # start clamped to 3
+    Tensor([3, 4, 5], dtype=int64)
+    """
     starts = [s if isinstance(s, Tensor) else _wrap(array_from(s, op=op)) for s in starts]
     sizes = check_shape(slice_sizes, "dynamic_slice", "slice_sizes")
     # the eager impl would clamp silently; the abstract rule names what is wrong
@@ -393,7 +397,11 @@ def _dus_vmap(args, dims):
 
 @public
 def dynamic_update_slice(x, update, starts, *, op="dynamic_update_slice"):
-    """Write ``update`` into ``x`` at traced ``starts`` (clamped so it fits)."""
+    """Write ``update`` into ``x`` at traced ``starts`` (clamped so it fits).
+
+    >>> fl.dynamic_update_slice(fl.zeros(4), fl.ones(2), (fl.tensor(1),))
+    Tensor([0., 1., 1., 0.], dtype=float32)
+    """
     starts = [s if isinstance(s, Tensor) else _wrap(array_from(s, op=op)) for s in starts]
     _dus_abstract(aval_of(x), aval_of(update), *[aval_of(s) for s in starts])
     return dynamic_update_slice_p.bind(x, update, *starts)

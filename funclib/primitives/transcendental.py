@@ -85,7 +85,9 @@ asinh_p, asinh = unary(
     "asinh", np.arcsinh, jvp=lambda x, y, t: safe_div(t, sqrt(x * x + 1.0)), no_lowering=NO_F32_MATH
 )
 acosh_p, acosh = unary(
-    "acosh", np.arccosh, jvp=lambda x, y, t: safe_div(t, sqrt(x - 1.0) * sqrt(x + 1.0)), no_lowering=NO_F32_MATH
+    "acosh", np.arccosh, jvp=lambda x, y, t: safe_div(t, sqrt(x - 1.0) * sqrt(x + 1.0)), no_lowering=NO_F32_MATH,
+    doc="Elementwise ``acosh``, defined for ``x >= 1``.\n\n>>> fl.acosh(fl.tensor([1.0, 2.0]))\n"
+    "Tensor([0.      , 1.316958], dtype=float32)",
 )
 atanh_p, atanh = unary("atanh", np.arctanh, jvp=lambda x, y, t: safe_div(t, 1.0 - x * x), no_lowering=NO_F32_MATH)
 # d sqrt(x) = t / (2 sqrt(x)) is infinite at 0; safe_div keeps a zero tangent or cotangent exactly zero there
@@ -184,7 +186,11 @@ def _polygamma(n: int, x, op: str):
 
 @namespace.public
 def digamma(x):
-    """The digamma function, d/dx lgamma(x)."""
+    """The digamma function, d/dx lgamma(x).
+
+    >>> fl.digamma(fl.tensor([1.0, 2.0]))  # -euler_gamma, 1 - euler_gamma
+    Tensor([-0.5772157 ,  0.42278433], dtype=float32)
+    """
     return _polygamma(0, x, "digamma")
 
 

@@ -98,6 +98,10 @@ class Quantized:
     """A quantized tensor: ``values`` (the quantized dtype, ``x``'s shape), its ``scale`` (float32) and
     ``zero_point`` (int32, or None for symmetric schemes); ``axis``/``group_size`` say how the scale applies (see the
     module docstring). A pytree: it passes through ``jit``, ``vmap`` and ``fl.save``'s containers as its leaves.
+
+    >>> q = fl.quantization.quantize(fl.tensor([0.5, -1.0]), fl.int8)
+    >>> q.values, q.scale
+    (Tensor([  64, -127], dtype=int8), Tensor(0.00787402, dtype=float32))
     """
 
     values: Tensor
@@ -160,8 +164,8 @@ def quantize(
 
     >>> q = fl.quantization.quantize(fl.tensor([[0.5, -1.0], [2.0, 0.25]]), axis=0)
     >>> q.values, q.scale.shape
-    (Tensor([[ 64, -127],
-           [127,  16]], dtype=int8), (2, 1))
+    (Tensor([[  64, -127],
+            [ 127,   16]], dtype=int8), (2, 1))
     """
     x = asarray(x)
     d = dtypes.canonicalize(dtype)

@@ -401,14 +401,24 @@ def _fromdense(x, nse, op):
 
 
 def fromdense(x, nse: int | None = None, format: str = "coo"):
-    """``COO.fromdense`` (``format="coo"``) or ``CSR.fromdense`` (``"csr"``)."""
+    """``COO.fromdense`` (``format="coo"``) or ``CSR.fromdense`` (``"csr"``).
+
+    >>> a = fl.sparse.fromdense(fl.tensor([[0.0, 2.0], [3.0, 0.0]]), format="csr")
+    >>> a @ fl.ones(2)
+    Tensor([2., 3.], dtype=float32)
+    """
     if format not in ("coo", "csr"):
         raise ValueError(f"fromdense: format must be 'coo' or 'csr', got {format!r}")
     return (COO if format == "coo" else CSR).fromdense(x, nse)
 
 
 def todense(a) -> Tensor:
-    """The dense tensor of a sparse matrix (repeated entries added, padding dropped); dense tensors pass through."""
+    """The dense tensor of a sparse matrix (repeated entries added, padding dropped); dense tensors pass through.
+
+    >>> fl.sparse.todense(fl.sparse.fromdense(fl.tensor([[0.0, 2.0], [3.0, 0.0]])))
+    Tensor([[0., 2.],
+            [3., 0.]], dtype=float32)
+    """
     if not isinstance(a, _Sparse):
         return asarray(a)
     m, k = a.shape
@@ -487,7 +497,12 @@ def multiply(a, b):
 
 
 def to_scipy(a):
-    """The ``scipy.sparse`` matrix (``coo_matrix`` or ``csr_matrix``) of a concrete sparse matrix."""
+    """The ``scipy.sparse`` matrix (``coo_matrix`` or ``csr_matrix``) of a concrete sparse matrix.
+
+    >>> m = fl.sparse.to_scipy(fl.sparse.fromdense(fl.tensor([[0.0, 2.0], [3.0, 0.0]])))
+    >>> m.nnz, m.format
+    (2, 'coo')
+    """
     try:
         import scipy.sparse as sp  # optional: only for the exchange with SciPy
     except ImportError:
@@ -500,7 +515,14 @@ def to_scipy(a):
 
 
 def from_scipy(m):
-    """A ``COO`` or ``CSR`` (for ``csr_matrix``/``csr_array``) from a ``scipy.sparse`` matrix."""
+    """A ``COO`` or ``CSR`` (for ``csr_matrix``/``csr_array``) from a ``scipy.sparse`` matrix.
+
+    >>> import scipy.sparse
+    >>> a = fl.sparse.from_scipy(scipy.sparse.eye(2, format="csr"))
+    >>> type(a).__name__, fl.sparse.todense(a)
+    ('CSR', Tensor([[1., 0.],
+            [0., 1.]], dtype=float64))
+    """
     fmt = getattr(m, "format", None)
     if fmt == "csr":
         return CSR(np.asarray(m.data), np.asarray(m.indices, np.int64), np.asarray(m.indptr, np.int64), m.shape)

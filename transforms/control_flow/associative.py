@@ -38,7 +38,7 @@ def _interleave(even, odd):
 
 
 def associative_scan(fn: Callable[[Any, Any], Any], elems: Any, reverse: bool = False, axis: int = 0) -> Any:
-    """Inclusive scan with an associative ``fn``: ``out[i] = elems[0] . elems[1] . ... . elems[i]``.
+    """Inclusive scan with an associative ``fn``: ``out[i] = fn(...fn(fn(elems[0], elems[1]), ...), elems[i])``.
 
     Args:
       fn: an associative function of two pytrees shaped like ``elems`` (with any leading length along
