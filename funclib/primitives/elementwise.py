@@ -10,6 +10,7 @@ Low-precision operands (float8, int4) take the impl instead, which computes in t
 from __future__ import annotations
 
 import builtins
+import threading
 
 import numpy as np
 
@@ -169,6 +170,8 @@ def unary(
     p.def_vmap(_elementwise_vmap(p))
 
     if jvp is not None:
+        p.diagonal = (jvp,)
+
         @p.def_jvp
         def _jvp(primals, tangents):
             (x,), (t,) = primals, tangents
@@ -295,6 +298,7 @@ def binary(
 
     if jvp is not None:
         dfx, dfy = jvp
+        p.diagonal = jvp
 
         @p.def_jvp
         def _jvp(primals, tangents):
@@ -603,8 +607,23 @@ conj_p.def_transpose(lambda ct, x: [conj(ct)])
 # The binary primitives. (dx, dy): contributions of the x and y tangents.
 
 
-@np.errstate(invalid="ignore", over="ignore")  # as a decorator it costs half of a with-block per call
+class _Products(threading.local):
+    # set by eager reverse mode's first backward pass (``transforms.tape``), which runs under an errstate and
+    # redoes the pass with safe products if a NaN reaches a gradient: a plain product differs only there
+    plain = False
+
+
+PRODUCTS = _Products()
+
+
 def _safe_mul_np(x, y):
+    if PRODUCTS.plain:
+        return np.multiply(x, y)
+    return _safe_mul_checked(x, y)
+
+
+@np.errstate(invalid="ignore", over="ignore")  # as a decorator it costs half of a with-block per call
+def _safe_mul_checked(x, y):
     out = np.multiply(x, y)
     # not dtype.kind: bfloat16's kind is "V"; one pass decides the common, all-finite case
     if out.dtype in FLOAT and not np.isfinite(out).all():
@@ -615,16 +634,21 @@ def _safe_mul_np(x, y):
 
 
 def _safe_div_np(x, y):
+    if PRODUCTS.plain:
+        return _safe_div(x, y)
+    return _safe_div_quiet(x, y)
+
+
+def _safe_div(x, y):
     x, y = np.asarray(x), np.asarray(y)
     shape = x.shape if x.shape == y.shape else np.broadcast_shapes(x.shape, y.shape)
-    out = np.zeros(shape, np.result_type(x, y))
+    out = np.zeros(shape, x.dtype if x.dtype is y.dtype else np.result_type(x, y))
     # skipping the zero numerators avoids 0/0 = nan; a nonzero over zero is a genuine infinity, kept silently
-    if (y == 0).any() or not np.isfinite(y).all():
-        with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
-            np.divide(x, y, out=out, where=x != 0)
-    else:
-        np.divide(x, y, out=out, where=x != 0)
+    np.divide(x, y, out=out, where=x != 0)
     return out
+
+
+_safe_div_quiet = np.errstate(divide="ignore", over="ignore", invalid="ignore")(_safe_div)
 
 
 add_p, add = binary(
