@@ -91,10 +91,9 @@ class JVPTrace(Trace):
 
     def process(self, prim, args, params):
         if self.tape is not None and prim.diagonal is not None:
-            ts = [a.tangent if type(a) is JVPTracer and a._trace is self else None for a in args]
-            res = self.tape.elementwise(prim, [a if t is None else a.primal for a, t in zip(args, ts)], ts, params)
-            if res is not None:
-                return res[0] if res[1] is None else self.new(*res)
+            out = self.tape.elementwise(self, prim, args)
+            if out is not None:
+                return out
         primals = []
         tangents = []
         nonzero = False
@@ -297,7 +296,7 @@ def linearize_flat(
 
 
 def _linearize_on_tape(fun_flat, primals, diff_mask, name):
-    tape = Tape(name)
+    tape = Tape(name, JVPTracer)
     jt = JVPTrace(tape, name=name)
     jt.tape = tape
     tan_ins, ins = [], []

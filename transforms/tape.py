@@ -90,19 +90,23 @@ def backward_pass(jaxpr: Jaxpr, consts: list, cts_out: list, plain_products: boo
 class LinearTracer(Tracer):
     """A tangent recorded on a ``Tape``: an abstract value and the number of the value on the tape."""
 
-    __slots__ = ("_aval", "index")
+    __slots__ = ("_aval", "_like", "index")
 
     @property
     def aval(self) -> ShapedArray:
-        return self._aval
+        a = self._aval
+        if a is None:
+            v = self._like._value
+            a = self._aval = ShapedArray(v.shape, v.dtype)
+        return a
 
     @property
     def dtype(self):
-        return self._aval.dtype
+        return self.aval.dtype
 
     @property
     def shape(self):
-        return self._aval.shape
+        return self.aval.shape
 
 
 class Tape(Trace):
@@ -114,8 +118,9 @@ class Tape(Trace):
 
     eager_below = True
 
-    def __init__(self, name: str):
+    def __init__(self, name: str, tracer_type: type = Tracer):
         self.name = name
+        self.tracer_type = tracer_type  # the primal tracers' type, for ``elementwise``
         self.steps: list[tuple] = []
         self.count = 0
 
@@ -123,6 +128,17 @@ class Tape(Trace):
         t = _new(LinearTracer)
         t._trace = self
         t._aval = aval
+        t._like = None
+        t.index = self.count
+        self.count += 1
+        return t
+
+    def new_like(self, primal: Tensor) -> LinearTracer:
+        """The tangent of ``primal``; its aval is made only if a rule asks for it."""
+        t = _new(LinearTracer)
+        t._trace = self
+        t._aval = None
+        t._like = primal
         t.index = self.count
         self.count += 1
         return t
@@ -140,15 +156,15 @@ class Tape(Trace):
             return prim.eager(args, params)
         if not plain or prim.partial_eval is not None or prim.transpose is None:
             return self._stage(prim, args, params)
-        avals = [a._aval if type(a) is LinearTracer else aval_of(a) for a in args]
+        avals = [a.aval if type(a) is LinearTracer else aval_of(a) for a in args]
         out = prim.abstract_eval(*avals, **params)
         # steps hold numbers and avals, never tracers: a tracer refers to its tape, and a cycle would leave every
         # residual to the garbage collector
         ins = [None if type(a) is LinearTracer else a for a in args]
-        lin = [(i, a.index, a._aval) for i, a in enumerate(args) if type(a) is LinearTracer]
+        lin = [(i, a.index, a.aval) for i, a in enumerate(args) if type(a) is LinearTracer]
         if prim.multiple_results:
             outs = [self.new(a) for a in out]
-            self.steps.append((_LINEAR, prim, params, ins, lin, [(o.index, o._aval) for o in outs]))
+            self.steps.append((_LINEAR, prim, params, ins, lin, [(o.index, o.aval) for o in outs]))
             return outs
         t = self.new(out)
         self.steps.append((_LINEAR, prim, params, ins, lin, t.index))
@@ -160,7 +176,7 @@ class Tape(Trace):
         ins, lin_in, pe_in = [], [], []
         for a in args:
             if type(a) is LinearTracer and a._trace is self:
-                t = pe.new_arg(a._aval)
+                t = pe.new_arg(a.aval)
                 lin_in.append(a)
                 pe_in.append(t)
                 ins.append(t)
@@ -177,47 +193,79 @@ class Tape(Trace):
         if not unknown:
             return out
         jaxpr, consts = pe.to_jaxpr(pe_in, unknown)
-        lin_out = {id(o): self.new(o._aval) for o in unknown}
+        lin_out = {id(o): self.new(o.aval) for o in unknown}
         self.steps.append((_JAXPR, jaxpr, consts, [a.index for a in lin_in], [o.index for o in lin_out.values()]))
         outs = [lin_out.get(id(o), o) for o in outs]
         return outs if prim.multiple_results else outs[0]
 
-    def elementwise(self, prim, primals, tangents, params):
-        """``(out, tangent)`` of a unary or binary row on concrete operands of one real floating dtype, with its
-        diagonal step recorded (``tangent`` is ``None`` when nothing flows back); ``None`` for other operands (the
-        JVP rule runs then). ``tangents`` holds ``None`` for an operand that is not traced."""
+    def elementwise(self, jt, prim, args):
+        """The result of a unary or binary row under ``jt`` (the ``JVPTrace`` over this tape) on concrete operands
+        of one real floating dtype, with its diagonal step recorded; ``None`` for other operands (the JVP rule
+        runs then, and explains any error)."""
         fns = prim.diagonal
-        if len(primals) == 1:
-            x = primals[0]
-            if type(x) is not Tensor or x._value.dtype not in _REAL:
+        if len(args) == 1:
+            a = args[0]
+            if type(a) is not self.tracer_type or a._trace is not jt:
                 return None
-            out = prim.eager(primals, params)
-            if out._value.dtype is not x._value.dtype:
+            x = a.primal
+            if type(x) is not Tensor:
                 return None
-            t = tangents[0]
+            v = x._value
+            if v.dtype not in _REAL:
+                return None
+            try:
+                w = fns[0](v)
+            except Exception:
+                return None
+            if type(w) is not np.ndarray:
+                w = np.asarray(w)  # NumPy returns a scalar for 0-d operands
+            if w.dtype is not v.dtype:
+                return None
+            out = _new(Tensor)
+            out._value = w
+            t = a.tangent
             if type(t) is not LinearTracer:  # a symbolic zero or a constant: nothing flows back through it
-                return out, None
-            lt = self.new(ShapedArray(out._value.shape, out._value.dtype))
-            self.steps.append((_UNARY, fns[0], x, out, t.index, lt.index))
-            return out, lt
-        x, y = primals
+                return out
+            lt = self.new_like(out)
+            self.steps.append((_UNARY, fns[1], x, out, t.index, lt.index))
+            return jt.new(out, lt)
+        a, b = args
+        jtype = self.tracer_type
+        if type(a) is jtype and a._trace is jt:
+            x, tx = a.primal, a.tangent
+        elif type(a) is Tensor:
+            x, tx = a, None
+        else:
+            return None
+        if type(b) is jtype and b._trace is jt:
+            y, ty = b.primal, b.tangent
+        elif type(b) is Tensor:
+            y, ty = b, None
+        else:
+            return None
         if type(x) is not Tensor or type(y) is not Tensor:
             return None
-        d = x._value.dtype
+        v = x._value
+        d = v.dtype
         if d not in _REAL or y._value.dtype is not d:
             return None
-        out = prim.eager(primals, params)
-        v = out._value
-        if v.dtype is not d:
+        try:
+            w = fns[0](v, y._value)
+        except Exception:
             return None
-        tx, ty = tangents
-        ix = tx.index if type(tx) is LinearTracer and fns[0] is not None else None
-        iy = ty.index if type(ty) is LinearTracer and fns[1] is not None else None
+        if type(w) is not np.ndarray:
+            w = np.asarray(w)
+        if w.dtype is not d:
+            return None
+        out = _new(Tensor)
+        out._value = w
+        ix = tx.index if type(tx) is LinearTracer and fns[1] is not None else None
+        iy = ty.index if type(ty) is LinearTracer and fns[2] is not None else None
         if ix is None and iy is None:
-            return out, None
-        lt = self.new(ShapedArray(v.shape, d))
-        self.steps.append((_BINARY, fns[0], fns[1], x, y, out, ix, iy, lt.index))
-        return out, lt
+            return out
+        lt = self.new_like(out)
+        self.steps.append((_BINARY, fns[1], fns[2], x, y, out, ix, iy, lt.index))
+        return jt.new(out, lt)
 
     def backward(self, outs: list, cts: list, plain_products: bool = False) -> dict[int, Any]:
         """Cotangents of the tape's values (by ``index``) from those of ``outs`` (``LinearTracer``s or zeros).

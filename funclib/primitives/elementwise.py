@@ -170,7 +170,7 @@ def unary(
     p.def_vmap(_elementwise_vmap(p))
 
     if jvp is not None:
-        p.diagonal = (jvp,)
+        p.diagonal = (np_fn, jvp)
 
         @p.def_jvp
         def _jvp(primals, tangents):
@@ -298,7 +298,7 @@ def binary(
 
     if jvp is not None:
         dfx, dfy = jvp
-        p.diagonal = jvp
+        p.diagonal = (np_fn, dfx, dfy)
 
         @p.def_jvp
         def _jvp(primals, tangents):
