@@ -22,6 +22,7 @@ from ..core import (
     Tensor,
     Tracer,
     Zero,
+    _new,
     _state,
     _wrap,
     array_from,
@@ -52,6 +53,8 @@ ALL = frozenset(dtypes.ALL) | LOWP
 COMPLEX = frozenset(dtypes.COMPLEX)
 
 _SCALARS = (builtins.int, builtins.float, builtins.complex)
+_FLOAT, _INT = builtins.float, builtins.int
+_ndarray, _asarray = np.ndarray, np.asarray
 
 
 def _check(name, dtype, ok):
@@ -201,8 +204,13 @@ def unary(
     def wrapper(x, /):
         if type(x) is Tensor:
             v = x._value
-            if v.dtype in fast:
-                return _wrap(np_fn(v))  # concrete input: eager even under a transform (see binary)
+            if v.dtype in fast:  # concrete input: eager even under a transform (see binary)
+                r = np_fn(v)
+                if type(r) is not _ndarray:
+                    r = _asarray(r)  # a 0-d result comes back as a NumPy scalar
+                t = _new(Tensor)
+                t._value = r
+                return t
         elif isinstance(x, Tensor) and x.dtype in ok:
             return p.bind(x)
         return _unary_slow(p, x, ok, promote_int, public)
@@ -332,25 +340,37 @@ def binary(
 
     # Operations on concrete Tensors run eagerly even while a transform is active: a transform only acts on its
     # own tracers, so for these the result is the same and the trace machinery is skipped.
+    # NumPy promotes bfloat16 with a Python float to float32, so that case takes the slow path
+    fast_float = (fast & FAST_FLOAT) - {dtypes.bfloat16}
+    fast_int = fast & NUMERIC
+
+    # the fast paths wrap the result in place: one function call less is a tenth of the eager overhead
     def wrapper(x, y, /):
         tx = type(x)
         ty = type(y)
         if tx is Tensor:
             a = x._value
+            d = a.dtype
             if ty is Tensor:
                 b = y._value
-                if a.dtype is b.dtype and a.dtype in fast:
+                if d is b.dtype and d in fast:
                     try:
-                        return _wrap(np_fn(a, b))
+                        r = np_fn(a, b)
                     except ValueError:
                         broadcast_shapes(a.shape, b.shape, op=public)
                         raise
-            # NumPy promotes bfloat16 with a Python float to float32, so that case takes the slow path
-            elif (ty is builtins.float and a.dtype in FAST_FLOAT and a.dtype != dtypes.bfloat16) or (
-                ty is builtins.int and a.dtype in NUMERIC and a.dtype not in LOWP
-            ):
-                if a.dtype in fast and (ty is builtins.float or a.dtype in FLOAT or _fits(y, a.dtype)):
-                    return _wrap(np_fn(a, y))
+                    if type(r) is not _ndarray:
+                        r = _asarray(r)  # a 0-d result comes back as a NumPy scalar
+                    t = _new(Tensor)
+                    t._value = r
+                    return t
+            elif (ty is _FLOAT and d in fast_float) or (ty is _INT and d in fast_int and (d in FLOAT or _fits(y, d))):
+                r = np_fn(a, y)
+                if type(r) is not _ndarray:
+                    r = _asarray(r)
+                t = _new(Tensor)
+                t._value = r
+                return t
         if isinstance(x, Tensor):
             d = x.dtype
             if d in ok:
