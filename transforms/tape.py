@@ -113,7 +113,8 @@ class Tape(Trace):
     """Records the linear map of an eager function as it runs (the parent of the ``JVPTrace`` of ``grad``).
 
     >>> tape = Tape("grad")
-    >>> t = tape.new(ShapedArray((), np.dtype("float32")))
+    >>> tape.new(ShapedArray((3,), np.dtype("float32"))).index
+    0
     """
 
     eager_below = True
@@ -226,9 +227,8 @@ class Tape(Trace):
             t = a.tangent
             if type(t) is not LinearTracer:  # a symbolic zero or a constant: nothing flows back through it
                 return out
-            lt = self.new_like(out)
-            self.steps.append((_UNARY, fns[1], x, out, t.index, lt.index))
-            return jt.new(out, lt)
+            self.steps.append((_UNARY, fns[1], x, out, t.index, self.count))
+            return self._result(jt, out)
         a, b = args
         jtype = self.tracer_type
         if type(a) is jtype and a._trace is jt:
@@ -263,9 +263,23 @@ class Tape(Trace):
         iy = ty.index if type(ty) is LinearTracer and fns[2] is not None else None
         if ix is None and iy is None:
             return out
-        lt = self.new_like(out)
-        self.steps.append((_BINARY, fns[1], fns[2], x, y, out, ix, iy, lt.index))
-        return jt.new(out, lt)
+        self.steps.append((_BINARY, fns[1], fns[2], x, y, out, ix, iy, self.count))
+        return self._result(jt, out)
+
+    def _result(self, jt, out):
+        """``out`` with the next tangent on the tape, as a tracer of ``jt`` (``new_like`` and ``jt.new`` inlined:
+        this runs once per elementwise operation)."""
+        lt = _new(LinearTracer)
+        lt._trace = self
+        lt._aval = None
+        lt._like = out
+        lt.index = self.count
+        self.count += 1
+        r = _new(self.tracer_type)
+        r._trace = jt
+        r.primal = out
+        r.tangent = lt
+        return r
 
     def backward(self, outs: list, cts: list, plain_products: bool = False) -> dict[int, Any]:
         """Cotangents of the tape's values (by ``index``) from those of ``outs`` (``LinearTracer``s or zeros).
@@ -284,22 +298,34 @@ class Tape(Trace):
         for o, c in zip(outs, cts):
             if type(o) is LinearTracer and c is not None and type(c) is not Zero:
                 _accumulate(env, o.index, c)
+        pop = env.pop
+        get = env.get
         for step in reversed(self.steps):
             kind = step[0]
             if kind is _UNARY:
                 _, fn, x, y, i, o = step
-                c = env.pop(o, None)
+                c = pop(o, None)
                 if c is not None:
-                    _accumulate(env, i, fn(x, y, c))
+                    g = fn(x, y, c)
+                    prev = get(i)
+                    env[i] = g if prev is None else add(prev, g)
             elif kind is _BINARY:
                 _, fx, fy, x, y, out, ix, iy, o = step
-                c = env.pop(o, None)
+                c = pop(o, None)
                 if c is None:
                     continue
                 if ix is not None:
-                    _accumulate(env, ix, _sum_to(fx(x, y, out, c), x))
+                    g = fx(x, y, out, c)
+                    if g.shape != x._value.shape:
+                        g = _sum_to(g, x)
+                    prev = get(ix)
+                    env[ix] = g if prev is None else add(prev, g)
                 if iy is not None:
-                    _accumulate(env, iy, _sum_to(fy(x, y, out, c), y))
+                    g = fy(x, y, out, c)
+                    if g.shape != y._value.shape:
+                        g = _sum_to(g, y)
+                    prev = get(iy)
+                    env[iy] = g if prev is None else add(prev, g)
             elif kind is _LINEAR:
                 _linear_step(env, step, plain_products)
             else:
