@@ -158,7 +158,7 @@ class Tape(Trace):
         if not plain or prim.partial_eval is not None or prim.transpose is None:
             return self._stage(prim, args, params)
         avals = [a.aval if type(a) is LinearTracer else aval_of(a) for a in args]
-        out = prim.abstract_eval(*avals, **params)
+        out = (prim.abstract_eval or prim.rule("abstract_eval"))(*avals, **params)
         # steps hold numbers and avals, never tracers: a tracer refers to its tape, and a cycle would leave every
         # residual to the garbage collector
         ins = [None if type(a) is LinearTracer else a for a in args]

@@ -343,6 +343,8 @@ def binary(
     # NumPy promotes bfloat16 with a Python float to float32, so that case takes the slow path
     fast_float = (fast & FAST_FLOAT) - {dtypes.bfloat16}
     fast_int = fast & NUMERIC
+    # a scalar first goes straight to NumPy's own ufuncs only (the row's helpers expect an array first)
+    first_float, first_int = (fast_float, fast_int) if isinstance(np_fn, np.ufunc) else (frozenset(), frozenset())
 
     # the fast paths wrap the result in place: one function call less is a tenth of the eager overhead
     def wrapper(x, y, /):
@@ -371,6 +373,16 @@ def binary(
                 t = _new(Tensor)
                 t._value = r
                 return t
+        elif ty is Tensor:  # a Python scalar first: ``2 * x``, ``1.0 - x``
+            b = y._value
+            d = b.dtype
+            if (tx is _FLOAT and d in first_float) or (tx is _INT and d in first_int and (d in FLOAT or _fits(x, d))):
+                r = np_fn(x, b)
+                if type(r) is not _ndarray:
+                    r = _asarray(r)
+                t = _new(Tensor)
+                t._value = r
+                return t
         if isinstance(x, Tensor):
             d = x.dtype
             if d in ok:
@@ -387,8 +399,6 @@ def binary(
         elif tx is builtins.float and isinstance(y, Tensor):
             d = y.dtype
             if d in ok and d in FLOAT and not y.weak_type:
-                if ty is Tensor and d in fast and d != dtypes.bfloat16:
-                    return _wrap(np_fn(x, y._value))
                 return p.bind(_scalar_as(x, d, public), y)
         return _binary_slow(p, x, y, public)
 
