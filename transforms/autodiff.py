@@ -3,7 +3,8 @@
 Reverse mode is linearize + partial evaluation + transpose: a ``JVPTrace`` runs over a partial evaluator
 (``JaxprTrace(forward_known=True)``), so the primal computation runs now (eagerly, or in the enclosing trace) and
 only the tangent computation, which is linear, is recorded. Transposing that jaxpr gives the VJP. Forward and
-reverse mode share one set of rules, and every order of derivative composes.
+reverse mode share one set of rules, and every order of derivative composes. With no transform active, ``grad``,
+``value_and_grad`` and ``vjp`` record the tangents on a ``Tape`` instead (``transforms/tape.py``).
 """
 
 from __future__ import annotations

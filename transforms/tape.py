@@ -134,16 +134,6 @@ class Tape(Trace):
         self.count += 1
         return t
 
-    def new_like(self, primal: Tensor) -> LinearTracer:
-        """The tangent of ``primal``; its aval is made only if a rule asks for it."""
-        t = _new(LinearTracer)
-        t._trace = self
-        t._aval = None
-        t._like = primal
-        t.index = self.count
-        self.count += 1
-        return t
-
     def process(self, prim, args, params):
         linear = False
         plain = True
@@ -267,8 +257,8 @@ class Tape(Trace):
         return self._result(jt, out)
 
     def _result(self, jt, out):
-        """``out`` with the next tangent on the tape, as a tracer of ``jt`` (``new_like`` and ``jt.new`` inlined:
-        this runs once per elementwise operation)."""
+        """``out`` as a tracer of ``jt`` whose tangent is the tape's next value, its aval made only if a rule asks
+        (``new`` and ``jt.new`` written out: this runs once per elementwise operation)."""
         lt = _new(LinearTracer)
         lt._trace = self
         lt._aval = None
