@@ -175,6 +175,10 @@ class Primitive:
     # an effect (a debug callback, a runtime check) is run for what it does, not for its outputs: the jaxpr passes
     # never drop, merge or constant-fold it, nor move it past another effect (``jaxpr.eqn_has_effects``)
     effect = False
+    # unary and binary rows: the NumPy function and the per-operand tangent functions, ``(np_fn, jvp)`` or
+    # ``(np_fn, dx, dy)``. An elementwise derivative is diagonal (up to broadcasting), so eager reverse mode
+    # applies them to cotangents directly
+    diagonal: tuple | None = None
 
     def __init__(self, name: str, *, multiple_results: bool = False, linear: bool = False):
         if name in PRIMITIVES:

@@ -3,13 +3,13 @@
 Reverse mode is linearize + partial evaluation + transpose: a ``JVPTrace`` runs over a partial evaluator
 (``JaxprTrace(forward_known=True)``), so the primal computation runs now (eagerly, or in the enclosing trace) and
 only the tangent computation, which is linear, is recorded. Transposing that jaxpr gives the VJP. Forward and
-reverse mode share one set of rules, and every order of derivative composes.
+reverse mode share one set of rules, and every order of derivative composes. With no transform active, ``grad``,
+``value_and_grad`` and ``vjp`` record the tangents on a ``Tape`` instead (``transforms/tape.py``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import numpy as np
 
@@ -30,11 +30,11 @@ from funclib.core import (
     set_trace,
 )
 from funclib.errors import ConcretizationError, DTypeError, FunclibError, MissingRuleError, NotLinearError
-from funclib.jaxpr import Jaxpr, JaxprTrace, JaxprTracer, Literal, Var, eval_jaxpr, trace_to_jaxpr
-from funclib.primitives.elementwise import add, mul_p, safe_mul_p
+from funclib.jaxpr import Jaxpr, JaxprTrace, JaxprTracer, Var, eval_jaxpr, trace_to_jaxpr
 from funclib.primitives.shape import instantiate, zeros
 
 from ._api_util import as_tensor_leaf, check_argnums, check_float_input, flatten_args, leaf_labels
+from .tape import Tape, backward_pass
 
 
 class JVPTracer(Tracer):
@@ -63,6 +63,7 @@ class JVPTracer(Tracer):
 
 class JVPTrace(Trace):
     name = "jvp"
+    tape: Tape | None = None  # set when the tangents are recorded on a Tape (eager reverse mode)
 
     def __init__(self, parent, name: str = "jvp"):
         self.parent = parent
@@ -90,6 +91,10 @@ class JVPTrace(Trace):
         return t
 
     def process(self, prim, args, params):
+        if self.tape is not None and prim.diagonal is not None:
+            out = self.tape.elementwise(self, prim, args)
+            if out is not None:
+                return out
         primals = []
         tangents = []
         nonzero = False
@@ -238,21 +243,29 @@ def _split_aux(result, has_aux, name):
 class _Linearized:
     """The result of tracing the tangent map: a linear jaxpr over the tangent inputs."""
 
-    __slots__ = ("jaxpr", "consts", "in_avals", "out_avals")
+    __slots__ = ("jaxpr", "consts", "in_avals", "out_avals", "tape", "tape_ins", "tape_outs")
 
-    def __init__(self, jaxpr, consts, in_avals, out_avals):
+    def __init__(self, jaxpr, consts, in_avals, out_avals, tape=None, tape_ins=(), tape_outs=()):
         self.jaxpr = jaxpr
         self.consts = consts
         self.in_avals = in_avals
         self.out_avals = out_avals
+        self.tape = tape
+        self.tape_ins = tape_ins
+        self.tape_outs = tape_outs
 
 
-def linearize_flat(fun_flat: Callable, primals: list, diff_mask: list[bool], name: str = "linearize"):
+def linearize_flat(
+    fun_flat: Callable, primals: list, diff_mask: list[bool], name: str = "linearize", transpose_only: bool = False
+):
     """Run ``fun_flat(*primals) -> (list_out, aux)`` with tangents recorded for the inputs in ``diff_mask``.
 
-    Returns ``(out_primals, linearized, aux)``.
+    Returns ``(out_primals, linearized, aux)``. With ``transpose_only`` (the result is only transposed, never
+    evaluated forward) and no transform active, the tangents are recorded on a ``Tape`` instead of a jaxpr.
     """
     parent = _state.trace
+    if transpose_only and parent is None:
+        return _linearize_on_tape(fun_flat, primals, diff_mask, name)
     pe = JaxprTrace(parent, forward_known=True, name=name)
     jt = JVPTrace(pe, name=name)
     tan_ins = []
@@ -283,59 +296,39 @@ def linearize_flat(fun_flat: Callable, primals: list, diff_mask: list[bool], nam
     return out_primals, lin, aux
 
 
-def backward_pass(jaxpr: Jaxpr, consts: list, cts_out: list, plain_products: bool = False) -> list:
-    """Transpose a jaxpr that is linear in its invars: cotangents of the outputs -> cotangents of the inputs.
-
-    ``plain_products`` transposes ``safe_mul`` as a plain product (see ``_transpose_linearized``).
-    """
-    env: dict[Var, Any] = dict(zip(jaxpr.constvars, consts))
-    linear = set(jaxpr.invars)
-    lin_eqns = []
-    for eqn in jaxpr.eqns:
-        for v in eqn.inputs:
-            if type(v) is Var and v in linear:
-                lin_eqns.append(eqn)
-                linear.update(eqn.outputs)
-                break
-        else:  # non-linear bookkeeping (e.g. a mask built from constants): evaluate it forward
-            vals = [v.val if type(v) is Literal else env[v] for v in eqn.inputs]
-            out = eqn.prim.bind(*vals, **eqn.params)
-            for v, o in zip(eqn.outputs, out if eqn.prim.multiple_results else [out]):
-                env[v] = o
-    ct_env: dict[Var, Any] = {}
-    for v, ct in zip(jaxpr.outvars, cts_out):
-        if type(v) is Var and v in linear and ct is not None and type(ct) is not Zero:
-            prev = ct_env.get(v)
-            ct_env[v] = ct if prev is None else add(prev, ct)
-    for eqn in reversed(lin_eqns):
-        if eqn.prim.multiple_results:
-            cts = [ct_env.pop(v, None) for v in eqn.outputs]
-            if all(c is None for c in cts):
-                continue
-            # symbolic zeros: a loop's rule then reads no (length, ...) array of them
-            ct = [Zero(v.aval) if c is None else c for v, c in zip(eqn.outputs, cts)]
+def _linearize_on_tape(fun_flat, primals, diff_mask, name):
+    tape = Tape(name, JVPTracer)
+    jt = JVPTrace(tape, name=name)
+    jt.tape = tape
+    tan_ins, ins = [], []
+    for p, d in zip(primals, diff_mask):
+        if d:
+            a = aval_of(p)
+            t = tape.new(ShapedArray(a.shape, a.dtype))
+            tan_ins.append(t)
+            ins.append(jt.new(p, t))
         else:
-            ct = ct_env.pop(eqn.outputs[0], None)
-            if ct is None:
-                continue
-        args = []
-        for v in eqn.inputs:
-            if type(v) is Literal:
-                # rules (and custom_vjp bwd functions) see tensors, not the raw NumPy value of a 0-d literal
-                args.append(_wrap(v.val) if type(v.val) is np.ndarray else v.val)
-            elif v in linear:
-                args.append(UndefinedPrimal(v.aval))
-            else:
-                args.append(env[v])
-        prim = mul_p if plain_products and eqn.prim is safe_mul_p else eqn.prim
-        rule = prim.transpose or prim.rule("transpose")
-        in_cts = rule(ct, *args, **eqn.params)
-        for v, c in zip(eqn.inputs, in_cts):
-            if c is None or type(v) is not Var or v not in linear or type(c) is Zero:
-                continue
-            prev = ct_env.get(v)
-            ct_env[v] = c if prev is None else add(prev, c)
-    return [ct_env.get(v) for v in jaxpr.invars]
+            ins.append(p)
+    with set_trace(jt):
+        outs, aux = fun_flat(*ins)
+    out_primals, out_tangents = [], []
+    for o in outs:
+        if type(o) is JVPTracer and o._trace is jt:
+            out_primals.append(o.primal)
+            out_tangents.append(o.tangent)
+        else:
+            out_primals.append(as_tensor_leaf(o, f"{name} (the function's output)"))
+            out_tangents.append(None)
+    lin = _Linearized(None, None, [t.aval for t in tan_ins], [aval_of(o) for o in out_primals], tape, tan_ins)
+    lin.tape_outs = out_tangents
+    return out_primals, lin, _aux_primals(jt, aux)
+
+
+def _backward(lin: _Linearized, cts: list, plain_products: bool = False) -> list:
+    if lin.tape is None:
+        return backward_pass(lin.jaxpr, lin.consts, cts, plain_products)
+    env = lin.tape.backward(lin.tape_outs, cts, plain_products)
+    return [env.get(t.index) for t in lin.tape_ins]
 
 
 def _transpose_linearized(lin: _Linearized, cts: list) -> list:
@@ -345,12 +338,12 @@ def _transpose_linearized(lin: _Linearized, cts: list) -> list:
         # infinity, giving NaN instead of 0. Without a NaN in the result every such value was masked on the way
         # (by a where), and the result is the safe one bit for bit; with one, the pass runs again with safe
         # products. This spares the common case a finiteness check per product.
-        with np.errstate(invalid="ignore"):
-            out = backward_pass(lin.jaxpr, lin.consts, cts, plain_products=True)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out = _backward(lin, cts, plain_products=True)
         if any(c is not None and type(c) is Tensor and np.isnan(c._value).any() for c in out):
             out = None
     if out is None:
-        out = backward_pass(lin.jaxpr, lin.consts, cts)
+        out = _backward(lin, cts)
     return [zeros(a) if c is None else c for c, a in zip(out, lin.in_avals)]
 
 
@@ -413,7 +406,7 @@ def vjp(fun: Callable, *primals, has_aux: bool = False):
         store["tree"] = t
         return o, aux
 
-    outs, lin, aux = linearize_flat(flat, leaves, mask, name="vjp")
+    outs, lin, aux = linearize_flat(flat, leaves, mask, name="vjp", transpose_only=True)
     out_tree = store["tree"]
 
     def vjp_fn(ct):
@@ -488,7 +481,7 @@ def _value_and_grad(fun, argnums, has_aux, holomorphic, argnames, op: str) -> Ca
             out, aux = _split_aux(res, has_aux, op)
             return [out], aux
 
-        outs, lin, aux = linearize_flat(flat, d_leaves, [True] * len(d_leaves), name=op)
+        outs, lin, aux = linearize_flat(flat, d_leaves, [True] * len(d_leaves), name=op, transpose_only=True)
         out = outs[0]
         if not isinstance(out, Tensor):
             try:

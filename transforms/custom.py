@@ -26,6 +26,7 @@ from funclib.primitives.shape import bdim_to_front, broadcast_in_dim, instantiat
 from ._api_util import as_tensor_leaf
 from .autodiff import jvp as jvp_fn
 from .batching import vmap
+from .tape import LinearTracer
 
 
 def _flat_fun(fun, in_tree, store, key="out_tree"):
@@ -49,7 +50,7 @@ def _out_avals(flat_fun, args):
 def _is_staged_tangent(t) -> bool:
     # reverse mode records the tangent map and transposes it, and so may any staged jaxpr (jit's JVP rule derives
     # one that grad transposes later): custom_lin must be recorded there for bwd to be used
-    return type(t) is JaxprTracer
+    return type(t) is JaxprTracer or type(t) is LinearTracer
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ Low-precision operands (float8, int4) take the impl instead, which computes in t
 from __future__ import annotations
 
 import builtins
+import threading
 
 import numpy as np
 
@@ -21,6 +22,7 @@ from ..core import (
     Tensor,
     Tracer,
     Zero,
+    _new,
     _state,
     _wrap,
     array_from,
@@ -51,6 +53,8 @@ ALL = frozenset(dtypes.ALL) | LOWP
 COMPLEX = frozenset(dtypes.COMPLEX)
 
 _SCALARS = (builtins.int, builtins.float, builtins.complex)
+_FLOAT, _INT = builtins.float, builtins.int
+_ndarray, _asarray = np.ndarray, np.asarray
 
 
 def _check(name, dtype, ok):
@@ -169,6 +173,8 @@ def unary(
     p.def_vmap(_elementwise_vmap(p))
 
     if jvp is not None:
+        p.diagonal = (np_fn, jvp)
+
         @p.def_jvp
         def _jvp(primals, tangents):
             (x,), (t,) = primals, tangents
@@ -198,8 +204,13 @@ def unary(
     def wrapper(x, /):
         if type(x) is Tensor:
             v = x._value
-            if v.dtype in fast:
-                return _wrap(np_fn(v))  # concrete input: eager even under a transform (see binary)
+            if v.dtype in fast:  # concrete input: eager even under a transform (see binary)
+                r = np_fn(v)
+                if type(r) is not _ndarray:
+                    r = _asarray(r)  # a 0-d result comes back as a NumPy scalar
+                t = _new(Tensor)
+                t._value = r
+                return t
         elif isinstance(x, Tensor) and x.dtype in ok:
             return p.bind(x)
         return _unary_slow(p, x, ok, promote_int, public)
@@ -296,6 +307,7 @@ def binary(
 
     if jvp is not None:
         dfx, dfy = jvp
+        p.diagonal = (np_fn, dfx, dfy)
 
         @p.def_jvp
         def _jvp(primals, tangents):
@@ -329,25 +341,49 @@ def binary(
 
     # Operations on concrete Tensors run eagerly even while a transform is active: a transform only acts on its
     # own tracers, so for these the result is the same and the trace machinery is skipped.
+    # NumPy promotes bfloat16 with a Python float to float32, so that case takes the slow path
+    fast_float = (fast & FAST_FLOAT) - {dtypes.bfloat16}
+    fast_int = fast & NUMERIC
+    # a scalar first goes straight to NumPy's own ufuncs only (the row's helpers expect an array first)
+    first_float, first_int = (fast_float, fast_int) if isinstance(np_fn, np.ufunc) else (frozenset(), frozenset())
+
+    # the fast paths wrap the result in place: one function call less is a tenth of the eager overhead
     def wrapper(x, y, /):
         tx = type(x)
         ty = type(y)
         if tx is Tensor:
             a = x._value
+            d = a.dtype
             if ty is Tensor:
                 b = y._value
-                if a.dtype is b.dtype and a.dtype in fast:
+                if d is b.dtype and d in fast:
                     try:
-                        return _wrap(np_fn(a, b))
+                        r = np_fn(a, b)
                     except ValueError:
                         broadcast_shapes(a.shape, b.shape, op=public)
                         raise
-            # NumPy promotes bfloat16 with a Python float to float32, so that case takes the slow path
-            elif (ty is builtins.float and a.dtype in FAST_FLOAT and a.dtype != dtypes.bfloat16) or (
-                ty is builtins.int and a.dtype in NUMERIC and a.dtype not in LOWP
-            ):
-                if a.dtype in fast and (ty is builtins.float or a.dtype in FLOAT or _fits(y, a.dtype)):
-                    return _wrap(np_fn(a, y))
+                    if type(r) is not _ndarray:
+                        r = _asarray(r)  # a 0-d result comes back as a NumPy scalar
+                    t = _new(Tensor)
+                    t._value = r
+                    return t
+            elif (ty is _FLOAT and d in fast_float) or (ty is _INT and d in fast_int and (d in FLOAT or _fits(y, d))):
+                r = np_fn(a, y)
+                if type(r) is not _ndarray:
+                    r = _asarray(r)
+                t = _new(Tensor)
+                t._value = r
+                return t
+        elif ty is Tensor:  # a Python scalar first: ``2 * x``, ``1.0 - x``
+            b = y._value
+            d = b.dtype
+            if (tx is _FLOAT and d in first_float) or (tx is _INT and d in first_int and (d in FLOAT or _fits(x, d))):
+                r = np_fn(x, b)
+                if type(r) is not _ndarray:
+                    r = _asarray(r)
+                t = _new(Tensor)
+                t._value = r
+                return t
         if isinstance(x, Tensor):
             d = x.dtype
             if d in ok:
@@ -364,8 +400,6 @@ def binary(
         elif tx is builtins.float and isinstance(y, Tensor):
             d = y.dtype
             if d in ok and d in FLOAT and not y.weak_type:
-                if ty is Tensor and d in fast and d != dtypes.bfloat16:
-                    return _wrap(np_fn(x, y._value))
                 return p.bind(_scalar_as(x, d, public), y)
         return _binary_slow(p, x, y, public)
 
@@ -608,8 +642,23 @@ conj_p.def_transpose(lambda ct, x: [conj(ct)])
 # The binary primitives. (dx, dy): contributions of the x and y tangents.
 
 
-@np.errstate(invalid="ignore", over="ignore")  # as a decorator it costs half of a with-block per call
+class _Products(threading.local):
+    # set by eager reverse mode's first backward pass (``transforms.tape``), which runs under an errstate and
+    # redoes the pass with safe products if a NaN reaches a gradient: a plain product differs only there
+    plain = False
+
+
+PRODUCTS = _Products()
+
+
 def _safe_mul_np(x, y):
+    if PRODUCTS.plain:
+        return np.multiply(x, y)
+    return _safe_mul_checked(x, y)
+
+
+@np.errstate(invalid="ignore", over="ignore")  # as a decorator it costs half of a with-block per call
+def _safe_mul_checked(x, y):
     out = np.multiply(x, y)
     # not dtype.kind: bfloat16's kind is "V"; one pass decides the common, all-finite case
     if out.dtype in FLOAT and not np.isfinite(out).all():
@@ -620,16 +669,21 @@ def _safe_mul_np(x, y):
 
 
 def _safe_div_np(x, y):
+    if PRODUCTS.plain:
+        return _safe_div(x, y)
+    return _safe_div_quiet(x, y)
+
+
+def _safe_div(x, y):
     x, y = np.asarray(x), np.asarray(y)
     shape = x.shape if x.shape == y.shape else np.broadcast_shapes(x.shape, y.shape)
-    out = np.zeros(shape, np.result_type(x, y))
+    out = np.zeros(shape, x.dtype if x.dtype is y.dtype else np.result_type(x, y))
     # skipping the zero numerators avoids 0/0 = nan; a nonzero over zero is a genuine infinity, kept silently
-    if (y == 0).any() or not np.isfinite(y).all():
-        with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
-            np.divide(x, y, out=out, where=x != 0)
-    else:
-        np.divide(x, y, out=out, where=x != 0)
+    np.divide(x, y, out=out, where=x != 0)
     return out
+
+
+_safe_div_quiet = np.errstate(divide="ignore", over="ignore", invalid="ignore")(_safe_div)
 
 
 add_p, add = binary(
