@@ -347,6 +347,32 @@ def _split_row_body(spec: KernelSpec, split, body: list[str], n_in: int, idx: st
     return out
 
 
+def operand_names(op: OpSpec, x: str, t: str, consts: dict) -> list[str]:
+    """The source names of ``op``'s operands: input ``i`` is ``{x}{i}``, op ``j``'s result ``{t}{j}``, and a
+    constant the ``cK`` that ``consts`` (``(text, compute dtype) -> name``, extended here) gives it. Every code
+    generator names operands this way, so the same program gives the same source (and cache key)."""
+    names = []
+    for ref in op.args:
+        if ref[0] == "in":
+            names.append(f"{x}{ref[1]}")
+        elif ref[0] == "op":
+            names.append(f"{t}{ref[1]}")
+        else:
+            key = (ref[1], _compute(np.dtype(ref[2])).name)
+            if key not in consts:
+                consts[key] = f"c{len(consts)}"
+            names.append(consts[key])
+    return names
+
+
+def _open_loops(lines: list[str], dims, ind: str = "    ") -> str:
+    """Append ``for iK in range(nK):`` for each ``K`` of ``dims``, each inside the last; returns the body's indent."""
+    for k in dims:
+        lines.append(f"{ind}for i{k} in range(n{k}):")
+        ind += "    "
+    return ind
+
+
 def generate_source(spec: KernelSpec, row_calls: bool = False) -> str:
     """numba source for one fused loop nest (with an optional trailing or leading reduction).
 
@@ -371,18 +397,7 @@ def generate_source(spec: KernelSpec, row_calls: bool = False) -> str:
         dt = np.dtype(inp.dtype)
         body.append(f"x{i} = {_load(dt, load)}")
     for j, op in enumerate(spec.ops):
-        ae = []
-        for ref in op.args:
-            if ref[0] == "in":
-                ae.append(f"x{ref[1]}")
-            elif ref[0] == "op":
-                ae.append(f"t{ref[1]}")
-            else:
-                key = (ref[1], _compute(np.dtype(ref[2])).name)
-                if key not in consts:
-                    consts[key] = f"c{len(consts)}"
-                ae.append(consts[key])
-        body.append(f"t{j} = {_expr(op, ae, [])}")
+        body.append(f"t{j} = {_expr(op, operand_names(op, 'x', 't', consts), [])}")
     for k, j in enumerate(spec.outputs):
         dt = np.dtype(spec.ops[j].dtype)
         body.append(f"out{k}[{idx_all}] = {_store(dt, f't{j}')}")
@@ -395,11 +410,8 @@ def generate_source(spec: KernelSpec, row_calls: bool = False) -> str:
     for k in range(r):
         lines.append(f"    n{k} = dims[{k}]")
     if red is None:
-        ind = "    "
         outer = r - 1 if (row_calls and r >= 2) else r
-        for k in range(outer):
-            lines.append(f"{ind}for i{k} in range(n{k}):")
-            ind += "    "
+        ind = _open_loops(lines, range(outer))
         if outer == r:
             lines += [ind + b for b in body]
             return "\n".join(lines) + "\n"
@@ -415,34 +427,21 @@ def generate_source(spec: KernelSpec, row_calls: bool = False) -> str:
         return "\n".join(lines[:at] + row + ["", ""] + lines[at:]) + "\n"
     d = _compute(np.dtype(red.dtype))
     m = red.n_reduced
+    # a leading reduction accumulates into red0 across the whole nest; a trailing one in a scalar per kept index
+    kept = range(m, r) if red.leading else range(0, r - m)
+    kidx = ", ".join(f"i{k}" for k in kept) or "0"
+    ind = _open_loops(lines, kept)
     if red.leading:
-        kept = list(range(m, r))
-        kidx = ", ".join(f"i{k}" for k in kept) or "0"
-        ind = "    "
-        for k in kept:
-            lines.append(f"{ind}for i{k} in range(n{k}):")
-            ind += "    "
-        lines.append(f"{ind}red0[{kidx}] = {_init(red.kind, d)}")
-        ind = "    "
-        for k in range(r):
-            lines.append(f"{ind}for i{k} in range(n{k}):")
-            ind += "    "
-        lines += [ind + b for b in body]
-        lines.append(f"{ind}red0[{kidx}] = {_combine(red.kind, f'red0[{kidx}]', f't{red.op}', d)}")
+        acc = f"red0[{kidx}]"
+        lines.append(f"{ind}{acc} = {_init(red.kind, d)}")
+        ind = _open_loops(lines, range(r))
     else:
-        kept = list(range(0, r - m))
-        kidx = ", ".join(f"i{k}" for k in kept) or "0"
-        ind = "    "
-        for k in kept:
-            lines.append(f"{ind}for i{k} in range(n{k}):")
-            ind += "    "
+        acc, acc_ind = "acc", ind
         lines.append(f"{ind}acc = {_init(red.kind, d)}")
-        acc_ind = ind
-        for k in range(r - m, r):
-            lines.append(f"{ind}for i{k} in range(n{k}):")
-            ind += "    "
-        lines += [ind + b for b in body]
-        lines.append(f"{ind}acc = {_combine(red.kind, 'acc', f't{red.op}', d)}")
+        ind = _open_loops(lines, range(r - m, r), ind)
+    lines += [ind + b for b in body]
+    lines.append(f"{ind}{acc} = {_combine(red.kind, acc, f't{red.op}', d)}")
+    if not red.leading:
         lines.append(f"{acc_ind}red0[{kidx}] = acc")
     return "\n".join(lines) + "\n"
 

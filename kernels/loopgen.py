@@ -429,17 +429,7 @@ class _Gen:
             loads.append(f"{pfx}x{k} = {ren(self.at(v, idx))}")
         ops = []
         for j, op in enumerate(st.ops):
-            ae = []
-            for ref in op.args:
-                if ref[0] == "in":
-                    ae.append(f"{pfx}x{ref[1]}")
-                elif ref[0] == "op":
-                    ae.append(f"{pfx}t{ref[1]}")
-                else:
-                    key = (ref[1], fusion._compute(np.dtype(ref[2])).name)
-                    if key not in self.consts:
-                        self.consts[key] = f"c{len(self.consts)}"
-                    ae.append(self.consts[key])
+            ae = fusion.operand_names(op, f"{pfx}x", f"{pfx}t", self.consts)
             ops.append(f"{pfx}t{j} = {fusion._expr(op, ae, [])}")
         full = ", ".join(f"j{k}" for k in range(r))
         stores = [f"{ren(self.base[v])}[{full}] = {pfx}t{j}" for j, v in st.outputs]

@@ -32,6 +32,23 @@ from . import diskcache, lowp
 __all__ = ["add_rows", "sddmm", "segment_reduce", "spmm"]
 
 
+# inlined into the kernels below (numba IR inlining), so each loop compiles under its caller's fastmath flags
+@diskcache.njit(nogil=True, error_model="numpy", inline="always")
+def _add_scaled_row(out, dense, r, c, v, transpose, n):  # pragma: no cover - compiled
+    """``out[r] += v * dense[c]`` (``transpose``: ``out[c] += v * dense[r]``) over the first ``n`` columns."""
+    dst, src = (c, r) if transpose else (r, c)
+    for j in range(n):
+        out[dst, j] += v * dense[src, j]
+
+
+@diskcache.njit(nogil=True, error_model="numpy", inline="always")
+def _row_dot(x, y, r, c, acc, n):  # pragma: no cover - compiled
+    """``acc + x[r] . y[c]`` over the first ``n`` columns."""
+    for j in range(n):
+        acc += x[r, j] * y[c, j]
+    return acc
+
+
 @diskcache.njit(nogil=True, error_model="numpy", fastmath={"contract"})
 def _spmm_coo(values, rows, cols, dense, out, transpose):  # pragma: no cover - compiled
     m, k = (out.shape[0], dense.shape[0]) if not transpose else (dense.shape[0], out.shape[0])
@@ -40,13 +57,7 @@ def _spmm_coo(values, rows, cols, dense, out, transpose):  # pragma: no cover - 
         r, c = rows[e], cols[e]
         if r < 0 or r >= m or c < 0 or c >= k:
             continue
-        v = values[e]
-        if transpose:
-            for j in range(n):
-                out[c, j] += v * dense[r, j]
-        else:
-            for j in range(n):
-                out[r, j] += v * dense[c, j]
+        _add_scaled_row(out, dense, r, c, values[e], transpose, n)
 
 
 @diskcache.njit(nogil=True, error_model="numpy", fastmath={"contract"})
@@ -61,13 +72,7 @@ def _spmm_csr(values, indptr, cols, dense, out, transpose):  # pragma: no cover 
             c = cols[e]
             if c < 0 or c >= k:
                 continue
-            v = values[e]
-            if transpose:
-                for j in range(n):
-                    out[c, j] += v * dense[r, j]
-            else:
-                for j in range(n):
-                    out[r, j] += v * dense[c, j]
+            _add_scaled_row(out, dense, r, c, values[e], transpose, n)
 
 
 @diskcache.njit(nogil=True, error_model="numpy", fastmath={"contract", "reassoc"})
@@ -75,11 +80,8 @@ def _sddmm_coo(x, y, rows, cols, out):  # pragma: no cover - compiled
     m, k, n = x.shape[0], y.shape[0], x.shape[1]
     for e in range(out.shape[0]):
         r, c = rows[e], cols[e]
-        acc = out[e] * 0
-        if 0 <= r < m and 0 <= c < k:
-            for j in range(n):
-                acc += x[r, j] * y[c, j]
-        out[e] = acc
+        zero = out[e] * 0
+        out[e] = _row_dot(x, y, r, c, zero, n) if 0 <= r < m and 0 <= c < k else zero
 
 
 @diskcache.njit(nogil=True, error_model="numpy", fastmath={"contract", "reassoc"})
@@ -91,10 +93,7 @@ def _sddmm_csr(x, y, indptr, cols, out):  # pragma: no cover - compiled
         for e in range(max(indptr[r], 0), min(indptr[r + 1], nse)):
             c = cols[e]
             if 0 <= c < k:
-                acc = out[e] * 0
-                for j in range(n):
-                    acc += x[r, j] * y[c, j]
-                out[e] = acc
+                out[e] = _row_dot(x, y, r, c, out[e] * 0, n)
 
 
 _NATIVE = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.complex64, np.complex128))
@@ -138,26 +137,27 @@ def _seg_sum(data, ids, out):  # pragma: no cover - compiled
                 out[s, j] += data[i, j]
 
 
-@diskcache.njit(nogil=True, error_model="numpy")
-def _seg_max(data, ids, out):  # pragma: no cover - compiled
+# inlined with a constant ``take_max``, so each of _seg_max and _seg_min compiles without the branch
+@diskcache.njit(nogil=True, error_model="numpy", inline="always")
+def _seg_extreme(data, ids, out, take_max):  # pragma: no cover - compiled
     num, n = out.shape
     for i in range(data.shape[0]):
         s = ids[i]
         if 0 <= s < num:
             for j in range(n):
                 v, a = data[i, j], out[s, j]
-                out[s, j] = v if (v > a or v != v) else a  # NaN wins, as in np.maximum
+                wins = v > a if take_max else v < a
+                out[s, j] = v if (wins or v != v) else a  # NaN wins, as in np.maximum / np.minimum
+
+
+@diskcache.njit(nogil=True, error_model="numpy")
+def _seg_max(data, ids, out):  # pragma: no cover - compiled
+    _seg_extreme(data, ids, out, True)
 
 
 @diskcache.njit(nogil=True, error_model="numpy")
 def _seg_min(data, ids, out):  # pragma: no cover - compiled
-    num, n = out.shape
-    for i in range(data.shape[0]):
-        s = ids[i]
-        if 0 <= s < num:
-            for j in range(n):
-                v, a = data[i, j], out[s, j]
-                out[s, j] = v if (v < a or v != v) else a
+    _seg_extreme(data, ids, out, False)
 
 
 _SEGMENT = {"sum": _seg_sum, "max": _seg_max, "min": _seg_min}

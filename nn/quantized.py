@@ -61,9 +61,19 @@ def _weight_quantizer(weight_dtype, group_size) -> dict:
     return {"axis": 0} if group_size is None else {"axis": 1, "group_size": group_size}
 
 
+def _token_quantizer(x) -> dict:
+    # per token: one scale for each row of the last axis
+    return {"axis": x.ndim - 1, "group_size": x.shape[-1]}
+
+
 def _token_scale(x):
     """Per-token (per-row) symmetric int8 quantization of activations: the ``Quantized`` of ``x``."""
-    return Q.quantize(x, dtypes.int8, axis=x.ndim - 1, group_size=x.shape[-1])
+    return Q.quantize(x, dtypes.int8, **_token_quantizer(x))
+
+
+def _config_repr(m) -> str:
+    ad = None if m.activation_dtype is None else m.activation_dtype.name
+    return f"weight_dtype={m.weight_dtype.name}, group_size={m.group_size}, activation_dtype={ad}"
 
 
 class QuantizedLinear(Module):
@@ -157,11 +167,7 @@ class QuantizedLinear(Module):
         return y.astype(x.dtype) if x.dtype in dtypes.REAL_FLOATING else y
 
     def extra_repr(self) -> str:
-        ad = None if self.activation_dtype is None else self.activation_dtype.name
-        return (
-            f"in_features={self.in_features}, out_features={self.out_features}, weight_dtype={self.weight_dtype.name}, "
-            f"group_size={self.group_size}, activation_dtype={ad}"
-        )
+        return f"in_features={self.in_features}, out_features={self.out_features}, {_config_repr(self)}"
 
 
 class QATLinear(Linear):
@@ -224,15 +230,11 @@ class QATLinear(Linear):
         w = _fake_quantize(self.weight, self.weight_dtype, **_weight_quantizer(self.weight_dtype, self.group_size))
         x = fl.asarray(input)
         if self.activation_dtype is not None:
-            x = _fake_quantize(x, dtypes.int8, axis=x.ndim - 1, group_size=x.shape[-1])
+            x = _fake_quantize(x, dtypes.int8, **_token_quantizer(x))
         return F.linear(x, w, self.bias)
 
     def extra_repr(self) -> str:
-        ad = None if self.activation_dtype is None else self.activation_dtype.name
-        return (
-            f"{super().extra_repr()}, weight_dtype={self.weight_dtype.name}, group_size={self.group_size}, "
-            f"activation_dtype={ad}"
-        )
+        return f"{super().extra_repr()}, {_config_repr(self)}"
 
 
 def _fake_quantize(x, dtype, axis, group_size=None):

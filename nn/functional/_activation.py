@@ -159,11 +159,13 @@ def logsigmoid(input) -> Tensor:
     return fl.log_sigmoid(input)
 
 
-def _dim(dim, x, op):
+def _softmax_input(input, dim, dtype, op):
+    """The input, cast to ``dtype`` when one is given, and the axis to normalize along."""
+    x = as_float(input, op) if dtype is None else as_tensor(input, op).astype(dtype)
     if dim is None:
         # PyTorch's legacy choice for dim=None
-        return 0 if x.ndim in (0, 1, 3) else 1
-    return dim
+        return x, 0 if x.ndim in (0, 1, 3) else 1
+    return x, dim
 
 
 @_documented(
@@ -172,8 +174,8 @@ def _dim(dim, x, op):
     ", dim=0",
 )
 def softmax(input, dim: int | None = None, dtype=None) -> Tensor:
-    x = as_float(input, "softmax") if dtype is None else as_tensor(input, "softmax").astype(dtype)
-    return fl.softmax(x, axis=_dim(dim, x, "softmax"))
+    x, axis = _softmax_input(input, dim, dtype, "softmax")
+    return fl.softmax(x, axis=axis)
 
 
 @_documented(
@@ -182,14 +184,14 @@ def softmax(input, dim: int | None = None, dtype=None) -> Tensor:
     ", dim=0",
 )
 def log_softmax(input, dim: int | None = None, dtype=None) -> Tensor:
-    x = as_float(input, "log_softmax") if dtype is None else as_tensor(input, "log_softmax").astype(dtype)
-    return fl.log_softmax(x, axis=_dim(dim, x, "log_softmax"))
+    x, axis = _softmax_input(input, dim, dtype, "log_softmax")
+    return fl.log_softmax(x, axis=axis)
 
 
 @_documented("Softmin along ``dim``: ``softmax(-x)``.", "[0.60946006, 0.22420782, 0.13598892, 0.03034323]", ", dim=0")
 def softmin(input, dim: int | None = None, dtype=None) -> Tensor:
-    x = as_float(input, "softmin") if dtype is None else as_tensor(input, "softmin").astype(dtype)
-    return fl.softmax(-x, axis=_dim(dim, x, "softmin"))
+    x, axis = _softmax_input(input, dim, dtype, "softmin")
+    return fl.softmax(-x, axis=axis)
 
 
 @_documented(
