@@ -1,0 +1,618 @@
+"""Eager primitives on a CUDA device: generated kernels launched through ``cuda_backend``.
+
+``run(name, kernel_op, args, params)`` computes one primitive on device buffers (``CudaArray``; 0-d NumPy arrays
+and Python numbers for scalars). It is filled from two sources:
+
+- every elementwise primitive with a fused-kernel ``Lowering`` (``fusion.OPS``): the same scalar template jit's
+  CPU kernels use, with libm/vmath names replaced by CUDA device math of the operands' precision, in a
+  grid-stride kernel over the output that reads broadcast operands through zero strides;
+- ``IMPLS``: data movement (broadcast, transpose, reverse, slice, pad, concatenate) as strided copies, reductions
+  as one block per output element with a shared-memory tree, ``dot_general`` through cuBLAS, ``iota``.
+
+A primitive in neither raises ``UnsupportedOnDevice`` naming it: nothing is copied to the host behind the
+caller's back. Kernels compute in the operands' own precision: float32 math stays float32 (``tests/test_cuda.py``
+compiles every kind to sm_90 PTX and checks for float64 instructions).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from . import fusion
+from .cuda_backend import NATIVE_DTYPES, CudaArray, UnsupportedOnDevice, launch_config
+
+F32, F64 = np.dtype(np.float32), np.dtype(np.float64)
+
+# float32 sin and cos: libdevice's sinf/cosf reach one float64 multiply on their path for huge arguments, so
+# these reduce in float32 (three-part pi/2, exact to |x| < 2**17) and, beyond, in 32-bit integer arithmetic on the
+# bits of 2/pi (Payne-Hanek), keeping every instruction in single precision
+DEVICE_MATH = '''
+_TWO_OVER_PI = (np.uint32(0xA2F9836E), np.uint32(0x4E441529), np.uint32(0xFC2757D1), np.uint32(0xF534DDC0),
+                np.uint32(0xDB629599), np.uint32(0x3C439041), np.uint32(0xFE5163AB))
+
+
+@cuda.jit(device=True, inline="always")
+def _reduce_big(x):
+    # |x| >= 2**17: x = m * 2**e with a 24-bit integer m; the fraction of x * 2/pi in units of 2**-64, from the
+    # three 32-bit words of 2/pi that the exponent selects
+    bits = np.uint32(bits32(abs(x)))
+    e = np.int32((bits >> np.uint32(23)) & np.uint32(0xFF)) - np.int32(150)
+    m = np.uint64((bits & np.uint32(0x7FFFFF)) | np.uint32(0x800000))
+    w = e >> np.int32(5)
+    s = np.uint32(e & np.int32(31))
+    hi = np.uint64(0)
+    lo = np.uint64(0)
+    for j in range(4):
+        idx = w + np.int32(j)
+        word = _TWO_OVER_PI[idx] if idx < np.int32(7) else np.uint32(0)
+        nxt = _TWO_OVER_PI[idx + np.int32(1)] if idx + np.int32(1) < np.int32(7) else np.uint32(0)
+        v = np.uint32(((np.uint64(word) << np.uint64(32)) | np.uint64(nxt)) >> np.uint64(32 - s)) if s else word
+        p = m * np.uint64(v)
+        if j == 0:
+            hi = p << np.uint64(32)
+        elif j == 1:
+            hi = hi + p
+        elif j == 2:
+            hi = hi + (p >> np.uint64(32))
+            lo = p << np.uint64(32)
+        else:
+            lo2 = lo + p
+            hi = hi + np.uint64(lo2 < lo)
+    q = np.int32(hi >> np.uint64(62))
+    f = hi << np.uint64(2)
+    neg = (f >> np.uint64(63)) != np.uint64(0)
+    if neg:
+        f = ~f
+        q = q + np.int32(1)
+    r = np.float32(np.int64(f >> np.uint64(1))) * np.float32(2.0 ** -63) * np.float32(1.5707963267948966)
+    if neg:
+        r = -r
+    return r, q
+
+
+@cuda.jit(device=True, inline="always")
+def _sincos_f32(x):
+    a = abs(x)
+    if a < np.float32(131072.0):
+        jf = (a * np.float32(0.63661975) + np.float32(12582912.0)) - np.float32(12582912.0)  # rint below 2**22
+        r = cuda.fma(jf, np.float32(-1.5703125), a)
+        r = cuda.fma(jf, np.float32(-4.8351287841796875e-4), r)
+        r = cuda.fma(jf, np.float32(-3.13855707645416259765625e-7), r)
+        r = cuda.fma(jf, np.float32(-6.0771006282767103812147e-11), r)
+        q = np.int32(jf)
+    else:
+        r, q = _reduce_big(x)
+    z = r * r
+    s = r + r * z * cuda.fma(cuda.fma(np.float32(-1.9514632e-04), z, np.float32(0.008332156)), z,
+                             np.float32(-0.16666655))
+    c = np.float32(1) - np.float32(0.5) * z + z * z * cuda.fma(
+        cuda.fma(np.float32(2.4432413e-05), z, np.float32(-0.001388731)), z, np.float32(0.041666646))
+    return s, c, q
+
+
+@cuda.jit(device=True)
+def fsin(x):
+    if not math.isfinite(x):
+        return x - x
+    s, c, q = _sincos_f32(x)
+    v = c if (q & np.int32(1)) != np.int32(0) else s
+    v = -v if (q & np.int32(2)) != np.int32(0) else v
+    return -v if x < np.float32(0) else v
+
+
+@cuda.jit(device=True)
+def fcos(x):
+    if not math.isfinite(x):
+        return x - x
+    s, c, q = _sincos_f32(x)
+    q = q + np.int32(1)
+    v = c if (q & np.int32(1)) != np.int32(0) else s
+    return -v if (q & np.int32(2)) != np.int32(0) else v
+
+
+@cuda.jit(device=True)
+def flogistic(x):
+    return np.float32(1) / (np.float32(1) + math.exp(-x))
+
+
+@cuda.jit(device=True)
+def _logistic64(x):
+    return np.float64(1) / (np.float64(1) + math.exp(-x))
+
+
+@cuda.jit(device=True)
+def _sign(x):
+    if x != x:
+        return x
+    return (x > 0) - (x < 0)
+
+
+@cuda.jit(device=True)
+def _isfinite(x):
+    return math.isfinite(x)
+'''
+
+# libdevice on a GPU; the simulator has no libdevice, so there NumPy stands in for these few functions
+_PRELUDE_GPU = """
+from numba.cuda import libdevice
+floor32, ceil32, rint32 = libdevice.floorf, libdevice.ceilf, libdevice.rintf
+trunc32, exp2_32 = libdevice.truncf, libdevice.exp2f
+floor64, ceil64, rint64 = libdevice.floor, libdevice.ceil, libdevice.rint
+trunc64, exp2_64 = libdevice.trunc, libdevice.exp2
+bits32 = libdevice.float_as_int
+"""
+_PRELUDE_SIM = """
+def _np32(f):
+    return lambda x: np.float32(f(np.float32(x)))
+def _np64(f):
+    return lambda x: np.float64(f(np.float64(x)))
+floor32, ceil32, rint32, trunc32, exp2_32 = (_np32(f) for f in (np.floor, np.ceil, np.rint, np.trunc, np.exp2))
+floor64, ceil64, rint64, trunc64, exp2_64 = (_np64(f) for f in (np.floor, np.ceil, np.rint, np.trunc, np.exp2))
+def bits32(x):
+    return np.float32(x).view(np.int32)
+"""
+
+# CPU template names -> CUDA names, per result precision
+_F32_NAMES = {
+    "fexp": "math.exp", "fexpm1": "math.expm1", "flog": "math.log", "flog1p": "math.log1p", "ftanh": "math.tanh",
+    "ferf": "math.erf", "fpow": "math.pow", "fsin": "fsin", "fcos": "fcos", "flogistic": "flogistic",
+    "np.sqrt": "math.sqrt", "np.floor": "floor32", "np.ceil": "ceil32",
+    "np.rint": "rint32", "np.trunc": "trunc32", "np.exp": "math.exp",
+    "np.exp2": "exp2_32", "np.expm1": "math.expm1", "np.log": "math.log", "np.log1p": "math.log1p",
+    "np.sin": "fsin", "np.cos": "fcos", "np.tanh": "math.tanh", "np.isnan": "math.isnan",
+    "np.isinf": "math.isinf", "np.isfinite": "_isfinite", "np.sign": "_sign", "math.erf": "math.erf",
+}
+_F64_NAMES = {
+    **{k: v for k, v in _F32_NAMES.items() if v.startswith("math.") or v in ("_sign", "_isfinite")},
+    "np.floor": "floor64", "np.ceil": "ceil64", "np.rint": "rint64",
+    "np.trunc": "trunc64", "np.exp2": "exp2_64", "np.sin": "math.sin",
+    "np.cos": "math.cos", "_logistic64": "_logistic64",
+}
+_NAME = re.compile(r"(?<![\w.])((?:np\.|math\.)?[A-Za-z_]\w*)\(")
+
+
+def _translate(expr: str, compute: np.dtype) -> str:
+    names = _F32_NAMES if compute == F32 else _F64_NAMES if compute == F64 else {"np.sign": "_sign"}
+
+    def sub(m):
+        name = m.group(1)
+        if name in names:
+            return names[name] + "("
+        if name.startswith("np.") and hasattr(np, name[3:]) and isinstance(getattr(np, name[3:]), type):
+            return name + "("  # a scalar type's constructor: a cast numba-cuda compiles
+        if name in ("abs", "min", "max", "bool", "int", "float") or name.startswith("math."):
+            return name + "("
+        raise UnsupportedOnDevice(f"the CUDA kernels have no version of {name}() (in {expr!r})")
+
+    return _NAME.sub(sub, expr)
+
+
+def elementwise_expr(op: str, in_dtypes: Sequence[np.dtype], out_dtype: np.dtype, param=None) -> str:
+    """The CUDA scalar expression of fused op ``op`` on operands ``{0}``, ``{1}``, ... (``UnsupportedOnDevice``
+    where it has none at these dtypes)."""
+    lowering = fusion.OPS.get(op)
+    if lowering is None or not all(d in NATIVE_DTYPES for d in (*in_dtypes, out_dtype)):
+        raise UnsupportedOnDevice(
+            f"'{op}' on {', '.join(np.dtype(d).name for d in in_dtypes)} has no CUDA kernel (device kernels compute "
+            "in bool, integers, float32 and float64)"
+        )
+    if not fusion.supports(op, list(in_dtypes), out_dtype):
+        raise UnsupportedOnDevice(f"'{op}' has no kernel template for {np.dtype(out_dtype).name}")
+    args = [f"{{{i}}}" for i in range(len(in_dtypes))]
+    if lowering.emit is not None:
+        e = lowering.emit(args, out_dtype, param)
+    else:
+        e = lowering.template(out_dtype)
+    return _translate(e, out_dtype)
+
+
+# ------------------------------------------------------------------------------------------------ kernels
+
+
+def _header(simulated: bool) -> list[str]:
+    return ["import math", "import numpy as np", "from numba import cuda", _PRELUDE_SIM if simulated else
+            _PRELUDE_GPU, DEVICE_MATH, ""]
+
+
+def strided_source(rank: int, operands: Sequence[str], expr: str, out_strided: bool = False,
+                   simulated: bool = False) -> str:
+    """A grid-stride kernel over an iteration space of ``rank`` axes. ``operands[i]`` is ``"array"`` (read at
+    ``offset + sum(index * stride)``: zero strides broadcast, negative ones reverse), ``"flat"`` (read at the flat
+    index) or ``"scalar"`` (a kernel argument). The output is written at the flat index, or through its own offset
+    and strides when ``out_strided``. ``expr`` uses ``{0}``, ``{1}``, ... for the operands.
+
+    Arguments: operands, output, n, the ``rank`` sizes, then per strided array operand its offset and ``rank``
+    strides, then the output's offset and strides."""
+    names = [f"x{i}" for i in range(len(operands))]
+    params = [*names, "out", "n", *[f"d{k}" for k in range(rank)]]
+    loads, vals = [], []
+    for i, kind in enumerate(operands):
+        if kind == "array":
+            params += [f"o{i}", *[f"s{i}_{k}" for k in range(rank)]]
+            idx = " + ".join([f"o{i}"] + [f"c{k} * s{i}_{k}" for k in range(rank)])
+            loads.append(f"        v{i} = x{i}[{idx}]")
+            vals.append(f"v{i}")
+        elif kind == "flat":
+            loads.append(f"        v{i} = x{i}[i]")
+            vals.append(f"v{i}")
+        else:
+            vals.append(f"x{i}")
+    if out_strided:
+        params += ["oo", *[f"so_{k}" for k in range(rank)]]
+    lines = [*_header(simulated), f"def kernel({', '.join(params)}):", "    i = cuda.grid(1)",
+             "    step = cuda.gridsize(1)", "    while i < n:"]
+    if any(k == "array" for k in operands) or out_strided:
+        lines.append("        r = i")
+        for k in range(rank - 1, 0, -1):
+            lines += [f"        c{k} = r % d{k}", f"        r = r // d{k}"]
+        if rank:
+            lines.append("        c0 = r")
+    lines += loads
+    value = expr.format(*vals)
+    if out_strided:
+        idx = " + ".join(["oo"] + [f"c{k} * so_{k}" for k in range(rank)])
+        lines.append(f"        out[{idx}] = {value}")
+    else:
+        lines.append(f"        out[i] = {value}")
+    lines += ["        i += step", ""]
+    return "\n".join(lines)
+
+
+def _contiguous_strides(shape: Sequence[int]) -> list[int]:
+    s, acc = [], 1
+    for d in reversed(shape):
+        s.append(acc)
+        acc *= d
+    return s[::-1]
+
+
+class View:
+    """How to read a device buffer as an array of ``shape``: ``offset`` and element ``strides`` into it."""
+
+    __slots__ = ("buf", "shape", "offset", "strides")
+
+    def __init__(self, buf: CudaArray, shape=None, offset: int = 0, strides=None):
+        self.buf = buf
+        self.shape = tuple(buf.shape if shape is None else shape)
+        self.offset = offset
+        self.strides = list(_contiguous_strides(buf.shape) if strides is None else strides)
+
+    @property
+    def contiguous(self) -> bool:
+        return self.offset == 0 and self.shape == self.buf.shape and self.strides == _contiguous_strides(self.shape)
+
+
+def broadcast_view(x, shape: tuple[int, ...]) -> View:
+    """``x`` (a buffer or view) read at the trailing-aligned broadcast ``shape`` (NumPy's rule)."""
+    v = x if isinstance(x, View) else View(x)
+    pad = len(shape) - len(v.shape)
+    strides = [0] * pad + [0 if (n == 1 and m != 1) else s for n, m, s in zip(v.shape, shape[pad:], v.strides)]
+    return View(v.buf, shape, v.offset, strides)
+
+
+def launch_strided(rt, rank_shape, operands: Sequence[Any], expr: str, out: CudaArray,
+                   out_view: View | None = None) -> CudaArray:
+    """Run ``expr`` over ``rank_shape``: ``operands`` are Views (strided reads), buffers of the full shape (flat
+    reads) or NumPy/Python scalars (kernel arguments); results go to ``out`` (flat, or through ``out_view``)."""
+    rank = len(rank_shape)
+    kinds, args, tail = [], [], []
+    for o in operands:
+        if isinstance(o, View):
+            if o.contiguous and o.shape == tuple(rank_shape) and out_view is None:
+                kinds.append("flat")
+                args.append(o.buf)
+            else:
+                kinds.append("array")
+                args.append(o.buf)
+                tail += [o.offset, *o.strides]
+        elif isinstance(o, CudaArray):
+            kinds.append("flat")
+            args.append(o)
+        else:
+            kinds.append("scalar")
+            args.append(o)
+    if out_view is not None:
+        tail += [out_view.offset, *out_view.strides]
+    n = math.prod(rank_shape)
+    if n == 0:
+        return out
+    src = strided_source(rank, kinds, expr, out_strided=out_view is not None, simulated=rt.simulated)
+    kern = rt.compile(src, "kernel")
+    blocks, threads = launch_config(n)
+    rt.launch(kern, blocks, threads, [*args, out, n, *rank_shape, *tail])
+    return out
+
+
+# ---------------------------------------------------------------------------------------- reductions
+
+REDUCE_SOURCE = '''
+def kernel(x, out, rows, cols, init):
+    buf = cuda.shared.array(256, DTYPE)
+    row = cuda.blockIdx.x
+    t = cuda.threadIdx.x
+    while row < rows:
+        acc = init
+        j = t
+        while j < cols:
+            v = x[row * cols + j]
+            acc = COMBINE
+            j += 256
+        buf[t] = acc
+        cuda.syncthreads()
+        width = 128
+        while width > 0:
+            if t < width:
+                acc = buf[t]
+                v = buf[t + width]
+                buf[t] = COMBINE
+            cuda.syncthreads()
+            width //= 2
+        if t == 0:
+            out[row] = buf[0]
+        cuda.syncthreads()
+        row += cuda.gridDim.x
+'''
+
+_COMBINE = {
+    "sum": "acc + v",
+    "prod": "acc * v",
+    "and": "acc and v",
+    "or": "acc or v",
+}
+
+
+def reduce_source(kind: str, dtype: np.dtype, simulated: bool = False) -> str:
+    if kind in ("max", "min"):
+        cmp = ">" if kind == "max" else "<"
+        comb = f"acc if (acc {cmp} v or acc != acc) else v" if dtype.kind == "f" else f"acc if acc {cmp} v else v"
+    else:
+        comb = _COMBINE[kind]
+    body = REDUCE_SOURCE.replace("COMBINE", comb).replace("DTYPE", "np.bool_" if dtype.kind == "b" else
+                                                         f"np.{dtype.name}")
+    return "\n".join(_header(simulated)) + body
+
+
+def _identity(kind: str, d: np.dtype):
+    if kind == "sum":
+        return d.type(0)
+    if kind == "prod":
+        return d.type(1)
+    if kind == "and":
+        return np.bool_(True)
+    if kind == "or":
+        return np.bool_(False)
+    if d.kind == "f":
+        return d.type(-np.inf if kind == "max" else np.inf)
+    if d.kind == "b":
+        return np.bool_(kind == "min")
+    info = np.iinfo(d)
+    return d.type(info.min if kind == "max" else info.max)
+
+
+# ------------------------------------------------------------------------------------------ primitives
+
+
+class Context:
+    """What a device implementation needs: the runtime and the device index its results go to."""
+
+    __slots__ = ("rt", "index")
+
+    def __init__(self, rt, index: int):
+        self.rt = rt
+        self.index = index
+
+    def empty(self, shape, dtype) -> CudaArray:
+        return self.rt.empty(tuple(shape), np.dtype(dtype), self.index)
+
+    def copy(self, view: View, dtype=None) -> CudaArray:
+        out = self.empty(view.shape, dtype or view.buf.dtype)
+        return launch_strided(self.rt, view.shape, [view], "{0}", out)
+
+    def contiguous(self, view: View) -> CudaArray:
+        return view.buf.reshape(view.shape) if view.contiguous else self.copy(view)
+
+
+def _native(name: str, *xs) -> None:
+    for x in xs:
+        d = x.dtype if hasattr(x, "dtype") else np.asarray(x).dtype
+        if d not in NATIVE_DTYPES:
+            raise UnsupportedOnDevice(
+                f"'{name}' on {np.dtype(d).name} has no CUDA kernel (device kernels compute in bool, integers, "
+                "float32 and float64); cast first, or run it on the CPU with x.to_device('cpu')"
+            )
+
+
+def _operand(x, shape):
+    return broadcast_view(x, shape) if isinstance(x, CudaArray) else x
+
+
+def elementwise(ctx: Context, op: str, out_dtype: np.dtype, args: Sequence[Any], param=None) -> CudaArray:
+    """One elementwise op over broadcast operands (device buffers, or 0-d NumPy values passed as arguments)."""
+    shapes = [np.shape(a) if not isinstance(a, CudaArray) else a.shape for a in args]
+    shape = tuple(np.broadcast_shapes(*shapes))
+    in_dtypes = [a.dtype if isinstance(a, CudaArray) else np.asarray(a).dtype for a in args]
+    expr = elementwise_expr(op, in_dtypes, out_dtype, param)
+    out = ctx.empty(shape, out_dtype)
+    ops = [_operand(a, shape) if isinstance(a, CudaArray) else np.asarray(a).dtype.type(np.asarray(a).reshape(())[()])
+           for a in args]
+    return launch_strided(ctx.rt, shape, ops, expr, out)
+
+
+def _transpose_view(x: CudaArray, perm) -> View:
+    v = View(x)
+    return View(x, tuple(x.shape[p] for p in perm), 0, [v.strides[p] for p in perm])
+
+
+def _broadcast_in_dim(ctx, x, *, shape, broadcast_dimensions):
+    base = _contiguous_strides(x.shape)
+    strides = [0] * len(shape)
+    for src, dst in enumerate(broadcast_dimensions):
+        if x.shape[src] == shape[dst]:
+            strides[dst] = base[src]
+    return ctx.copy(View(x, shape, 0, strides))
+
+
+def _reshape(ctx, x, *, new_sizes):
+    return x.reshape(new_sizes)
+
+
+def _transpose(ctx, x, *, permutation):
+    return ctx.copy(_transpose_view(x, permutation))
+
+
+def _rev(ctx, x, *, dimensions):
+    v = View(x)
+    off = 0
+    for d in dimensions:
+        off += (x.shape[d] - 1) * v.strides[d]
+        v.strides[d] = -v.strides[d]
+    return ctx.copy(View(x, x.shape, off, v.strides))
+
+
+def _slice_view(x: CudaArray, start, limit, strides) -> View:
+    base = _contiguous_strides(x.shape)
+    shape = tuple(max(0, -(-(lim - s) // st)) for s, lim, st in zip(start, limit, strides))
+    off = sum(s * b for s, b in zip(start, base))
+    return View(x, shape, off, [b * st for b, st in zip(base, strides)])
+
+
+def _slice(ctx, x, *, start_indices, limit_indices, strides):
+    strides = strides or (1,) * x.ndim
+    return ctx.copy(_slice_view(x, start_indices, limit_indices, strides))
+
+
+def _concatenate(ctx, *xs, dimension):
+    shape = list(xs[0].shape)
+    shape[dimension] = sum(x.shape[dimension] for x in xs)
+    out = ctx.empty(shape, xs[0].dtype)
+    base = _contiguous_strides(shape)
+    start = 0
+    for x in xs:
+        if x.size:
+            launch_strided(ctx.rt, x.shape, [View(x)], "{0}", out, View(out, x.shape, start * base[dimension], base))
+        start += x.shape[dimension]
+    return out
+
+
+def _pad(ctx, x, padding_value, *, padding_config):
+    inner = [d + max(d - 1, 0) * it for d, (_, _, it) in zip(x.shape, padding_config)]
+    tmp_shape = [max(lo, 0) + n + max(hi, 0) for n, (lo, hi, _) in zip(inner, padding_config)]
+    fill = padding_value if not isinstance(padding_value, CudaArray) else None
+    if fill is None:
+        tmp = _broadcast_in_dim(ctx, padding_value, shape=tuple(tmp_shape), broadcast_dimensions=())
+    else:
+        tmp = ctx.empty(tmp_shape, x.dtype)
+        launch_strided(ctx.rt, tuple(tmp_shape), [x.dtype.type(np.asarray(fill).reshape(())[()])], "{0}", tmp)
+    base = _contiguous_strides(tmp_shape)
+    off = sum(max(lo, 0) * b for (lo, _, _), b in zip(padding_config, base))
+    strides = [b * (it + 1) for b, (_, _, it) in zip(base, padding_config)]
+    if x.size:
+        launch_strided(ctx.rt, x.shape, [View(x)], "{0}", tmp, View(tmp, x.shape, off, strides))
+    full = [lo + n + hi for n, (lo, hi, _) in zip(inner, padding_config)]
+    start = [-min(lo, 0) for lo, _, _ in padding_config]
+    if list(full) == tmp_shape:
+        return tmp
+    return ctx.copy(_slice_view(tmp, start, [s + f for s, f in zip(start, full)], [1] * len(full)))
+
+
+def _reduce(kind: str) -> Callable:
+    def impl(ctx, x, *, axes):
+        name = f"reduce_{kind}"
+        _native(name, x)
+        keep = [i for i in range(x.ndim) if i not in axes]
+        out_shape = tuple(x.shape[i] for i in keep)
+        rows = math.prod(out_shape)
+        cols = math.prod(x.shape[i] for i in axes)
+        xt = ctx.contiguous(_transpose_view(x, keep + list(axes))) if axes else x
+        out = ctx.empty(out_shape, x.dtype)
+        if rows == 0:
+            return out
+        if cols == 0:
+            return launch_strided(ctx.rt, out_shape, [_identity(kind, x.dtype)], "{0}", out)
+        kern = ctx.rt.compile(reduce_source(kind, x.dtype, ctx.rt.simulated), "kernel")
+        ctx.rt.launch(kern, min(rows, 65535), 256, [xt, out, rows, cols, _identity(kind, x.dtype)])
+        return out
+
+    return impl
+
+
+def _dot_general(ctx, x, y, *, dimension_numbers, preferred_element_type=None):
+    out_dtype = np.dtype(preferred_element_type or x.dtype)
+    if not (x.dtype == y.dtype == out_dtype and x.dtype in (F32, F64)):
+        raise UnsupportedOnDevice(
+            f"'dot_general' on the device multiplies float32 or float64 (cuBLAS), got {x.dtype.name} x "
+            f"{y.dtype.name} -> {out_dtype.name}; cast the operands, or run it on the CPU with x.to_device('cpu')"
+        )
+    (lc, rc), (lb, rb) = dimension_numbers
+    xf = [i for i in range(x.ndim) if i not in lc and i not in lb]
+    yf = [i for i in range(y.ndim) if i not in rc and i not in rb]
+    B = math.prod(x.shape[i] for i in lb)
+    M = math.prod(x.shape[i] for i in xf)
+    N = math.prod(y.shape[i] for i in yf)
+    K = math.prod(x.shape[i] for i in lc)
+    out_shape = tuple([x.shape[i] for i in lb] + [x.shape[i] for i in xf] + [y.shape[i] for i in yf])
+    out = ctx.empty((B, M, N), out_dtype)
+    if B * M * N == 0:
+        return out.reshape(out_shape)
+    if K == 0:
+        return launch_strided(ctx.rt, (B, M, N), [out_dtype.type(0)], "{0}", out).reshape(out_shape)
+
+    def operand(a, batch, first, second):
+        # a (batch, first, second) matrix stack, or its transpose when that is the layout already in memory
+        straight = list(batch) + list(first) + list(second)
+        swapped = list(batch) + list(second) + list(first)
+        rows, cols = math.prod(a.shape[i] for i in first), math.prod(a.shape[i] for i in second)
+        if straight == list(range(a.ndim)):
+            return a.reshape((B, rows, cols)), False
+        if swapped == list(range(a.ndim)):
+            return a.reshape((B, cols, rows)), True
+        return ctx.contiguous(_transpose_view(a, straight)).reshape((B, rows, cols)), False
+
+    a, ta = operand(x, lb, xf, lc)
+    b, tb = operand(y, rb, rc, yf)
+    ctx.rt.gemm(a, b, out, ta, tb)
+    return out.reshape(out_shape)
+
+
+def _iota(ctx, *, dtype, shape, dimension):
+    out = ctx.empty(shape, dtype)
+    return launch_strided(ctx.rt, tuple(shape), [], f"np.{np.dtype(dtype).name}(c{dimension})", out,
+                          View(out)) if shape else out
+
+
+IMPLS: dict[str, Callable[..., Any]] = {
+    "broadcast_in_dim": _broadcast_in_dim,
+    "reshape": _reshape,
+    "transpose": _transpose,
+    "rev": _rev,
+    "slice": _slice,
+    "concatenate": _concatenate,
+    "pad": _pad,
+    "reduce_sum": _reduce("sum"),
+    "reduce_max": _reduce("max"),
+    "reduce_min": _reduce("min"),
+    "reduce_prod": _reduce("prod"),
+    "reduce_and": _reduce("and"),
+    "reduce_or": _reduce("or"),
+    "dot_general": _dot_general,
+}
+
+
+def run(ctx: Context, name: str, kernel_op: str | None, args: Sequence[Any], params: dict, out_dtype) -> Any:
+    """Primitive ``name`` on device operands. ``kernel_op`` is its fused-kernel op (elementwise primitives),
+    ``out_dtype`` its result dtype (from its abstract rule)."""
+    impl = IMPLS.get(name)
+    if impl is not None:
+        return impl(ctx, *args, **params)
+    if kernel_op is not None and kernel_op in fusion.OPS:
+        param = params.get("new_dtype", params.get("y")) if params else None
+        return elementwise(ctx, kernel_op, np.dtype(out_dtype), args, param)
+    raise UnsupportedOnDevice(
+        f"'{name}' has no CUDA implementation yet; move its operands to the CPU (x.to_device('cpu')), run it there "
+        "and move the result back"
+    )
