@@ -170,6 +170,8 @@ class Primitive:
     ... def _(x): return np.sin(x)
     """
 
+    # a call whose impl evaluates funclib operations on its operands, and so runs on whatever device they live on
+    runs_on_devices = False
     # an effect (a debug callback, a runtime check) is run for what it does, not for its outputs: the jaxpr passes
     # never drop, merge or constant-fold it, nor move it past another effect (``jaxpr.eqn_has_effects``)
     effect = False
@@ -298,6 +300,9 @@ def _device_eager(prim: Primitive, args, params):
             raise TracerLeakError(f"'{prim.name}' got a traced value ({a.aval.str_short()}) outside of its transform")
         vals.append(a._value if isinstance(a, Tensor) else a)
     device = devices.operands_device(prim.name, vals)
+    if prim.runs_on_devices:
+        out = prim.impl(*vals, **params)
+        return [_wrap(o) for o in out] if prim.multiple_results else _wrap(out)
     out_dtype = None
     if prim.kernel is not None:  # an elementwise primitive: the kernel is generated for its result dtype
         out_dtype = prim.abstract_eval(*[aval_of(v) for v in vals], **params).dtype
@@ -358,8 +363,11 @@ _new = object.__new__
 
 
 def _wrap(v) -> Tensor:
-    """Wrap a NumPy result. Internal buffers are never handed out writable, so no copy or flag flip is needed."""
+    """Wrap a NumPy result (a device buffer as a ``DeviceTensor``). Internal buffers are never handed out
+    writable, so no copy or flag flip is needed."""
     if type(v) is not np.ndarray:
+        if hasattr(v, "device"):
+            return _wrap_any(v)
         v = np.asarray(v)
     t = _new(Tensor)
     t._value = v
@@ -550,6 +558,8 @@ def _wrap_any(v) -> Tensor:
     """Wrap a buffer of any device: a NumPy result as ``_wrap`` does, a device buffer as a ``DeviceTensor``."""
     if type(v) is np.ndarray or not hasattr(v, "device"):
         return _wrap(v)
+    if v.device == "cpu":  # a NumPy scalar
+        return _wrap(np.asarray(v))
     t = _new(DeviceTensor)
     t._value = v
     return t

@@ -151,37 +151,39 @@ def device_name(index: int) -> str:
 
 
 # Generated source of the simulator's matrix product (batched, row-major, each operand possibly transposed).
-# Tiles of 16 x 16 through shared memory, as a real GEMM stages them; ``zero`` carries the dtype of the
+# Square tiles through shared memory, as a real GEMM stages them; ``zero`` carries the dtype of the
 # accumulator so no float64 literal enters a float32 kernel.
 MATMUL_SOURCE = '''
 from numba import cuda
 import numpy as np
 
 def matmul(a, b, c, batch, m, n, k, sa_b, sa_r, sa_c, sb_b, sb_r, sb_c, zero):
-    ta = cuda.shared.array((16, 16), DTYPE)
-    tb = cuda.shared.array((16, 16), DTYPE)
+    ta = cuda.shared.array((TILE, TILE), DTYPE)
+    tb = cuda.shared.array((TILE, TILE), DTYPE)
     tx = cuda.threadIdx.x
     ty = cuda.threadIdx.y
-    tiles_n = (n + 15) // 16
-    tiles_m = (m + 15) // 16
+    tiles_n = (n + TILE - 1) // TILE
+    tiles_m = (m + TILE - 1) // TILE
     blk = cuda.blockIdx.x
     g = blk // (tiles_m * tiles_n)
     rest = blk - g * tiles_m * tiles_n
-    row = (rest // tiles_n) * 16 + ty
-    col = (rest % tiles_n) * 16 + tx
+    row = (rest // tiles_n) * TILE + ty
+    col = (rest % tiles_n) * TILE + tx
     acc = zero
-    for t in range((k + 15) // 16):
-        kk = t * 16 + tx
+    for t in range((k + TILE - 1) // TILE):
+        kk = t * TILE + tx
         ta[ty, tx] = a[g * sa_b + row * sa_r + kk * sa_c] if (row < m and kk < k) else zero
-        kk = t * 16 + ty
+        kk = t * TILE + ty
         tb[ty, tx] = b[g * sb_b + kk * sb_r + col * sb_c] if (kk < k and col < n) else zero
         cuda.syncthreads()
-        for j in range(16):
+        for j in range(TILE):
             acc += ta[ty, j] * tb[j, tx]
         cuda.syncthreads()
     if row < m and col < n:
         c[g * m * n + row * n + col] = acc
 '''
+MATMUL_TILE = 8  # threads per tile side: the simulator runs every thread of a block as a Python thread
+
 
 
 class NumbaCuda:
@@ -276,13 +278,14 @@ class NumbaCuda:
         return h
 
     def _sim_gemm(self, a, b, out, trans_a, trans_b, batch, m, n, k) -> None:
-        src = MATMUL_SOURCE.replace("DTYPE", f"np.{out.dtype.name}")
+        t = MATMUL_TILE
+        src = MATMUL_SOURCE.replace("DTYPE", f"np.{out.dtype.name}").replace("TILE", str(t))
         kern = self.compile(src, "matmul")
         sa = (m * k, 1, m) if trans_a else (m * k, k, 1)
         sb = (k * n, 1, k) if trans_b else (k * n, n, 1)
-        blocks = batch * ((m + 15) // 16) * ((n + 15) // 16)
+        blocks = batch * ((m + t - 1) // t) * ((n + t - 1) // t)
         flat = [x.handle for x in (a, b, out)]
-        kern[blocks, (16, 16)](*flat, batch, m, n, k, *sa, *sb, out.dtype.type(0))
+        kern[blocks, (t, t)](*flat, batch, m, n, k, *sa, *sb, out.dtype.type(0))
 
 
 _runtime: NumbaCuda | None = None
@@ -330,6 +333,8 @@ def require_device(index: int) -> NumbaCuda:
 
 
 def launch_config(n: int, threads: int = 256) -> tuple[int, int]:
-    """Blocks and threads of a grid-stride launch over ``n`` elements (at least one block)."""
+    """Blocks and threads of a grid-stride launch over ``n`` elements: whole warps, no more than ``n`` needs (the
+    simulator runs every thread, needed or not)."""
+    threads = min(threads, max(32, (n + 31) // 32 * 32))
     return max(1, min((n + threads - 1) // threads, 65535)), threads
 

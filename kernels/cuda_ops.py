@@ -126,10 +126,22 @@ def _logistic64(x):
 
 
 @cuda.jit(device=True)
-def _sign(x):
-    if x != x:
-        return x
-    return (x > 0) - (x < 0)
+def _sign32(x):
+    if x > np.float32(0):
+        return np.float32(1)
+    return np.float32(-1) if x < np.float32(0) else x
+
+
+@cuda.jit(device=True)
+def _sign64(x):
+    if x > np.float64(0):
+        return np.float64(1)
+    return np.float64(-1) if x < np.float64(0) else x
+
+
+@cuda.jit(device=True)
+def _signi(x):
+    return 1 if x > 0 else (-1 if x < 0 else 0)
 
 
 @cuda.jit(device=True)
@@ -165,10 +177,11 @@ _F32_NAMES = {
     "np.rint": "rint32", "np.trunc": "trunc32", "np.exp": "math.exp",
     "np.exp2": "exp2_32", "np.expm1": "math.expm1", "np.log": "math.log", "np.log1p": "math.log1p",
     "np.sin": "fsin", "np.cos": "fcos", "np.tanh": "math.tanh", "np.isnan": "math.isnan",
-    "np.isinf": "math.isinf", "np.isfinite": "_isfinite", "np.sign": "_sign", "math.erf": "math.erf",
+    "np.isinf": "math.isinf", "np.isfinite": "_isfinite", "np.sign": "_sign32", "math.erf": "math.erf",
 }
 _F64_NAMES = {
-    **{k: v for k, v in _F32_NAMES.items() if v.startswith("math.") or v in ("_sign", "_isfinite")},
+    **{k: v for k, v in _F32_NAMES.items() if v.startswith("math.") or v == "_isfinite"},
+    "np.sign": "_sign64",
     "np.floor": "floor64", "np.ceil": "ceil64", "np.rint": "rint64",
     "np.trunc": "trunc64", "np.exp2": "exp2_64", "np.sin": "math.sin",
     "np.cos": "math.cos", "_logistic64": "_logistic64",
@@ -177,7 +190,7 @@ _NAME = re.compile(r"(?<![\w.])((?:np\.|math\.)?[A-Za-z_]\w*)\(")
 
 
 def _translate(expr: str, compute: np.dtype) -> str:
-    names = _F32_NAMES if compute == F32 else _F64_NAMES if compute == F64 else {"np.sign": "_sign"}
+    names = _F32_NAMES if compute == F32 else _F64_NAMES if compute == F64 else {"np.sign": "_signi"}
 
     def sub(m):
         name = m.group(1)
@@ -192,14 +205,21 @@ def _translate(expr: str, compute: np.dtype) -> str:
     return _NAME.sub(sub, expr)
 
 
+def _math_dtype(in_dtypes, out_dtype) -> np.dtype:
+    """The precision of the math an op calls: its float operands' (comparisons and tests take floats and return
+    bool), else its result's."""
+    ds = [np.dtype(d) for d in (*in_dtypes, out_dtype)]
+    return F64 if F64 in ds else F32 if F32 in ds else np.dtype(out_dtype)
+
+
 def elementwise_expr(op: str, in_dtypes: Sequence[np.dtype], out_dtype: np.dtype, param=None) -> str:
     """The CUDA scalar expression of fused op ``op`` on operands ``{0}``, ``{1}``, ... (``UnsupportedOnDevice``
     where it has none at these dtypes)."""
     lowering = fusion.OPS.get(op)
     if lowering is None or not all(d in NATIVE_DTYPES for d in (*in_dtypes, out_dtype)):
         raise UnsupportedOnDevice(
-            f"'{op}' on {', '.join(np.dtype(d).name for d in in_dtypes)} has no CUDA kernel (device kernels compute "
-            "in bool, integers, float32 and float64)"
+            f"'{op}' from {', '.join(np.dtype(d).name for d in in_dtypes)} to {np.dtype(out_dtype).name} has no CUDA "
+            "kernel (device kernels compute in bool, integers, float32 and float64)"
         )
     if not fusion.supports(op, list(in_dtypes), out_dtype):
         raise UnsupportedOnDevice(f"'{op}' has no kernel template for {np.dtype(out_dtype).name}")
@@ -208,7 +228,7 @@ def elementwise_expr(op: str, in_dtypes: Sequence[np.dtype], out_dtype: np.dtype
         e = lowering.emit(args, out_dtype, param)
     else:
         e = lowering.template(out_dtype)
-    return _translate(e, out_dtype)
+    return _translate(e, _math_dtype(in_dtypes, out_dtype))
 
 
 # ------------------------------------------------------------------------------------------------ kernels
@@ -216,7 +236,7 @@ def elementwise_expr(op: str, in_dtypes: Sequence[np.dtype], out_dtype: np.dtype
 
 def _header(simulated: bool) -> list[str]:
     return ["import math", "import numpy as np", "from numba import cuda", _PRELUDE_SIM if simulated else
-            _PRELUDE_GPU, DEVICE_MATH, ""]
+            _PRELUDE_GPU, "_ZERO_float32 = np.float32(0)", "_ZERO_float64 = np.float64(0)", DEVICE_MATH, ""]
 
 
 def strided_source(rank: int, operands: Sequence[str], expr: str, out_strided: bool = False,
@@ -332,7 +352,7 @@ def launch_strided(rt, rank_shape, operands: Sequence[Any], expr: str, out: Cuda
 
 REDUCE_SOURCE = '''
 def kernel(x, out, rows, cols, init):
-    buf = cuda.shared.array(256, DTYPE)
+    buf = cuda.shared.array(BLOCK, DTYPE)
     row = cuda.blockIdx.x
     t = cuda.threadIdx.x
     while row < rows:
@@ -341,10 +361,10 @@ def kernel(x, out, rows, cols, init):
         while j < cols:
             v = x[row * cols + j]
             acc = COMBINE
-            j += 256
+            j += BLOCK
         buf[t] = acc
         cuda.syncthreads()
-        width = 128
+        width = BLOCK // 2
         while width > 0:
             if t < width:
                 acc = buf[t]
@@ -366,14 +386,19 @@ _COMBINE = {
 }
 
 
+def reduce_block(simulated: bool) -> int:
+    """Threads per row of a reduction: 256 on a GPU; one warp in the simulator, which runs each as a thread."""
+    return 32 if simulated else 256
+
+
 def reduce_source(kind: str, dtype: np.dtype, simulated: bool = False) -> str:
     if kind in ("max", "min"):
         cmp = ">" if kind == "max" else "<"
         comb = f"acc if (acc {cmp} v or acc != acc) else v" if dtype.kind == "f" else f"acc if acc {cmp} v else v"
     else:
         comb = _COMBINE[kind]
-    body = REDUCE_SOURCE.replace("COMBINE", comb).replace("DTYPE", "np.bool_" if dtype.kind == "b" else
-                                                         f"np.{dtype.name}")
+    dt = "np.bool_" if dtype.kind == "b" else f"np.{dtype.name}"
+    body = REDUCE_SOURCE.replace("BLOCK", str(reduce_block(simulated))).replace("COMBINE", comb).replace("DTYPE", dt)
     return "\n".join(_header(simulated)) + body
 
 
@@ -535,7 +560,8 @@ def _reduce(kind: str) -> Callable:
         if cols == 0:
             return launch_strided(ctx.rt, out_shape, [_identity(kind, x.dtype)], "{0}", out)
         kern = ctx.rt.compile(reduce_source(kind, x.dtype, ctx.rt.simulated), "kernel")
-        ctx.rt.launch(kern, min(rows, 65535), 256, [xt, out, rows, cols, _identity(kind, x.dtype)])
+        ctx.rt.launch(kern, min(rows, 65535), reduce_block(ctx.rt.simulated),
+                      [xt, out, rows, cols, _identity(kind, x.dtype)])
         return out
 
     return impl

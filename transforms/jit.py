@@ -20,6 +20,7 @@ from funclib import config, dtypes
 from funclib import tree as tree_util
 from funclib.checks import check_callable
 from funclib.core import (
+    DeviceTensor,
     Primitive,
     ShapedArray,
     Tensor,
@@ -98,7 +99,23 @@ _compile_lock = threading.RLock()
 
 @jit_p.def_impl
 def _jit_impl(*args, jaxpr, name):
+    device = next((a.device for a in args if type(a) is not np.ndarray and getattr(a, "device", "cpu") != "cpu"),
+                  None)
+    if device is not None:
+        return _run_on_device(jaxpr, args, device)
     return _program(jaxpr).run([np.asarray(a) for a in args])
+
+
+jit_p.runs_on_devices = True
+
+
+def _run_on_device(jaxpr: Jaxpr, args, device: str) -> list:
+    """A jitted call on device operands: its optimized jaxpr one primitive at a time on the device (its
+    constants moved there), until the lowering has a CUDA emitter that fuses it."""
+    consts = [_wrap(c).to_device(device) for c in jaxpr.cache.get("consts", [])]
+    with set_trace(None):
+        outs = eval_jaxpr(jaxpr, consts, *[_wrap(a) for a in args])
+    return [o._value for o in outs]
 
 
 @jit_p.def_abstract_eval
@@ -507,7 +524,7 @@ class Jitted:
         entry, leaves = self._lookup(args, kwargs)
         if entry.int_checks is not None:
             _check_ints(entry, leaves, self.__name__)
-        if _state.trace is None:
+        if _state.trace is None and not any(type(x) is DeviceTensor for x in leaves):
             prog = entry.program
             if prog is None:
                 prog = entry.program = _program(entry.jaxpr)
