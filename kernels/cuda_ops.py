@@ -605,6 +605,72 @@ def _dot_general(ctx, x, y, *, dimension_numbers, preferred_element_type=None):
     return out.reshape(out_shape)
 
 
+def index_source(k: int, mode: str, simulated: bool = False) -> str:
+    """The kernel of a gather (``mode="gather"``) or an atomic scatter-add (``"add"``) over ``k`` indexed front axes.
+    Each element ``i`` of the result (gather) or of the updates (scatter) is index tuple ``p = i // R`` and rest
+    offset ``i % R``; a negative index counts from the end, one out of range sets ``flag[0]`` (the caller raises)."""
+    sizes = [f"f{a}" for a in range(k)]
+    strides = [f"s{a}" for a in range(k)]
+    lines = [*_header(simulated), f"def kernel(x, idx, out, flag, n, R, {', '.join(sizes + strides)}):",
+             "    i = cuda.grid(1)", "    step = cuda.gridsize(1)", "    while i < n:", "        p = i // R",
+             "        off = i - p * R"]
+    for a in range(k):
+        lines += [f"        j = idx[p * {k} + {a}]", "        if j < 0:", f"            j += f{a}",
+                  f"        if j < 0 or j >= f{a}:", "            flag[0] = 1", "            j = 0",
+                  f"        off += j * s{a}"]
+    lines.append("        out[i] = x[off]" if mode == "gather" else "        cuda.atomic.add(out, off, x[i])")
+    lines += ["        i += step", ""]
+    return "\n".join(lines)
+
+
+_ATOMIC_DTYPES = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.int32, np.int64, np.uint32, np.uint64))
+
+
+def _indexed(ctx, name, x, idx, axes, updates=None):
+    _native(name, x, idx)
+    rest = [d for d in range(x.ndim) if d not in axes]
+    perm = list(axes) + rest
+    front = ctx.contiguous(_transpose_view(x, perm))
+    R = math.prod(x.shape[d] for d in rest)
+    sizes = [x.shape[a] for a in axes]
+    strides = [s * R for s in _contiguous_strides(sizes)]
+    k = len(axes)
+    P = math.prod(idx.shape[:-1])
+    out_shape = tuple(idx.shape[:-1]) + tuple(x.shape[d] for d in rest)
+    flag = ctx.rt.to_device(np.zeros(1, np.int32), ctx.index)
+    kern = ctx.rt.compile(index_source(k, "gather" if updates is None else "add", ctx.rt.simulated), "kernel")
+    n = P * R
+    if updates is None:
+        out = ctx.empty(out_shape, x.dtype)
+        src = front
+    else:
+        out, src = front if front is not x else ctx.copy(View(x)), updates
+    if n:
+        blocks, threads = launch_config(n)
+        ctx.rt.launch(kern, blocks, threads, [src, idx, out, flag, n, R, *sizes, *strides])
+        if ctx.rt.to_host(flag)[0]:  # one int read back: kernels cannot raise, and a clamped index is a wrong answer
+            raise IndexError(
+                f"{name}: index out of bounds for operand shape {x.shape} along axes {tuple(axes)} (on {x.device})"
+            )
+    if updates is None:
+        return out
+    inverse = [perm.index(d) for d in range(x.ndim)]
+    return ctx.contiguous(_transpose_view(out.reshape([x.shape[d] for d in perm]), inverse))
+
+
+def _gather(ctx, x, idx, *, axes):
+    return _indexed(ctx, "gather", x, idx, axes)
+
+
+def _scatter_add(ctx, x, idx, updates, *, axes):
+    if x.dtype not in _ATOMIC_DTYPES:
+        raise UnsupportedOnDevice(
+            f"'scatter_add' on {x.dtype.name}: CUDA atomic adds take float32, float64 and 32/64-bit integers; cast "
+            "first, or run it on the CPU with x.to_device('cpu')"
+        )
+    return _indexed(ctx, "scatter_add", x, idx, axes, updates)
+
+
 def _iota(ctx, *, dtype, shape, dimension):
     out = ctx.empty(shape, dtype)
     return launch_strided(ctx.rt, tuple(shape), [], f"np.{np.dtype(dtype).name}(c{dimension})", out,
@@ -626,7 +692,21 @@ IMPLS: dict[str, Callable[..., Any]] = {
     "reduce_and": _reduce("and"),
     "reduce_or": _reduce("or"),
     "dot_general": _dot_general,
+    "gather": _gather,
+    "scatter_add": _scatter_add,
 }
+
+
+def _on_device(ctx: Context, a, keep_scalar: bool):
+    """An operand as a device buffer: a CPU number (a 0-d value, or a view repeating one element) is uploaded as
+    that one element and broadcast on the device; 0-d ones stay kernel arguments when ``keep_scalar``."""
+    if isinstance(a, CudaArray):
+        return a
+    v = np.asarray(a)
+    if v.ndim == 0 and keep_scalar:
+        return v
+    one = ctx.rt.to_device(v.reshape(-1)[:1].copy().reshape(()), ctx.index)
+    return one if v.ndim == 0 else _broadcast_in_dim(ctx, one, shape=v.shape, broadcast_dimensions=())
 
 
 def run(ctx: Context, name: str, kernel_op: str | None, args: Sequence[Any], params: dict, out_dtype) -> Any:
@@ -634,7 +714,8 @@ def run(ctx: Context, name: str, kernel_op: str | None, args: Sequence[Any], par
     ``out_dtype`` its result dtype (from its abstract rule)."""
     impl = IMPLS.get(name)
     if impl is not None:
-        return impl(ctx, *args, **params)
+        return impl(ctx, *[_on_device(ctx, a, keep_scalar=name == "pad") for a in args], **params)
+    args = [_on_device(ctx, a, keep_scalar=True) for a in args]
     if kernel_op is not None and kernel_op in fusion.OPS:
         param = params.get("new_dtype", params.get("y")) if params else None
         return elementwise(ctx, kernel_op, np.dtype(out_dtype), args, param)

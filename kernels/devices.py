@@ -99,6 +99,14 @@ def transfer(value, device: str):
     return rt.to_device(np.asarray(value), cuda_index(device))
 
 
+def is_broadcast_scalar(v) -> bool:
+    """Whether a CPU value is one number: a Python or 0-d value, or a NumPy view repeating one element (the zeros
+    and fills funclib's rules broadcast). Such values join an operation on any device as that number."""
+    if type(v) is not np.ndarray:
+        return np.ndim(v) == 0
+    return v.ndim == 0 or (v.size > 0 and not any(v.strides))
+
+
 def _describe(prim_name: str, devs: dict[str, list[int]]) -> str:
     parts = [f"argument{'s' if len(ix) > 1 else ''} {', '.join(map(str, ix))} on {d}" for d, ix in devs.items()]
     return f"'{prim_name}' got operands on different devices ({'; '.join(parts)})"
@@ -124,7 +132,7 @@ def operands_device(prim_name: str, values: list) -> str:
     seen: dict[str, list[int]] = {}
     for i, v in enumerate(values):
         d = device_of(v)
-        if d != CPU or (v.ndim if hasattr(v, "ndim") else np.ndim(v)) > 0:
+        if d != CPU or not is_broadcast_scalar(v):
             seen.setdefault(d, []).append(i)
     if len(seen) > 1:
         target = next(d for d in seen if d != CPU)
