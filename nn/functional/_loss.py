@@ -101,7 +101,10 @@ def nll_loss(
     safe = fl.where(valid, tflat, 0)
     _check_range(safe, c, "nll_loss")
     picked = fl.take_along_axis(rows, fl.expand_dims(safe, axis=1), axis=1)[:, 0]
-    w = fl.ones((c,), dtype=x.dtype, device=tflat.device) if weight is None else as_tensor(weight, "nll_loss", "weight").astype(x.dtype)
+    if weight is None:
+        w = fl.ones((c,), dtype=x.dtype, device=tflat.device)
+    else:
+        w = as_tensor(weight, "nll_loss", "weight").astype(x.dtype)
     wt = fl.where(valid, fl.take(w, safe), zero(x))
     loss = -picked * wt
     if reduction == "none":
