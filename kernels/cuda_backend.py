@@ -23,6 +23,7 @@ array([0., 1., 2.])
 
 from __future__ import annotations
 
+import importlib
 import math
 import os
 import threading
@@ -300,7 +301,8 @@ def runtime() -> NumbaCuda:
     with _runtime_lock:
         if _runtime is None:
             try:
-                from numba import cuda  # optional extra: imported only when a CUDA device is asked for
+                # the optional extra, imported only when a CUDA device is asked for
+                cuda = importlib.import_module("numba.cuda")
             except ImportError as e:
                 raise CudaUnavailableError(
                     f"CUDA devices need numba-cuda, which is not installed: {INSTALL_HINT} ({e})"

@@ -29,56 +29,51 @@ from .cuda_backend import NATIVE_DTYPES, CudaArray, UnsupportedOnDevice, launch_
 F32, F64 = np.dtype(np.float32), np.dtype(np.float64)
 
 # float32 sin and cos: libdevice's sinf/cosf reach one float64 multiply on their path for huge arguments, so
-# these reduce in float32 (three-part pi/2, exact to |x| < 2**17) and, beyond, in 32-bit integer arithmetic on the
-# bits of 2/pi (Payne-Hanek), keeping every instruction in single precision
+# these reduce in float32 (pi/2 in four parts, exact for |x| < 128) and, beyond, in 64-bit integer arithmetic on
+# the bits of 2/pi (Payne-Hanek), keeping every floating-point instruction in single precision
 DEVICE_MATH = '''
-_TWO_OVER_PI = (np.uint32(0xA2F9836E), np.uint32(0x4E441529), np.uint32(0xFC2757D1), np.uint32(0xF534DDC0),
-                np.uint32(0xDB629599), np.uint32(0x3C439041), np.uint32(0xFE5163AB))
+# 2/pi's bits after the point, 32 per word, after one zero word for the bits before it
+_TWO_OVER_PI = (np.uint32(0), np.uint32(0xA2F9836E), np.uint32(0x4E441529), np.uint32(0xFC2757D1),
+                np.uint32(0xF534DDC0), np.uint32(0xDB629599), np.uint32(0x3C439041), np.uint32(0xFE5163AB))
+
+
+@cuda.jit(device=True, inline="always")
+def _word(p, i):
+    # 32 bits of the table starting p + 32 * i bits after its start
+    k = (p >> np.int32(5)) + np.int32(i)
+    s = np.uint64(p & np.int32(31))
+    a = np.uint64(_TWO_OVER_PI[k]) if k < np.int32(8) else np.uint64(0)
+    b = np.uint64(_TWO_OVER_PI[k + np.int32(1)]) if k + np.int32(1) < np.int32(8) else np.uint64(0)
+    return (((a << np.uint64(32)) | b) << s >> np.uint64(32)) & np.uint64(0xFFFFFFFF)
 
 
 @cuda.jit(device=True, inline="always")
 def _reduce_big(x):
-    # |x| >= 2**17: x = m * 2**e with a 24-bit integer m; the fraction of x * 2/pi in units of 2**-64, from the
-    # three 32-bit words of 2/pi that the exponent selects
-    bits = np.uint32(bits32(abs(x)))
-    e = np.int32((bits >> np.uint32(23)) & np.uint32(0xFF)) - np.int32(150)
-    m = np.uint64((bits & np.uint32(0x7FFFFF)) | np.uint32(0x800000))
-    w = e >> np.int32(5)
-    s = np.uint32(e & np.int32(31))
-    hi = np.uint64(0)
-    lo = np.uint64(0)
-    for j in range(4):
-        idx = w + np.int32(j)
-        word = _TWO_OVER_PI[idx] if idx < np.int32(7) else np.uint32(0)
-        nxt = _TWO_OVER_PI[idx + np.int32(1)] if idx + np.int32(1) < np.int32(7) else np.uint32(0)
-        v = np.uint32(((np.uint64(word) << np.uint64(32)) | np.uint64(nxt)) >> np.uint64(32 - s)) if s else word
-        p = m * np.uint64(v)
-        if j == 0:
-            hi = p << np.uint64(32)
-        elif j == 1:
-            hi = hi + p
-        elif j == 2:
-            hi = hi + (p >> np.uint64(32))
-            lo = p << np.uint64(32)
-        else:
-            lo2 = lo + p
-            hi = hi + np.uint64(lo2 < lo)
-    q = np.int32(hi >> np.uint64(62))
-    f = hi << np.uint64(2)
+    # |x| = m * 2**e (24-bit m). Bits of 2/pi worth 4 or more after multiplying by 2**e are dropped (multiples
+    # of 2 pi); the next 96 bits C make x * 2/pi = m * C * 2**-94 (mod 4), whose top 64 bits mod 2**96 hold the
+    # quadrant (2 bits) and the fraction, in wrapping 64-bit integer arithmetic
+    bits = np.int32(bits32(abs(x)))
+    e = ((bits >> np.int32(23)) & np.int32(0xFF)) - np.int32(150)
+    m = np.uint64((bits & np.int32(0x7FFFFF)) | np.int32(0x800000))
+    p = e - np.int32(1) + np.int32(31)
+    hi = m * _word(p, 0)
+    mid = m * _word(p, 1)
+    lo = m * _word(p, 2)
+    top = (hi << np.uint64(32)) + mid + (lo >> np.uint64(32))
+    q = np.int32(top >> np.uint64(62))
+    f = top << np.uint64(2)
     neg = (f >> np.uint64(63)) != np.uint64(0)
     if neg:
-        f = ~f
+        f = np.uint64(0) - f
         q = q + np.int32(1)
     r = np.float32(np.int64(f >> np.uint64(1))) * np.float32(2.0 ** -63) * np.float32(1.5707963267948966)
-    if neg:
-        r = -r
-    return r, q
+    return (-r if neg else r), q
 
 
 @cuda.jit(device=True, inline="always")
 def _sincos_f32(x):
     a = abs(x)
-    if a < np.float32(131072.0):
+    if a < np.float32(128.0):
         jf = (a * np.float32(0.63661975) + np.float32(12582912.0)) - np.float32(12582912.0)  # rint below 2**22
         r = cuda.fma(jf, np.float32(-1.5703125), a)
         r = cuda.fma(jf, np.float32(-4.8351287841796875e-4), r)
@@ -723,3 +718,83 @@ def run(ctx: Context, name: str, kernel_op: str | None, args: Sequence[Any], par
         f"'{name}' has no CUDA implementation yet; move its operands to the CPU (x.to_device('cpu')), run it there "
         "and move the result back"
     )
+
+
+# ------------------------------------------------------------------------------------------- PTX catalog
+
+
+def _arity(op: str) -> int:
+    lowering = fusion.OPS[op]
+    if lowering.emit is not None:
+        return 1
+    t = next(x for x in (lowering.f32, lowering.expr, lowering.f64, lowering.integer, lowering.boolean) if x)
+    return len(set(re.findall(r"\{(\d+)\}", t)))
+
+
+_BITWISE = frozenset({"and", "or", "xor", "not"})  # integer and boolean operands only
+# float64 kernels differ from float32 ones only in the functions named (libdevice's double versions): a sample
+_F64_SAMPLE = frozenset({"add", "sin", "exp", "floor", "sign", "logistic", "erf", "pow", "isnan"})
+
+
+def kernel_catalog() -> list[tuple[str, str, list[str], bool]]:
+    """Every kind of kernel this module generates, for compiling without a GPU: ``(label, source, argument types
+    as numba type names, whether it is a float32 kernel)``. Elementwise kernels of every op at float32 (flat and
+    strided; a sample at float64), each reduction, gather and scatter-add, and the simulator's matmul."""
+    cases = []
+    i64 = "int64"
+
+    def arr(d):
+        return f"{np.dtype(d).name}[::1]" if np.dtype(d) != np.bool_ else "boolean[::1]"
+
+    for op in sorted(fusion.OPS):
+        for d in (F32, F64) if op in _F64_SAMPLE else (F32,) if op not in _BITWISE else (np.dtype(np.int32),):
+            k = _arity(op)
+            ins = [np.dtype(np.bool_)] + [d, d] if op == "select" else [d] * k
+            param = {"convert": np.dtype(np.int32), "integer_pow": 3}.get(op)
+            out = np.dtype(np.int32) if op == "convert" else np.dtype(np.bool_) if op in (
+                "eq", "ne", "lt", "le", "gt", "ge", "isnan", "isinf", "is_finite") else d
+            try:
+                expr = elementwise_expr(op, ins, out, param)
+            except UnsupportedOnDevice:
+                continue
+            src = strided_source(1, ["flat"] * len(ins), expr)
+            cases.append((f"{op}:{d.name}", src, [*map(arr, ins), arr(out), i64, i64], d == F32))
+    # a broadcasting (strided) operand beside a scalar one
+    src = strided_source(2, ["array", "scalar"], elementwise_expr("mul", [F32, F32], F32))
+    cases.append(("mul:strided", src, [arr(F32), "float32", arr(F32), i64, i64, i64, i64, i64, i64], True))
+    for kind in ("sum", "max", "min", "prod"):
+        cases.append((f"reduce_{kind}:float32", reduce_source(kind, F32), [arr(F32), arr(F32), i64, i64, "float32"],
+                      True))
+    for mode in ("gather", "add"):
+        cases.append((f"{mode}:float32", index_source(2, mode), [arr(F32), arr(np.int64), arr(F32),
+                      arr(np.int32), i64, i64, i64, i64, i64, i64], True))
+    from .cuda_backend import MATMUL_SOURCE, MATMUL_TILE  # the simulator's stand-in for cuBLAS
+
+    src = MATMUL_SOURCE.replace("DTYPE", "np.float32").replace("TILE", str(MATMUL_TILE))
+    cases.append(("matmul:float32", src, [arr(F32)] * 3 + [i64] * 10 + ["float32"], True))
+    return cases
+
+
+def compile_catalog(cc: tuple[int, int] = (9, 0)) -> dict[str, str]:
+    """The PTX of every ``kernel_catalog`` entry for compute capability ``cc`` (needs numba-cuda with its NVVM,
+    ``pip install funclib[cuda]``; no GPU, and not the simulator)."""
+    from numba import cuda, types  # optional extra: only for this check
+    from numba.cuda import dispatcher  # numba-cuda compiles device functions for "the current device"
+
+    class _Target:
+        compute_capability = cc
+
+    out = {}
+    current = dispatcher.get_current_device
+    # with no GPU there is no current device: name the target so the kernels' device functions compile for it
+    dispatcher.get_current_device = lambda: _Target
+    try:
+        for label, src, argtypes, _ in kernel_catalog():
+            ns: dict[str, Any] = {}
+            exec(compile(src, f"<cuda kernel {label}>", "exec"), ns)
+            fn = ns["kernel"] if "kernel" in ns else ns["matmul"]
+            sig = tuple(eval(t, {**vars(types), "boolean": types.boolean}) for t in argtypes)
+            out[label], _ = cuda.compile_ptx(fn, sig, cc=cc)
+    finally:
+        dispatcher.get_current_device = current
+    return out
