@@ -304,7 +304,7 @@ def _device_eager(prim: Primitive, args, params):
         out = prim.impl(*vals, **params)
         return [_wrap(o) for o in out] if prim.multiple_results else _wrap(out)
     out_dtype = None
-    if prim.kernel is not None:  # an elementwise primitive: the kernel is generated for its result dtype
+    if prim.family in ("unary", "binary", "select"):  # elementwise: the kernel is generated for its result dtype
         out_dtype = prim.abstract_eval(*[aval_of(v) for v in vals], **params).dtype
     out = devices.run_on_device(prim, vals, params, device, out_dtype)
     if prim.multiple_results:

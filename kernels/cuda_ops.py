@@ -111,6 +111,15 @@ def fcos(x):
 
 
 @cuda.jit(device=True)
+def ftan(x):
+    if not math.isfinite(x):
+        return x - x
+    s, c, q = _sincos_f32(x)
+    t = -c / s if (q & np.int32(1)) != np.int32(0) else s / c
+    return -t if x < np.float32(0) else t
+
+
+@cuda.jit(device=True)
 def flogistic(x):
     return np.float32(1) / (np.float32(1) + math.exp(-x))
 
@@ -152,6 +161,9 @@ trunc32, exp2_32 = libdevice.truncf, libdevice.exp2f
 floor64, ceil64, rint64 = libdevice.floor, libdevice.ceil, libdevice.rint
 trunc64, exp2_64 = libdevice.trunc, libdevice.exp2
 bits32 = libdevice.float_as_int
+signbit32, signbit64 = libdevice.signbitf, libdevice.signbitd
+nextafter32, nextafter64 = libdevice.nextafterf, libdevice.nextafter
+erfinv32, erfinv64 = libdevice.erfinvf, libdevice.erfinv
 """
 _PRELUDE_SIM = """
 def _np32(f):
@@ -162,6 +174,14 @@ floor32, ceil32, rint32, trunc32, exp2_32 = (_np32(f) for f in (np.floor, np.cei
 floor64, ceil64, rint64, trunc64, exp2_64 = (_np64(f) for f in (np.floor, np.ceil, np.rint, np.trunc, np.exp2))
 def bits32(x):
     return np.float32(x).view(np.int32)
+signbit32 = signbit64 = np.signbit
+nextafter32, nextafter64 = (lambda x, y: np.nextafter(np.float32(x), np.float32(y))), np.nextafter
+def erfinv32(x):
+    from funclib.kernels.special import erfinv  # the simulator's stand-in for libdevice
+    return np.float32(erfinv(np.float64(x)))
+def erfinv64(x):
+    from funclib.kernels.special import erfinv
+    return np.float64(erfinv(np.float64(x)))
 """
 
 # CPU template names -> CUDA names, per result precision
@@ -181,6 +201,25 @@ _F64_NAMES = {
     "np.trunc": "trunc64", "np.exp2": "exp2_64", "np.sin": "math.sin",
     "np.cos": "math.cos", "_logistic64": "_logistic64",
 }
+# elementwise primitives the CPU computes with NumPy (no fused-kernel template yet): their CUDA expressions at
+# float32 and float64, libdevice's functions of the operands' precision (tan through funclib's own sin/cos reduction)
+DEVICE_ONLY = {
+    "tan": ("ftan({0})", "math.tan({0})"),
+    "sinh": ("math.sinh({0})", "math.sinh({0})"),
+    "cosh": ("math.cosh({0})", "math.cosh({0})"),
+    "asin": ("math.asin({0})", "math.asin({0})"),
+    "acos": ("math.acos({0})", "math.acos({0})"),
+    "atan": ("math.atan({0})", "math.atan({0})"),
+    "asinh": ("math.asinh({0})", "math.asinh({0})"),
+    "acosh": ("math.acosh({0})", "math.acosh({0})"),
+    "atanh": ("math.atanh({0})", "math.atanh({0})"),
+    "atan2": ("math.atan2({0}, {1})", "math.atan2({0}, {1})"),
+    "copysign": ("math.copysign({0}, {1})", "math.copysign({0}, {1})"),
+    "nextafter": ("nextafter32({0}, {1})", "nextafter64({0}, {1})"),
+    "signbit": ("signbit32({0}) != 0", "signbit64({0}) != 0"),
+    "erf_inv": ("erfinv32({0})", "erfinv64({0})"),
+}
+
 _NAME = re.compile(r"(?<![\w.])((?:np\.|math\.)?[A-Za-z_]\w*)\(")
 
 
@@ -451,12 +490,22 @@ def _operand(x, shape):
     return broadcast_view(x, shape) if isinstance(x, CudaArray) else x
 
 
-def elementwise(ctx: Context, op: str, out_dtype: np.dtype, args: Sequence[Any], param=None) -> CudaArray:
-    """One elementwise op over broadcast operands (device buffers, or 0-d NumPy values passed as arguments)."""
+def _device_only_expr(name: str, args) -> str:
+    d = args[0].dtype if isinstance(args[0], CudaArray) else np.asarray(args[0]).dtype
+    if d not in (F32, F64):
+        raise UnsupportedOnDevice(f"'{name}' on {d.name} has no CUDA kernel (float32 and float64 only)")
+    return DEVICE_ONLY[name][0 if d == F32 else 1]
+
+
+def elementwise(ctx: Context, op: str, out_dtype: np.dtype, args: Sequence[Any], param=None,
+                expr: str | None = None) -> CudaArray:
+    """One elementwise op over broadcast operands (device buffers, or 0-d NumPy values passed as arguments); the
+    fused-kernel op ``op``, or the CUDA expression ``expr``."""
     shapes = [np.shape(a) if not isinstance(a, CudaArray) else a.shape for a in args]
     shape = tuple(np.broadcast_shapes(*shapes))
     in_dtypes = [a.dtype if isinstance(a, CudaArray) else np.asarray(a).dtype for a in args]
-    expr = elementwise_expr(op, in_dtypes, out_dtype, param)
+    if expr is None:
+        expr = elementwise_expr(op, in_dtypes, out_dtype, param)
     out = ctx.empty(shape, out_dtype)
     ops = [_operand(a, shape) if isinstance(a, CudaArray) else np.asarray(a).dtype.type(np.asarray(a).reshape(())[()])
            for a in args]
@@ -714,6 +763,8 @@ def run(ctx: Context, name: str, kernel_op: str | None, args: Sequence[Any], par
     if kernel_op is not None and kernel_op in fusion.OPS:
         param = params.get("new_dtype", params.get("y")) if params else None
         return elementwise(ctx, kernel_op, np.dtype(out_dtype), args, param)
+    if name in DEVICE_ONLY:
+        return elementwise(ctx, name, np.dtype(out_dtype), args, expr=_device_only_expr(name, args))
     raise UnsupportedOnDevice(
         f"'{name}' has no CUDA implementation yet; move its operands to the CPU (x.to_device('cpu')), run it there "
         "and move the result back"
@@ -759,6 +810,12 @@ def kernel_catalog() -> list[tuple[str, str, list[str], bool]]:
                 continue
             src = strided_source(1, ["flat"] * len(ins), expr)
             cases.append((f"{op}:{d.name}", src, [*map(arr, ins), arr(out), i64, i64], d == F32))
+    for name, (e32, e64) in sorted(DEVICE_ONLY.items()):
+        k = len(set(re.findall(r"\{(\d+)\}", e32)))
+        for d, e in ((F32, e32), (F64, e64)):
+            out = np.dtype(np.bool_) if name == "signbit" else d
+            src = strided_source(1, ["flat"] * k, e)
+            cases.append((f"{name}:{d.name}", src, [arr(d)] * k + [arr(out), i64, i64], d == F32))
     # a broadcasting (strided) operand beside a scalar one
     src = strided_source(2, ["array", "scalar"], elementwise_expr("mul", [F32, F32], F32))
     cases.append(("mul:strided", src, [arr(F32), "float32", arr(F32), i64, i64, i64, i64, i64, i64], True))
