@@ -715,6 +715,98 @@ def _scatter_add(ctx, x, idx, updates, *, axes):
     return _indexed(ctx, "scatter_add", x, idx, axes, updates)
 
 
+def _block_lines(k0: str, k1: str, c0: str, c1: str, indent: str = "        ") -> list[str]:
+    """Threefry-2x32-20 (``kernels/threefry.py``'s block function: the same rotations and key schedule) of key
+    words ``k0, k1`` and counter words ``c0, c1`` into ``x0, x1``, uint32 arithmetic wrapping as on the CPU."""
+    from .threefry import _PARITY, R0, R1, R2, R3, R4, R5, R6, R7  # the constants the CPU kernel uses
+
+    rot = [int(r) for r in (R0, R1, R2, R3, R4, R5, R6, R7)]
+    lines = [f"ka = np.uint32({k0})", f"kb = np.uint32({k1})", f"kc = np.uint32(ka ^ kb ^ np.uint32({int(_PARITY)}))",
+             f"x0 = np.uint32(np.uint32({c0}) + ka)", f"x1 = np.uint32(np.uint32({c1}) + kb)"]
+    keys = ["ka", "kb", "kc"]
+    for s in range(1, 6):
+        for r in rot[:4] if s % 2 == 1 else rot[4:]:
+            lines += ["x0 = np.uint32(x0 + x1)",
+                      f"x1 = np.uint32(np.uint32(np.uint32(x1 << np.uint32({r})) | (x1 >> np.uint32({32 - r}))) ^ x0)"]
+        lines += [f"x0 = np.uint32(x0 + {keys[s % 3]})", f"x1 = np.uint32(x1 + {keys[(s + 1) % 3]} + np.uint32({s}))"]
+    return [indent + line for line in lines]
+
+
+def threefry_source(simulated: bool = False) -> str:
+    """The ``threefry2x32`` primitive over flat uint32 arrays, bit-identical to the CPU."""
+    lines = [*_header(simulated), "def kernel(k0s, k1s, x0s, x1s, out0, out1, n):", "    i = cuda.grid(1)",
+             "    step = cuda.gridsize(1)", "    while i < n:",
+             *_block_lines("k0s[i]", "k1s[i]", "x0s[i]", "x1s[i]"),
+             "        out0[i] = x0", "        out1[i] = x1", "        i += step", ""]
+    return "\n".join(lines)
+
+
+# how random_bits/random_uniform turn a block into one element, as kernels/threefry.py's samplers do: 32-bit
+# results take word (i % 2) of block i // 2 (an odd last element the first word), 64-bit ones block i whole
+_SAMPLERS = {
+    ("uint32", False): (32, "w"),
+    ("float32", False): (32, "np.float32(np.int32(w >> np.uint32(8))) * np.float32(2.0 ** -24)"),
+    ("float32", True): (32, "np.float32(np.int32(((w >> np.uint32(9)) << np.uint32(1)) | np.uint32(1)))"
+                            " * np.float32(2.0 ** -24)"),
+    ("uint64", False): (64, "w"),
+    ("float64", False): (64, "np.float64(np.int64(w >> np.uint64(11))) * np.float64(2.0 ** -53)"),
+    ("float64", True): (64, "(np.float64(np.int64(w >> np.uint64(12))) * np.float64(2) + np.float64(1))"
+                            " * np.float64(2.0 ** -53)"),
+}
+
+
+def sampler_source(dtype: str, open_: bool = False, simulated: bool = False) -> str:
+    """Keyed random numbers: ``out[l, i]`` of lane ``l``'s stream (``keys[2 l], keys[2 l + 1]``), bit-identical
+    to the CPU samplers."""
+    width, value = _SAMPLERS[(dtype, open_)]
+    if width == 32:
+        ctr = ["        j = np.uint64(i // 2)"]
+        word = ["        w = x0 if i % 2 == 0 else x1"]
+    else:
+        ctr = ["        j = np.uint64(i)"]
+        word = ["        w = (np.uint64(x0) << np.uint64(32)) | np.uint64(x1)"]
+    lines = [*_header(simulated), "def kernel(keys, out, lanes, m):", "    t = cuda.grid(1)",
+             "    step = cuda.gridsize(1)", "    while t < lanes * m:", "        lane = t // m",
+             "        i = t - lane * m",
+             *ctr, *_block_lines("keys[2 * lane]", "keys[2 * lane + 1]", "j >> np.uint64(32)",
+                                 "j & np.uint64(0xFFFFFFFF)"),
+             *word, f"        out[t] = {value}", "        t += step", ""]
+    return "\n".join(lines)
+
+
+def _keyed(name):
+    def impl(ctx, key, *, shape, dtype, **flags):
+        d = np.dtype(dtype)
+        open_ = bool(flags.get("open", False))
+        if (d.name, open_) not in _SAMPLERS or set(flags) - {"open"}:
+            raise UnsupportedOnDevice(f"'{name}' with dtype {d.name} and {flags} has no CUDA kernel")
+        _native(name, key)
+        lanes, m = key.size // 2, math.prod(shape)
+        out = ctx.empty(tuple(key.shape[:-1]) + tuple(shape), d)
+        keys = ctx.contiguous(View(key)) if key.dtype == np.uint32 else None
+        if lanes * m:
+            blocks, threads = launch_config(lanes * m)
+            ctx.rt.launch(ctx.rt.compile(sampler_source(d.name, open_, ctx.rt.simulated), "kernel"), blocks,
+                          threads, [keys, out, lanes, m])
+        return out
+
+    return impl
+
+
+def _threefry(ctx, k0, k1, x0, x1):
+    _native("threefry2x32", k0, k1, x0, x1)
+    shape = tuple(np.broadcast_shapes(*(a.shape for a in (k0, k1, x0, x1))))
+    ins = [ctx.contiguous(broadcast_view(a, shape)) for a in (k0, k1, x0, x1)]
+    u32 = np.dtype(np.uint32)
+    out0, out1 = ctx.empty(shape, u32), ctx.empty(shape, u32)
+    n = math.prod(shape)
+    if n:
+        blocks, threads = launch_config(n)
+        ctx.rt.launch(ctx.rt.compile(threefry_source(ctx.rt.simulated), "kernel"), blocks, threads,
+                      [*ins, out0, out1, n])
+    return [out0, out1]
+
+
 def _iota(ctx, *, dtype, shape, dimension):
     out = ctx.empty(shape, dtype)
     return launch_strided(ctx.rt, tuple(shape), [], f"np.{np.dtype(dtype).name}(c{dimension})", out,
@@ -738,6 +830,9 @@ IMPLS: dict[str, Callable[..., Any]] = {
     "dot_general": _dot_general,
     "gather": _gather,
     "scatter_add": _scatter_add,
+    "threefry2x32": _threefry,
+    "random_bits": _keyed("random_bits"),
+    "random_uniform": _keyed("random_uniform"),
 }
 
 
@@ -825,6 +920,10 @@ def kernel_catalog() -> list[tuple[str, str, list[str], bool]]:
     for mode in ("gather", "add"):
         cases.append((f"{mode}:float32", index_source(2, mode), [arr(F32), arr(np.int64), arr(F32),
                       arr(np.int32), i64, i64, i64, i64, i64, i64], True))
+    cases.append(("threefry2x32:uint32", threefry_source(), [arr(np.uint32)] * 6 + [i64], True))
+    for (d, open_) in _SAMPLERS:
+        cases.append((f"random:{d}:{'open' if open_ else 'closed'}", sampler_source(d, open_),
+                      [arr(np.uint32), arr(d), i64, i64], d != "float64"))
     from .cuda_backend import MATMUL_SOURCE, MATMUL_TILE  # the simulator's stand-in for cuBLAS
 
     src = MATMUL_SOURCE.replace("DTYPE", "np.float32").replace("TILE", str(MATMUL_TILE))
