@@ -807,6 +807,55 @@ def _threefry(ctx, k0, k1, x0, x1):
     return [out0, out1]
 
 
+SORT_MAX_ROW = 16384  # a rank sort compares every pair of a row: past this a row wants a merge sort
+
+
+def sort_source(n_ops: int, num_keys: int, floats: Sequence[bool], simulated: bool = False) -> str:
+    """A stable sort of rows by rank: element ``i`` goes to the number of elements before it in the order (keys
+    compared lexicographically, NaN after every number, ties by position), one thread per element."""
+    ins = [f"a{k}" for k in range(n_ops)]
+    outs = [f"o{k}" for k in range(n_ops)]
+    lines = [*_header(simulated), f"def kernel({', '.join(ins + outs)}, rows, n):", "    t = cuda.grid(1)",
+             "    step = cuda.gridsize(1)", "    while t < rows * n:", "        base = (t // n) * n",
+             "        i = t - base"]
+    lines += [f"        v{k} = a{k}[t]" for k in range(num_keys)]
+    lines += ["        rank = 0", "        for j in range(n):", "            before = j < i"]
+    for k in reversed(range(num_keys)):
+        w = f"a{k}[base + j]"
+        if floats[k]:
+            lt = f"(({w} < v{k}) or (v{k} != v{k} and {w} == {w}))"
+            eq = f"(({w} == v{k}) or ({w} != {w} and v{k} != v{k}))"
+        else:
+            lt, eq = f"({w} < v{k})", f"({w} == v{k})"
+        lines.append(f"            before = {lt} or ({eq} and before)")
+    lines += ["            if before:", "                rank += 1"]
+    lines += [f"        o{k}[base + rank] = a{k}[t]" for k in range(n_ops)]
+    lines += ["        t += step", ""]
+    return "\n".join(lines)
+
+
+def _sort(ctx, *operands, dimension, num_keys):
+    _native("sort", *operands)
+    x = operands[0]
+    n = x.shape[dimension]
+    if n > SORT_MAX_ROW:
+        raise UnsupportedOnDevice(
+            f"'sort' of rows of {n} elements on the device: its rank sort takes rows of up to {SORT_MAX_ROW}; sort "
+            "on the CPU (x.to_device('cpu'))"
+        )
+    perm = [d for d in range(x.ndim) if d != dimension] + [dimension]
+    rows_in = [ctx.contiguous(_transpose_view(o, perm)) for o in operands]
+    outs = [ctx.empty(r.shape, r.dtype) for r in rows_in]
+    rows = x.size // n if n else 0
+    if rows * n:
+        src = sort_source(len(operands), num_keys, [o.dtype.kind == "f" for o in operands[:num_keys]],
+                          ctx.rt.simulated)
+        blocks, threads = launch_config(rows * n)
+        ctx.rt.launch(ctx.rt.compile(src, "kernel"), blocks, threads, [*rows_in, *outs, rows, n])
+    inverse = [perm.index(d) for d in range(x.ndim)]
+    return [ctx.contiguous(_transpose_view(o, inverse)) for o in outs]
+
+
 def _iota(ctx, *, dtype, shape, dimension):
     out = ctx.empty(shape, dtype)
     return launch_strided(ctx.rt, tuple(shape), [], f"np.{np.dtype(dtype).name}(c{dimension})", out,
@@ -833,6 +882,7 @@ IMPLS: dict[str, Callable[..., Any]] = {
     "threefry2x32": _threefry,
     "random_bits": _keyed("random_bits"),
     "random_uniform": _keyed("random_uniform"),
+    "sort": _sort,
 }
 
 
@@ -924,6 +974,7 @@ def kernel_catalog() -> list[tuple[str, str, list[str], bool]]:
     for (d, open_) in _SAMPLERS:
         cases.append((f"random:{d}:{'open' if open_ else 'closed'}", sampler_source(d, open_),
                       [arr(np.uint32), arr(d), i64, i64], d != "float64"))
+    cases.append(("sort:float32,int64", sort_source(2, 1, [True]), [arr(F32), arr(np.int64)] * 2 + [i64, i64], True))
     from .cuda_backend import MATMUL_SOURCE, MATMUL_TILE  # the simulator's stand-in for cuBLAS
 
     src = MATMUL_SOURCE.replace("DTYPE", "np.float32").replace("TILE", str(MATMUL_TILE))

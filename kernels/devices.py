@@ -104,7 +104,7 @@ def is_broadcast_scalar(v) -> bool:
     and fills funclib's rules broadcast). Such values join an operation on any device as that number."""
     if type(v) is not np.ndarray:
         return np.ndim(v) == 0
-    return v.ndim == 0 or (v.size > 0 and not any(v.strides))
+    return v.ndim == 0 or (v.size > 0 and all(st == 0 or n == 1 for st, n in zip(v.strides, v.shape)))
 
 
 def _describe(prim_name: str, devs: dict[str, list[int]]) -> str:

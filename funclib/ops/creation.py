@@ -424,8 +424,8 @@ def meshgrid(*arrays, indexing: str = "xy") -> list[Tensor]:
 
 def _tri_mask(x, k, lower):
     n, m = x.shape[-2], x.shape[-1]
-    rows = S.iota(dtypes.int64, (n, m), 0)
-    cols = S.iota(dtypes.int64, (n, m), 1)
+    rows = S.iota(dtypes.int64, (n, m), 0, like=x)
+    cols = S.iota(dtypes.int64, (n, m), 1, like=x)
     return less_equal(cols, add(rows, k)) if lower else greater_equal(cols, add(rows, k))
 
 
