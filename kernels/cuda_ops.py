@@ -856,6 +856,51 @@ def _sort(ctx, *operands, dimension, num_keys):
     return [ctx.contiguous(_transpose_view(o, inverse)) for o in outs]
 
 
+def row_scan_source(kind: str, dtype: np.dtype, simulated: bool = False) -> str:
+    """One thread per row of a (rows, n) array, walking the row in order: ``argmax``/``argmin`` (the first extreme,
+    the first NaN if any, as NumPy) or ``cumsum`` (``reverse`` walks from the end). Rows are independent, so a
+    batch parallelizes across them; a long single row is serial (a block-wide scan is to come)."""
+    lines = [*_header(simulated), "def kernel(x, out, rows, n, reverse):", "    r = cuda.grid(1)",
+             "    step = cuda.gridsize(1)", "    while r < rows:", "        base = r * n"]
+    if kind == "cumsum":
+        lines += [f"        acc = np.{dtype.name}(0)", "        for k in range(n):",
+                  "            j = n - 1 - k if reverse else k", "            acc += x[base + j]",
+                  "            out[base + j] = acc"]
+    else:
+        cmp = ">" if kind == "argmax" else "<"
+        nan = " or v != v" if dtype.kind == "f" else ""
+        keep = " and best == best" if dtype.kind == "f" else ""
+        lines += ["        best = x[base]", "        idx = 0", "        for j in range(1, n):",
+                  "            v = x[base + j]", f"            if (v {cmp} best{nan}){keep}:",
+                  "                best = v", "                idx = j", "        out[r] = idx"]
+    lines += ["        r += step", ""]
+    return "\n".join(lines)
+
+
+def _row_scan(kind: str):
+    def impl(ctx, x, *, axis, **params):
+        name = kind
+        _native(name, x)
+        n = x.shape[axis]
+        perm = [d for d in range(x.ndim) if d != axis] + [axis]
+        rows_in = ctx.contiguous(_transpose_view(x, perm))
+        rows = x.size // n if n else 0
+        if kind == "cumsum":
+            out = ctx.empty(rows_in.shape, x.dtype)
+        else:
+            out = ctx.empty(rows_in.shape[:-1], np.dtype(params["index_dtype"]))
+        if rows:
+            blocks, threads = launch_config(rows)
+            ctx.rt.launch(ctx.rt.compile(row_scan_source(kind, x.dtype, ctx.rt.simulated), "kernel"), blocks,
+                          threads, [rows_in, out, rows, n, bool(params.get("reverse", False))])
+        if kind != "cumsum":
+            return out
+        inverse = [perm.index(d) for d in range(x.ndim)]
+        return ctx.contiguous(_transpose_view(out, inverse))
+
+    return impl
+
+
 def _iota(ctx, *, dtype, shape, dimension):
     out = ctx.empty(shape, dtype)
     return launch_strided(ctx.rt, tuple(shape), [], f"np.{np.dtype(dtype).name}(c{dimension})", out,
@@ -883,6 +928,9 @@ IMPLS: dict[str, Callable[..., Any]] = {
     "random_bits": _keyed("random_bits"),
     "random_uniform": _keyed("random_uniform"),
     "sort": _sort,
+    "argmax": _row_scan("argmax"),
+    "argmin": _row_scan("argmin"),
+    "cumsum": _row_scan("cumsum"),
 }
 
 
@@ -975,6 +1023,9 @@ def kernel_catalog() -> list[tuple[str, str, list[str], bool]]:
         cases.append((f"random:{d}:{'open' if open_ else 'closed'}", sampler_source(d, open_),
                       [arr(np.uint32), arr(d), i64, i64], d != "float64"))
     cases.append(("sort:float32,int64", sort_source(2, 1, [True]), [arr(F32), arr(np.int64)] * 2 + [i64, i64], True))
+    for kind in ("argmax", "argmin", "cumsum"):
+        out = arr(np.int64) if kind != "cumsum" else arr(F32)
+        cases.append((f"{kind}:float32", row_scan_source(kind, F32), [arr(F32), out, i64, i64, "boolean"], True))
     from .cuda_backend import MATMUL_SOURCE, MATMUL_TILE  # the simulator's stand-in for cuBLAS
 
     src = MATMUL_SOURCE.replace("DTYPE", "np.float32").replace("TILE", str(MATMUL_TILE))
