@@ -11,6 +11,7 @@ import math
 import os
 import sys
 import threading
+import weakref
 from typing import Any
 
 import numpy as np
@@ -189,7 +190,8 @@ class Primitive:
         self.vmap = None
         # higher-order primitives (jit's call, cond, scan, ...) split themselves under partial evaluation
         self.partial_eval = None
-        # a call primitive that runs its body its own way under jit: ``jit_step(eqn) -> step`` (None: its impl)
+        # a call primitive that runs its body its own way under jit: ``jit_step(eqn, body_program) -> step``
+        # (None: its impl); ``body_program(closed_jaxpr)`` compiles a body for the same device
         self.jit_step = None
         # ``dce(eqn, used_outputs) -> Eqn | None``: the equation computing only the used outputs (a loop whose
         # body stops producing per-step values nobody reads), for ``passes.dce``
@@ -470,14 +472,21 @@ class Tensor:
         DLPack 1.0 consumers (NumPy, PyTorch) receive it marked read-only; NumPy honours the mark, PyTorch
         ignores it, so writing to ``torch.from_dlpack(x)`` changes ``x``: clone it first. Consumers of the older
         protocol (JAX) cannot be told, and get the buffer unmarked, as JAX exports its own immutable arrays;
-        memory funclib does not own (a memory-mapped checkpoint, ``fl.from_numpy``) is copied for them. JAX also
-        copies buffers that are not 64-byte aligned, which NumPy's allocations usually are not. bfloat16 cannot be
+        memory funclib does not own (a memory-mapped checkpoint, ``fl.from_numpy``) is copied for them, except a
+        tensor made by ``fl.from_dlpack`` of a JAX array, which goes back as JAX's own buffer (the round trip
+        shares memory). JAX copies buffers that are not 64-byte aligned, which NumPy's allocations usually are not,
+        so funclib's own results usually reach JAX as a copy. bfloat16 cannot be
         exported: NumPy, which produces the capsule, has no DLPack code for it.
         """
         kw = {} if dl_device is None else {"dl_device": dl_device}
         if max_version is not None and tuple(max_version) >= (1, 0):
             return self.numpy().__dlpack__(stream=stream, max_version=max_version, copy=copy, **kw)
         v = self._value
+        source = _dlpack_source(v)
+        if source is not None and not copy:
+            # memory imported from an immutable producer goes back out as that producer exports it, so a round trip
+            # (JAX -> funclib -> JAX) shares the buffer
+            return source.__dlpack__(stream=stream, **kw)
         if copy or not v.flags.writeable:
             if copy is False:
                 raise BufferError(
@@ -713,6 +722,26 @@ class Tracer(Tensor):
 
     def __reduce__(self):
         raise TypeError(f"cannot pickle a traced value {self.aval.str_short()}")
+
+
+# id(array) -> (weakref to the array, the DLPack producer whose memory it is): producers whose arrays are immutable
+_DLPACK_SOURCES: dict[int, tuple[weakref.ref, Any]] = {}
+_IMMUTABLE_PRODUCERS = ("jax", "jaxlib")
+
+
+def remember_dlpack_source(arr: np.ndarray, source: Any) -> None:
+    """Record that ``arr`` is the whole buffer of ``source``, a DLPack producer whose arrays never change (JAX), so
+    exporting ``arr`` to a consumer of the pre-1.0 protocol can hand out ``source``'s own capsule instead of a
+    copy."""
+    if type(source).__module__.split(".")[0] not in _IMMUTABLE_PRODUCERS:
+        return
+    key = id(arr)
+    _DLPACK_SOURCES[key] = (weakref.ref(arr, lambda _, k=key: _DLPACK_SOURCES.pop(k, None)), source)
+
+
+def _dlpack_source(arr: np.ndarray) -> Any:
+    hit = _DLPACK_SOURCES.get(id(arr))
+    return hit[1] if hit is not None and hit[0]() is arr else None
 
 
 def concrete_or_none(x):

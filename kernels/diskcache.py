@@ -385,11 +385,14 @@ def njit(fn: Callable | None = None, **options):
     return disp
 
 
-def vectorize(signatures: list[str], fn: Callable):
+def vectorize(signatures: list[str], fn: Callable, depends: str = ""):
     """``numba.vectorize(signatures)(fn)`` with its loops cached like ``njit``'s: numba's DUFunc, closed to new
-    signatures as numba makes it for explicit ones. Example: ``vectorize(["float64(float64)"], f)(np.ones(3))``."""
+    signatures as numba makes it for explicit ones. ``depends`` names the versions of other modules whose numba
+    functions ``fn`` calls (their changes must miss the cache, as only ``fn``'s own module file is hashed).
+    Example: ``vectorize(["float64(float64)"], f)(np.ones(3))``."""
     uf = numba.vectorize()(fn)
-    uf._dispatcher.cache = DiskCache(fn, fn.__module__, _source_stamp(fn))
+    stamp = _source_stamp(fn)
+    uf._dispatcher.cache = DiskCache(fn, fn.__module__, stamp and stamp + depends)
     for s in signatures:
         uf.add(s)
     uf.disable_compile()

@@ -52,6 +52,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from . import diskcache, fusion
+from .backend import Unsupported
 
 GENERATOR_VERSION = "5"
 
@@ -109,10 +110,6 @@ except ImportError:  # numba moved its BLAS helpers: np.dot does the same, compi
 
 gemm.__doc__ = """``out[:] = a @ b`` for 2-D float32/float64 arrays inside numba code: ``a``, ``b`` C- or F-ordered,
 ``out`` C-ordered, shapes already checked by the caller."""
-
-
-class Unsupported(Exception):
-    """The loop body holds something the generator does not emit; run the loop another way."""
 
 
 @dataclass(frozen=True)

@@ -335,7 +335,7 @@ _PYTHON_PARAMS = {
 
 def test_every_primitive_round_trips_through_the_file_format():
     """Every row of the op table: its jaxpr, encoded as saved and decoded, evaluates to the same values."""
-    from funclib.transforms.export import _Decoder, _Encoder, _normal
+    from funclib.transforms.export._codec import Decoder, Encoder, normal
     from hypothesis import Phase, find
     from op_table import ROWS, as_tensors, draw_case, main_dtype
 
@@ -348,13 +348,13 @@ def test_every_primitive_round_trips_through_the_file_format():
         cfg, args = find(case(), lambda _: True, settings=settings(database=None, phases=[Phase.generate]))
         xs = as_tensors(args)
         closed = fl.make_jaxpr(lambda *a, row=row, cfg=cfg: row.apply(cfg, *a))(*xs)
-        enc = _Encoder(row.name)
+        enc = Encoder(row.name)
         if row.name in _PYTHON_PARAMS:
             with pytest.raises(ExportError, match="has an equation '.*' whose parameter"):
                 enc.jaxpr(closed.jaxpr)
             continue
-        saved = _normal(enc.jaxpr(closed.jaxpr))
-        back = _Decoder(lambda k, enc=enc: enc.pool[k], None, row.name).jaxpr(saved)
+        saved = normal(enc.jaxpr(closed.jaxpr))
+        back = Decoder(lambda k, enc=enc: enc.pool[k], None, row.name).jaxpr(saved)
         fl.typecheck(back)
         assert [e.prim.name for e in back.eqns] == [e.prim.name for e in closed.jaxpr.eqns]
         got = fl.eval_jaxpr(back, closed.consts, *xs)

@@ -51,7 +51,6 @@ from funclib.primitives.shape import bdim_to_front, broadcast_in_dim, concatenat
 from ._api_util import as_tensor_leaf
 from .control_flow._common import batch_jaxpr, call, closed, jvp_jaxpr, pe_jaxpr
 from .jit import _call, _trace_new
-from .lowering import closed_program
 
 
 class CheckError(FunclibError, ValueError):
@@ -274,8 +273,8 @@ def _checkify_impl(*args, jaxpr, sites):
     return _run_framed(run, args, sites)
 
 
-def _lower_checkify(eqn):
-    prog = closed_program(eqn.params["jaxpr"])
+def _lower_checkify(eqn, body_program):
+    prog = body_program(eqn.params["jaxpr"])
     if prog is None:
         return None
     sites = eqn.params["sites"]

@@ -32,7 +32,6 @@ from ._api_util import as_tensor_leaf
 from .autodiff import jvp, linear_transpose, linearize
 from .control_flow._common import batch_jaxpr, call, trace_user_body
 from .custom import custom_jvp_call_p
-from .lowering import closed_program
 
 
 class SolveTreeError(FunclibError, TypeError):
@@ -71,8 +70,8 @@ def _ls_impl(*args, jaxprs, const_lengths):
     return [o._value for o in outs]
 
 
-def _lower_ls(eqn):
-    prog = closed_program(eqn.params["jaxprs"][_SOLVE])
+def _lower_ls(eqn, body_program):
+    prog = body_program(eqn.params["jaxprs"][_SOLVE])
     if prog is None:
         return None
     lengths = eqn.params["const_lengths"]

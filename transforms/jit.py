@@ -29,6 +29,7 @@ from funclib.core import (
     _state,
     _wrap,
     aval_of,
+    current_trace,
     is_undefined,
     is_weak,
     set_trace,
@@ -51,7 +52,8 @@ from funclib.primitives.shape import instantiate, zeros
 from ._api_util import as_tensor_leaf, check_argnames
 from .autodiff import backward_pass, jvp
 from .batching import vmap
-from .lowering import Program, compile_program
+from .lowering import compile_program
+from .program import Program
 
 log = logging.getLogger("funclib.jit")
 
@@ -267,6 +269,18 @@ def _jit_transpose(cts, *args, jaxpr, name):
 # The user-facing wrapper
 
 
+def _named_axes() -> tuple:
+    """(name, size) of every named vmap axis the call is inside, innermost first."""
+    out = []
+    t = current_trace()
+    while t is not None:
+        axis = getattr(t, "axis", None)
+        if axis is not None and axis.name is not None:
+            out.append((axis.name, axis.size))
+        t = t.parent
+    return tuple(out)
+
+
 class _Entry:
     __slots__ = ("jaxpr", "consts", "out_tree", "closed", "program", "desc", "weak_out", "int_checks")
 
@@ -400,6 +414,10 @@ class Jitted:
                 conv.append(x)
                 sig.append((tuple(x.shape), x.dtype, False))
         key = (in_tree, tuple(sig), tuple((k, w, v) for k, w, v in static))
+        axes = _named_axes()
+        if axes:
+            # collectives bake the sizes of the named vmap axes around the call into the program
+            key += (axes,)
         return key, conv, in_tree, dyn_args, static
 
     # --- tracing ------------------------------------------------------------------------------------------------
@@ -460,8 +478,10 @@ class Jitted:
         return names
 
     def _desc(self, key, names):
-        in_tree, leaf_sig, static = key
+        in_tree, leaf_sig, static = key[:3]
         d = {"tree": str(in_tree)}
+        for name, size in key[3] if len(key) > 3 else ():
+            d[f"vmap axis {name!r}"] = f"size {size}"
         for n, (shape, dt, weak) in zip(names, leaf_sig):
             d[n] = f"a Python {type(dtypes.weak_sample(dt)).__name__}" if weak else ShapedArray(shape, dt).str_short()
         for kind, w, v in static:

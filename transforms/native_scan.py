@@ -1,10 +1,13 @@
-"""A ``scan`` whose whole body lowers to numba runs as one generated loop (``funclib.kernels.loopgen``).
+"""A ``scan`` whose whole body lowers to generated code runs as one loop kernel (``funclib.kernels.loopgen``).
 
-``native_scan(eqn, fallback)`` describes the body's equations to the generator: the fusion plan's elementwise
-regions (with their reductions), stand-alone reductions, ``dot_general``, ``transpose``, ``reshape``,
-``broadcast_in_dim``, ``slice`` and ``rev``. A body with anything else (another loop, a ``cond``, a gather, a sort,
-float16 values, ...) gives ``None`` and the caller keeps its executor loop. If the generated kernel fails to
-compile, the step logs it and runs ``fallback`` from then on, so results never depend on which path ran.
+``native_scan(eqn, fallback, emitter)`` describes the body as a ``loopgen.LoopSpec`` and asks the emitter for its
+loop kernel. The description is built from pieces any loop can use: ``plan_body`` plans the body's equations (the
+fusion plan's elementwise regions with their reductions) and finds the literals that become loop-invariant inputs,
+``BodyValues`` numbers the values, and ``describe_steps`` turns the planned equations into loop steps (fused
+regions, stand-alone reductions, ``dot_general``, ``transpose``, ``reshape``, ``broadcast_in_dim``, ``slice``,
+``rev``). A body with anything else (another loop, a ``cond``, a gather, a sort, float16 values, ...) gives
+``None`` and the caller keeps its executor loop. If the generated kernel fails to compile, the step logs it and
+runs ``fallback`` from then on, so results never depend on which path ran.
 """
 
 from __future__ import annotations
@@ -13,11 +16,13 @@ import logging
 from collections.abc import Callable
 
 import numpy as np
-from funclib.kernels import loopgen
+from funclib.kernels import fusion, loopgen
+from funclib.kernels.backend import Emitter, Unsupported
 
 from funclib.jaxpr import Literal, Var
 
-from .lowering import _REDUCTIONS, FusedStep, Group, _kernel_name, plan
+from .fusion_plan import REDUCTIONS, Group, kernel_name, plan_groups
+from .plan import fused_region
 
 log = logging.getLogger("funclib.jit")
 
@@ -26,7 +31,7 @@ class NativeScan:
     """The executor step for a scan: runs the generated loop kernel; ``fallback`` if it cannot be compiled."""
 
     def __init__(
-        self, kernel: loopgen.LoopKernel, body_consts: list, lit_consts: list, params: dict, fallback: Callable
+        self, kernel: Callable, body_consts: list, lit_consts: list, params: dict, fallback: Callable
     ):
         self.kernel = kernel
         self.source = kernel.source
@@ -60,89 +65,87 @@ class NativeScan:
         return self.fallback(*args)
 
 
-def native_scan(eqn, fallback: Callable) -> NativeScan | None:
+def native_scan(eqn, fallback: Callable, emitter: Emitter) -> NativeScan | None:
     """A ``NativeScan`` for this scan equation, or ``None`` if its body holds an unsupported step."""
     p = eqn.params
     body = p["jaxpr"]
     try:
-        spec, consts, lit_consts = _describe(body, p)
-        kernel = loopgen.build(spec)
-    except loopgen.Unsupported as e:
+        spec, consts, lit_consts = _describe(body, p, emitter)
+        kernel = emitter.loop_kernel(spec)
+    except Unsupported as e:
         log.debug("scan: executor loop (%s)", e)
         return None
     return NativeScan(kernel, consts, lit_consts, p, fallback)
 
 
-def _describe(body, p):
-    j = body.jaxpr
-    consts = [np.asarray(getattr(c, "_value", c)) for c in body.consts]
-    values: list = []
-    ids: dict = {}
-    lit_consts: list = []
+class BodyValues:
+    """The numbered values of a loop body as ``loopgen.Value``s, and which jaxpr atom each one is."""
 
-    def new(aval) -> int:
-        values.append(loopgen.Value(aval.dtype.name, tuple(aval.shape)))
-        return len(values) - 1
+    def __init__(self):
+        self.values: list[loopgen.Value] = []
+        self.ids: dict = {}
 
-    items = plan(j, staged=False)
-    # literal operands of non-elementwise steps, array literals, and literal body outputs become loop-invariant
-    # inputs, after the scan's own constants
+    def bind(self, a) -> int:
+        """A new value for the variable (or literal) ``a``."""
+        self.values.append(loopgen.Value(a.aval.dtype.name, tuple(a.aval.shape)))
+        self.ids[a if type(a) is Var else id(a)] = len(self.values) - 1
+        return len(self.values) - 1
+
+    def ref(self, a) -> int:
+        return self.ids[a if type(a) is Var else id(a)]
+
+
+def plan_body(jaxpr, emitter: Emitter) -> tuple[list, list]:
+    """The planned equations of a loop body (fused regions without staging, which the loop generator does not
+    emit), and the literals that become loop-invariant inputs: operands of steps other than fused regions, array
+    literals and literal outputs."""
+    items = plan_groups(jaxpr, emitter, staged=False)
     lits: dict = {}
     for kind, item in items:
         if kind == "group":
             operands = item.inputs
-        elif not item.prim.multiple_results and _kernel_name(item) is not None:
+        elif not item.prim.multiple_results and kernel_name(item, emitter) is not None:
             operands = _distinct_inputs(item.inputs)
         else:
             operands = item.inputs
         for a in operands:
             if type(a) is Literal:
                 lits.setdefault(id(a), a)
-    for a in j.outvars:
+    for a in jaxpr.outvars:
         if type(a) is Literal:
             lits.setdefault(id(a), a)
-    for v in list(j.constvars) + list(j.invars[: p["num_consts"]]):
-        ids[v] = new(v.aval)
-    for key, a in lits.items():
-        lit_consts.append(np.asarray(a.val, dtype=a.aval.dtype))
-        ids[key] = new(a.aval)
-    n_consts = len(values)
-    for v in j.invars[p["num_consts"] :]:
-        ids[v] = new(v.aval)
-    n_in = len(values)
+    return items, list(lits.values())
+
+
+def describe_steps(items: list, vals: BodyValues, emitter: Emitter) -> list:
+    """The ``loopgen`` steps of a planned body (``plan_body``) whose inputs ``vals`` has bound; binds every value
+    they compute. ``Unsupported`` for an equation the loop generator does not emit."""
     steps: list = []
-
-    def ref(a) -> int:
-        return ids[a if type(a) is Var else id(a)]
-
-    def out(v) -> int:
-        ids[v] = new(v.aval)
-        return ids[v]
-
+    ref, out = vals.ref, vals.bind
     for kind, item in items:
         if kind == "group":
             steps.append(_region(item, ref, out))
             continue
         e = item
         name = e.prim.name
-        if not e.prim.multiple_results and _kernel_name(e) is not None:
+        if not e.prim.multiple_results and kernel_name(e, emitter) is not None:
             g = Group(e.outputs[0].aval.shape)
-            g.eqns, g.names, g.vars = [e], [_kernel_name(e)], set(e.outputs)
+            g.eqns, g.names, g.vars = [e], [kernel_name(e, emitter)], set(e.outputs)
             g.inputs = _distinct_inputs(e.inputs)
             g.outputs = list(e.outputs)
             steps.append(_region(g, ref, out))
-        elif name in _REDUCTIONS:
+        elif name in REDUCTIONS:
             src = ref(e.inputs[0])
             dt = e.outputs[0].aval.dtype
             if name == "reduce_sum" and dt == np.dtype(np.bool_):
-                raise loopgen.Unsupported("a boolean sum")
-            ops = (loopgen.fusion.OpSpec("copy", (("in", 0),), dt.name),)
+                raise Unsupported("a boolean sum")
+            ops = (fusion.OpSpec("copy", (("in", 0),), dt.name),)
             axes = tuple(sorted(e.params["axes"]))
-            red = loopgen.Reduction(_REDUCTIONS[name], 0, axes, out(e.outputs[0]))
+            red = loopgen.Reduction(REDUCTIONS[name], 0, axes, out(e.outputs[0]))
             steps.append(loopgen.Elementwise((src,), ops, (), tuple(e.inputs[0].aval.shape), red))
         elif name == "dot_general":
             if "preferred_element_type" in e.params:
-                raise loopgen.Unsupported("dot_general with a preferred_element_type")
+                raise Unsupported("dot_general with a preferred_element_type")
             (lc, rc), (lb, rb) = e.params["dimension_numbers"]
             lhs, rhs = ref(e.inputs[0]), ref(e.inputs[1])
             steps.append(loopgen.Dot(lhs, rhs, out(e.outputs[0]), (tuple(lc), tuple(rc)), (tuple(lb), tuple(rb))))
@@ -168,12 +171,28 @@ def _describe(body, p):
         elif name == "rev":
             steps.append(loopgen.Rev(ref(e.inputs[0]), out(e.outputs[0]), tuple(e.params["dimensions"])))
         else:
-            raise loopgen.Unsupported(f"primitive {name}")
+            raise Unsupported(f"primitive {name}")
+    return steps
 
-    outs = [ref(a) for a in j.outvars]
-    ncar = p["num_carry"]
+
+def _describe(body, p, emitter):
+    """A scan's ``LoopSpec``: values numbered constants, then literals, carry and scanned slices, then steps."""
+    j = body.jaxpr
+    nc, ncar = p["num_consts"], p["num_carry"]
+    items, lits = plan_body(j, emitter)
+    vals = BodyValues()
+    for v in list(j.constvars) + list(j.invars[:nc]):
+        vals.bind(v)
+    for a in lits:
+        vals.bind(a)
+    n_consts = len(vals.values)
+    for v in j.invars[nc:]:
+        vals.bind(v)
+    n_in = len(vals.values)
+    steps = describe_steps(items, vals, emitter)
+    outs = [vals.ref(a) for a in j.outvars]
     spec = loopgen.LoopSpec(
-        values=tuple(values),
+        values=tuple(vals.values),
         n_consts=n_consts,
         n_carry=ncar,
         n_xs=n_in - n_consts - ncar,
@@ -182,7 +201,8 @@ def _describe(body, p):
         ys=tuple(outs[ncar:]),
         reverse=bool(p["reverse"]),
     )
-    return spec, consts, lit_consts
+    consts = [np.asarray(getattr(c, "_value", c)) for c in body.consts]
+    return spec, consts, [np.asarray(a.val, dtype=a.aval.dtype) for a in lits]
 
 
 def _distinct_inputs(inputs) -> list:
@@ -198,14 +218,13 @@ def _distinct_inputs(inputs) -> list:
 
 
 def _region(g: Group, ref: Callable, out: Callable) -> loopgen.Elementwise:
-    fs = FusedStep(g)  # builds the scalar op program (and appends a fused reduction's output to g.outputs)
+    region, values = fused_region(g)
     inputs = [ref(a) for a in g.inputs]
-    n_out = len(fs.out_ops)
-    outputs = tuple((op, out(v)) for op, v in zip(fs.out_ops, g.outputs[:n_out]))
+    n_out = len(region.outputs)
+    outputs = tuple((op, out(v)) for op, v in zip(region.outputs, values[:n_out]))
     red = None
-    if fs.red is not None:
-        kind, op, leading, k, _, _ = fs.red
-        r = len(g.shape)
-        axes = tuple(range(k)) if leading else tuple(range(r - k, r))
-        red = loopgen.Reduction(kind, op, axes, out(g.outputs[n_out]))
-    return loopgen.Elementwise(tuple(inputs), fs.ops, outputs, tuple(g.shape), red)
+    if region.reduction is not None:
+        k, r = region.reduction.n_axes, len(g.shape)
+        axes = tuple(range(k)) if region.reduction.leading else tuple(range(r - k, r))
+        red = loopgen.Reduction(region.reduction.kind, region.reduction.op, axes, out(values[n_out]))
+    return loopgen.Elementwise(tuple(inputs), region.ops, outputs, tuple(g.shape), red)

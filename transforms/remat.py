@@ -38,7 +38,6 @@ from ._api_util import as_tensor_leaf
 from .autodiff import linearize_flat
 from .control_flow._common import batch_jaxpr, closed, dce, jvp_jaxpr, trace_user_body, transpose_call
 from .custom import _check_nondiff, _nondiff_tuple
-from .lowering import closed_program
 
 # ---------------------------------------------------------------------------------------------------------------
 # Policies: which values computed forwards the backward pass may keep
@@ -108,8 +107,8 @@ def _remat_impl(*args, jaxpr, policy):
     return [o._value for o in outs]
 
 
-def _lower_remat(eqn):
-    prog = closed_program(eqn.params["jaxpr"])
+def _lower_remat(eqn, body_program):
+    prog = body_program(eqn.params["jaxpr"])
     if prog is None:
         return None
     return lambda *args: prog.run(list(args))

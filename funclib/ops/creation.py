@@ -21,6 +21,7 @@ from ..core import (
     check_scalar_fits,
     holds_tracer,
     numpy_cast,
+    remember_dlpack_source,
     strengthen,
 )
 from ..errors import DTypeError, ShapeError
@@ -359,7 +360,10 @@ def from_dlpack(x, /, *, device=None, copy: bool | None = None) -> Tensor:
         )
         what = f"{type(x).__module__}.{type(x).__qualname__}"
         raise type(e)(f"from_dlpack: cannot import a {what} through DLPack: {e}{hint}") from None
-    return _shared(arr, "from_dlpack")
+    t = _shared(arr, "from_dlpack")
+    if not copy:
+        remember_dlpack_source(t._value, x)
+    return t
 
 
 @public

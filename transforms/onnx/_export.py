@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from funclib import tree as tree_util
-from funclib.core import ShapedArray, Tensor, _state
+from funclib.core import ShapedArray, Tensor, _state, set_trace
 from funclib.jaxpr import ClosedJaxpr, Eqn, Jaxpr, JaxprTrace, Var
 from funclib.passes import optimize
 
@@ -237,11 +237,8 @@ def _new_trace(names, fname):
 def _trace(flat, avals, names, fname, fold_limit) -> ClosedJaxpr:
     trace = _new_trace(names, fname)
     ins = [trace.new_arg(a) for a in avals]
-    prev, _state.trace = _state.trace, trace
-    try:
+    with set_trace(trace):
         outs = flat(*ins)
-    finally:
-        _state.trace = prev
     jaxpr, consts = trace.to_jaxpr(ins, outs)
     kw = {} if fold_limit is None else {"fold_limit": fold_limit}
     closed = optimize(ClosedJaxpr(jaxpr, consts), **kw)
@@ -256,11 +253,8 @@ def _trace_fun(fun, avals):
     trace = JaxprTrace(None, name="fl.onnx.export")
     trace.record_source = True
     ins = [trace.new_arg(a) for a in avals]
-    prev, _state.trace = _state.trace, trace
-    try:
+    with set_trace(trace):
         outs = fun(*ins)
-    finally:
-        _state.trace = prev
     return trace.to_jaxpr(ins, list(outs))
 
 

@@ -1,0 +1,114 @@
+"""The jit lowering's seams: the plan follows the emitter's capabilities, every kernel, allocation and unfused
+equation goes through the emitter, and the modules' examples run."""
+
+import doctest
+import importlib
+
+import numpy as np
+import pytest
+from funclib.kernels.backend import Emitter, Kernel
+from funclib.kernels.numba_cpu import CPU
+from funclib.transforms.lowering import body_program, compile_program
+from funclib.transforms.plan import plan_program
+
+import funclib as fl
+
+
+class Recording:
+    """An emitter that is the CPU's, except that it records what the lowering asks of it and may refuse ops."""
+
+    def __init__(self, name="recording", refuse=()):
+        self.name = name
+        self.carrier = CPU.carrier
+        self.refuse = set(refuse)
+        self.calls: list[str] = []
+
+    def supports(self, op, dtypes_in, dtype_out):
+        return op not in self.refuse and CPU.supports(op, dtypes_in, dtype_out)
+
+    def __getattr__(self, attr):
+        fn = getattr(CPU, attr)
+
+        def record(*args, **kwargs):
+            self.calls.append(attr)
+            return fn(*args, **kwargs)
+
+        return record
+
+
+def _jaxpr(f, *args):
+    return fl.jit(f).trace(*args).jaxpr
+
+
+def _model(x, w, h0, xs):
+    y = fl.softmax(fl.tanh(x @ w) * 2.0 + 1.0, axis=-1)
+
+    def body(h, xi):
+        h = fl.tanh(h * 0.5 + xi)
+        return h, h
+
+    h, hs = fl.scan(body, h0, xs)
+    return y, h, fl.sum(hs, axis=0)
+
+
+def _args():
+    rng = np.random.default_rng(0)
+    return [rng.standard_normal(s).astype(np.float32) for s in ((4, 3), (3, 5), (2,), (6, 2))]
+
+
+def test_cpu_is_an_emitter():
+    assert isinstance(CPU, Emitter)
+    jaxpr = _jaxpr(lambda x: fl.exp(x) + 1.0, fl.zeros((2, 3)))
+    region = plan_program(jaxpr, CPU).steps[0].what
+    shapes = [region.in_shapes[0]]
+    kernel = CPU.fused_kernel(region.kernel_spec(*region.collapse(shapes)), 3)
+    assert isinstance(kernel, Kernel) and "def kernel(" in kernel.source
+
+
+def test_every_kernel_and_allocation_goes_through_the_emitter():
+    args = _args()
+    emitter = Recording()
+    prog = compile_program(_jaxpr(_model, *map(fl.asarray, args)), emitter=emitter)
+    got = prog.run(args)
+    want = fl.jit(_model)(*map(fl.asarray, args))
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w.numpy())
+    calls = set(emitter.calls)
+    # the matmul and the scan's body go through primitive/loop_kernel; softmax is staged; the rest is fused
+    assert {"fused_kernel", "staged_kernel", "loop_kernel", "primitive", "empty"} <= calls, calls
+
+
+def test_the_plan_follows_the_emitter_capabilities():
+    f = lambda x: fl.exp(x) * 2.0 + fl.sin(x)  # noqa: E731
+    jaxpr = _jaxpr(f, fl.zeros((3, 4)))
+    assert [s.kind for s in plan_program(jaxpr, CPU).steps] == ["fused"]
+    emitter = Recording(refuse={"exp"})
+    plan = plan_program(jaxpr, emitter)
+    assert [(s.kind, s.label) for s in plan.steps] == [("eqn", "exp"), ("fused", "fused[mul, sin, add]")]
+    x = np.linspace(-2, 2, 12, dtype=np.float32).reshape(3, 4)
+    (got,) = compile_program(jaxpr, emitter=emitter).run([x])
+    np.testing.assert_allclose(got, f(fl.asarray(x)).numpy(), rtol=2e-7)
+
+
+def test_body_programs_are_compiled_once_per_emitter():
+    cj = fl.make_jaxpr(lambda x: fl.exp(x) * 2.0)(fl.zeros(3))
+    a, b = Recording("a"), Recording("b")
+    assert body_program(cj, a) is body_program(cj, a)
+    assert body_program(cj, b) is not body_program(cj, a)
+
+
+@pytest.mark.parametrize(
+    "module",
+    [
+        "funclib.kernels.backend",
+        "funclib.kernels.numba_cpu",
+        "funclib.transforms.plan",
+        "funclib.transforms.program",
+        "funclib.transforms.lowering",
+        "funclib.transforms.export._codec",
+        "funclib.transforms.export._batch",
+    ],
+)
+def test_examples_run(module):
+    result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0 and result.failed == 0, result
