@@ -296,22 +296,17 @@ def _device_eager(prim: Primitive, args, params):
     """``prim`` on operands one of which lives on a CUDA device: run there, or raise naming the primitive."""
     from .kernels import devices  # reached only once a tensor lives on a device
 
-    vals = []
-    for a in args:
-        if isinstance(a, Tracer):
-            raise TracerLeakError(f"'{prim.name}' got a traced value ({a.aval.str_short()}) outside of its transform")
-        vals.append(a._value if isinstance(a, Tensor) else a)
+    if any(isinstance(a, Tracer) for a in args):
+        raise TracerLeakError(f"'{prim.name}' got a traced value outside of the transform that created it")
+    vals = [a._value if isinstance(a, Tensor) else a for a in args]
     device = devices.operands_device(prim.name, vals)
     if prim.runs_on_devices:
         out = prim.impl(*vals, **params)
-        return [_wrap(o) for o in out] if prim.multiple_results else _wrap(out)
-    out_dtype = None
-    if prim.family in ("unary", "binary", "select"):  # elementwise: the kernel is generated for its result dtype
-        out_dtype = prim.abstract_eval(*[aval_of(v) for v in vals], **params).dtype
-    out = devices.run_on_device(prim, vals, params, device, out_dtype)
-    if prim.multiple_results:
-        return [_wrap_any(o) for o in out]
-    return _wrap_any(out)
+    else:  # an elementwise kernel is generated for its result dtype
+        elementwise = prim.family in ("unary", "binary", "select")
+        out_dtype = prim.abstract_eval(*map(aval_of, vals), **params).dtype if elementwise else None
+        out = devices.run_on_device(prim, vals, params, device, out_dtype)
+    return [_wrap(o) for o in out] if prim.multiple_results else _wrap(out)
 
 
 class Zero:
@@ -368,7 +363,7 @@ def _wrap(v) -> Tensor:
     """Wrap a NumPy result (a device buffer as a ``DeviceTensor``). Internal buffers are never handed out
     writable, so no copy or flag flip is needed."""
     if type(v) is not np.ndarray:
-        if hasattr(v, "device"):
+        if getattr(v, "device", "cpu") != "cpu":
             return _wrap_any(v)
         v = np.asarray(v)
     t = _new(Tensor)
@@ -565,10 +560,8 @@ def _from_numpy(a, device="cpu"):
 
 def _wrap_any(v) -> Tensor:
     """Wrap a buffer of any device: a NumPy result as ``_wrap`` does, a device buffer as a ``DeviceTensor``."""
-    if type(v) is np.ndarray or not hasattr(v, "device"):
+    if type(v) is np.ndarray or getattr(v, "device", "cpu") == "cpu":
         return _wrap(v)
-    if v.device == "cpu":  # a NumPy scalar
-        return _wrap(np.asarray(v))
     t = _new(DeviceTensor)
     t._value = v
     return t

@@ -20,7 +20,6 @@ from funclib import config, dtypes
 from funclib import tree as tree_util
 from funclib.checks import check_callable
 from funclib.core import (
-    DeviceTensor,
     Primitive,
     ShapedArray,
     Tensor,
@@ -52,6 +51,7 @@ from funclib.primitives.shape import instantiate, zeros
 from ._api_util import as_tensor_leaf, check_argnames
 from .autodiff import backward_pass, jvp
 from .batching import vmap
+from .device_calls import call_impl, on_device
 from .lowering import compile_program
 from .program import Program
 
@@ -99,25 +99,8 @@ def _program(jaxpr: Jaxpr) -> Program:
 _compile_lock = threading.RLock()
 
 
-@jit_p.def_impl
-def _jit_impl(*args, jaxpr, name):
-    device = next((a.device for a in args if type(a) is not np.ndarray and getattr(a, "device", "cpu") != "cpu"),
-                  None)
-    if device is not None:
-        return _run_on_device(jaxpr, args, device)
-    return _program(jaxpr).run([np.asarray(a) for a in args])
-
-
+jit_p.def_impl(call_impl(lambda jaxpr: _program(jaxpr)))  # compiled on the CPU, op by op on a device
 jit_p.runs_on_devices = True
-
-
-def _run_on_device(jaxpr: Jaxpr, args, device: str) -> list:
-    """A jitted call on device operands: its optimized jaxpr one primitive at a time on the device (its
-    constants moved there), until the lowering has a CUDA emitter that fuses it."""
-    consts = [_wrap(c).to_device(device) for c in jaxpr.cache.get("consts", [])]
-    with set_trace(None):
-        outs = eval_jaxpr(jaxpr, consts, *[_wrap(a) for a in args])
-    return [o._value for o in outs]
 
 
 @jit_p.def_abstract_eval
@@ -544,7 +527,7 @@ class Jitted:
         entry, leaves = self._lookup(args, kwargs)
         if entry.int_checks is not None:
             _check_ints(entry, leaves, self.__name__)
-        if _state.trace is None and not any(type(x) is DeviceTensor for x in leaves):
+        if _state.trace is None and not on_device(leaves):
             prog = entry.program
             if prog is None:
                 prog = entry.program = _program(entry.jaxpr)
