@@ -53,6 +53,7 @@ from .dtypes import (  # noqa: F401
 from .dtypes import bool_ as bool  # noqa: F401, A001
 from .errors import SerializationError, UnsafePickleError  # noqa: F401
 from .jaxpr import ClosedJaxpr, Jaxpr, eval_jaxpr, typecheck  # noqa: F401
+from .kernels.devices import devices  # noqa: F401
 from .namespace import NAMESPACE as _NAMESPACE
 from .ops import fft, linalg  # noqa: F401
 from .ops.pytree import ravel as _ravel

@@ -80,6 +80,9 @@ def aval_of(x) -> ShapedArray:
         return ShapedArray((), dtypes.python_scalar_dtype(x), weak_type=True)
     if isinstance(x, (np.ndarray, np.generic)):
         return ShapedArray(np.shape(x), dtypes.canonicalize(x.dtype))
+    if isinstance(x, Tensor) or hasattr(x, "device"):  # a DeviceTensor, or a device buffer
+        v = getattr(x, "_value", x)
+        return ShapedArray(v.shape, v.dtype)
     raise TypeError(f"{type(x).__name__} is not a funclib array type; convert it with fl.asarray")
 
 
@@ -172,6 +175,8 @@ class Primitive:
     ... def _(x): return np.sin(x)
     """
 
+    # a call whose impl evaluates funclib operations on its operands, and so runs on whatever device they live on
+    runs_on_devices = False
     # an effect (a debug callback, a runtime check) is run for what it does, not for its outputs: the jaxpr passes
     # never drop, merge or constant-fold it, nor move it past another effect (``jaxpr.eqn_has_effects``)
     effect = False
@@ -270,6 +275,8 @@ class Primitive:
             t = type(a)
             if t is Tensor:
                 vals.append(a._value)
+            elif t is DeviceTensor:
+                return _device_eager(self, args, params)
             elif isinstance(a, Tracer):
                 raise TracerLeakError(
                     f"'{self.name}' got a traced value ({a.aval.str_short()}) outside of the transform that "
@@ -291,6 +298,23 @@ class Primitive:
 
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _device_eager(prim: Primitive, args, params):
+    """``prim`` on operands one of which lives on a CUDA device: run there, or raise naming the primitive."""
+    from .kernels import devices  # reached only once a tensor lives on a device
+
+    if any(isinstance(a, Tracer) for a in args):
+        raise TracerLeakError(f"'{prim.name}' got a traced value outside of the transform that created it")
+    vals = [a._value if isinstance(a, Tensor) else a for a in args]
+    device = devices.operands_device(prim.name, vals)
+    if prim.runs_on_devices:
+        out = prim.impl(*vals, **params)
+    else:  # an elementwise kernel is generated for its result dtype
+        elementwise = prim.family in ("unary", "binary", "select")
+        out_dtype = prim.abstract_eval(*map(aval_of, vals), **params).dtype if elementwise else None
+        out = devices.run_on_device(prim, vals, params, device, out_dtype)
+    return [_wrap(o) for o in out] if prim.multiple_results else _wrap(out)
 
 
 class Zero:
@@ -344,8 +368,11 @@ _new = object.__new__
 
 
 def _wrap(v) -> Tensor:
-    """Wrap a NumPy result. Internal buffers are never handed out writable, so no copy or flag flip is needed."""
+    """Wrap a NumPy result (a device buffer as a ``DeviceTensor``). Internal buffers are never handed out
+    writable, so no copy or flag flip is needed."""
     if type(v) is not np.ndarray:
+        if getattr(v, "device", "cpu") != "cpu":
+            return _wrap_any(v)
         v = np.asarray(v)
     t = _new(Tensor)
     t._value = v
@@ -392,12 +419,22 @@ class Tensor:
 
     @property
     def device(self) -> str:
+        """Where the buffer lives: ``"cpu"`` or ``"cuda:N"``."""
         return "cpu"
 
     def to_device(self, device, /, *, stream=None) -> Tensor:
-        if device not in ("cpu", None):
-            raise ValueError(f"Tensor.to_device: unknown device {device!r}; funclib tensors live on 'cpu'")
-        return self
+        """This tensor on ``device`` (``"cpu"``, ``"cuda"``, ``"cuda:1"``): the same tensor if it is there, else a
+        copy (the one way data moves between devices).
+
+        >>> fl.tensor([1.0]).to_device("cpu")
+        Tensor([1.], dtype=float32)
+        """
+        from .kernels import devices  # device names and transfers
+
+        target = devices.canonical(device, "Tensor.to_device")
+        if target is None or target == self.device:
+            return self
+        return _wrap_any(devices.transfer(self._value, target))
 
     def __len__(self) -> int:
         if not self.shape:
@@ -525,8 +562,89 @@ class Tensor:
         return (_from_numpy, (np.array(self._value),))
 
 
-def _from_numpy(a):
-    return _wrap(a)
+def _from_numpy(a, device="cpu"):
+    return _wrap(a) if device == "cpu" else _wrap(a).to_device(device)
+
+
+def _wrap_any(v) -> Tensor:
+    """Wrap a buffer of any device: a NumPy result as ``_wrap`` does, a device buffer as a ``DeviceTensor``."""
+    if type(v) is np.ndarray or getattr(v, "device", "cpu") == "cpu":
+        return _wrap(v)
+    t = _new(DeviceTensor)
+    t._value = v
+    return t
+
+
+class DeviceTensor(Tensor):
+    """A Tensor whose buffer lives on a CUDA device (``x.device == "cuda:0"``).
+
+    Operations on it run on its device; converting it to NumPy, DLPack on the host or a list needs an explicit
+    ``x.to_device("cpu")``, except for single values (``item()``, ``float(x)``, ``bool(x)``), which are copied.
+
+    >>> x = fl.ones(3, device="cuda")  # doctest: +SKIP
+    >>> (x * 2).to_device("cpu")  # doctest: +SKIP
+    Tensor([2., 2., 2.], dtype=float32)
+    """
+
+    __slots__ = ()
+
+    @property
+    def device(self) -> str:
+        return self._value.device
+
+    def _host(self) -> np.ndarray:
+        from .kernels import devices  # device transfers
+
+        return devices.transfer(self._value, "cpu")
+
+    def numpy(self):
+        self._value.__array__()  # raises, naming the device and the fix
+
+    def __array__(self, dtype=None, copy=None):
+        self._value.__array__()
+
+    def __repr__(self):
+        body = np.array2string(self._host(), separator=", ", prefix="Tensor(")
+        return f"Tensor({body}, dtype={self.dtype.name}, device={self.device!r})"
+
+    __str__ = __repr__
+
+    def item(self):
+        if self.size != 1:
+            raise ValueError(f"item() needs a tensor with one element, got shape {self.shape}")
+        return self._host().item()
+
+    def tolist(self):
+        return self._host().tolist()
+
+    def __bool__(self):
+        if self.size != 1:
+            raise ValueError(
+                f"The truth value of a tensor with shape {self.shape} is ambiguous; use fl.any(x) or fl.all(x)"
+            )
+        return bool(self._host())
+
+    def _scalar(self, what):
+        if self.size != 1:
+            raise TypeError(f"only one-element tensors can be converted to Python {what}, got shape {self.shape}")
+        return self._host().reshape(())[()]
+
+    def __dlpack__(self, /, *, stream=None, max_version=None, dl_device=None, copy=None):
+        raise BufferError(
+            f"DLPack export of tensors on {self.device} is not implemented; exchange device memory through "
+            "__cuda_array_interface__ (torch.as_tensor(x, device='cuda'), cupy.asarray(x)), or move to the host "
+            "with x.to_device('cpu')"
+        )
+
+    def __dlpack_device__(self):
+        return (2, int(self.device.split(":")[1]))  # kDLCUDA
+
+    @property
+    def __cuda_array_interface__(self) -> dict:
+        return self._value.__cuda_array_interface__
+
+    def __reduce__(self):
+        return (_from_numpy, (self._host(), self.device))
 
 
 def is_weak(x) -> bool:

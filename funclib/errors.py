@@ -1,6 +1,10 @@
 """Error classes raised by funclib. Each message names the operation, the values involved and the fix."""
 
-# a warning, defined beside the kernel cache that issues it
+# a warning and the device errors, defined beside the kernel cache and the device layer that raise them
+from .kernels.cuda_backend import CudaUnavailableError as CudaUnavailableError
+from .kernels.cuda_backend import HostTransferError as HostTransferError
+from .kernels.devices import DeviceMismatchError as DeviceMismatchError
+from .kernels.devices import UnsupportedOnDeviceError as UnsupportedOnDeviceError
 from .kernels.diskcache import KernelCacheWarning as KernelCacheWarning
 
 

@@ -716,8 +716,20 @@ class Module:
         return self
 
     def to(self, *args, **kwargs) -> Module:
-        """Cast floating parameters and buffers: ``to(fl.float64)``, ``to(dtype=...)``, ``to(tensor)``;
-        devices other than ``"cpu"`` are rejected. Returns ``self``."""
+        """Move parameters and buffers to a device and/or cast the floating ones: ``to("cuda")``,
+        ``to(fl.float64)``, ``to(device=..., dtype=...)``, ``to(tensor)`` (its device and dtype).
+
+        Args:
+            *args: a device name, a dtype or a tensor.
+            **kwargs: ``device``, ``dtype``, ``non_blocking`` (accepted, ignored).
+
+        Returns:
+            ``self``, updated in place.
+
+        Example:
+            >>> nn.Linear(2, 2).to(fl.float64).weight.dtype
+            dtype('float64')
+        """
         dtype = kwargs.pop("dtype", None)
         device = kwargs.pop("device", None)
         kwargs.pop("non_blocking", None)
@@ -725,14 +737,37 @@ class Module:
             raise TypeError(f"Module.to: unexpected arguments {sorted(kwargs)}")
         for a in args:
             if isinstance(a, Tensor):
-                dtype = a.dtype
-            elif isinstance(a, str) or a is None:
+                dtype, device = a.dtype, a.device
+            elif isinstance(a, str) or a is None or hasattr(a, "index"):
                 device = a
             else:
                 dtype = a
-        if device not in (None, "cpu"):
-            raise ValueError(f"Module.to: unknown device {device!r}; funclib runs on 'cpu': pass 'cpu' or a dtype")
+        if device is not None:
+            self._move(device)
         return self._cast(dtype) if dtype is not None else self
+
+    def _move(self, device) -> None:
+        for m in self.modules():
+            for reg in ("_parameters", "_buffers"):
+                tab = m.__dict__[reg]
+                for name, v in tab.items():
+                    if isinstance(v, Tensor):
+                        tab[name] = v.to_device(device)
+
+    def cuda(self, device=None) -> Module:
+        """Move parameters and buffers to CUDA device ``device`` (0 by default), as PyTorch's ``Module.cuda``.
+
+        Args:
+            device: an index or a name such as ``"cuda:1"``.
+
+        Returns:
+            ``self``, updated in place.
+
+        Example:
+            >>> nn.Linear(2, 2).cuda().weight.device  # doctest: +SKIP
+            'cuda:0'
+        """
+        return self.to(f"cuda:{device}" if isinstance(device, int) else (device or "cuda"))
 
     def half(self) -> Module:
         return self._cast(fl.float16)
@@ -747,7 +782,7 @@ class Module:
         return self._cast(fl.float64)
 
     def cpu(self) -> Module:
-        return self
+        return self.to("cpu")
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Nothing to clear: gradients are returned by ``fl.grad``/``nn.value_and_grad``, never accumulated on

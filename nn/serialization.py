@@ -109,7 +109,8 @@ class _Writer:
                 f"fl.save: the value at {_path_str(path)!r} is traced; save outside of transforms"
             )
         if isinstance(x, Tensor):
-            return self.tensor(np.asarray(x._value), path)
+            # a file lives on the host: saving is the explicit transfer of a device tensor (loaded on the CPU)
+            return self.tensor(np.asarray(x.to_device("cpu")._value), path)
         if isinstance(x, (np.ndarray, np.generic)) and not isinstance(x, (np.str_, np.bytes_)):
             return self.tensor(np.asarray(x), path)
         if x is None:

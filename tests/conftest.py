@@ -3,9 +3,15 @@
 ``ci`` (the default) is small, derandomized, has no deadline and skips shrinking, so the suite is fast and
 reproducible on a shared machine and a failure is reported at once (with its reproduction blob); ``dev``
 explores more and shrinks failures to minimal examples. Select one with ``HYPOTHESIS_PROFILE=dev``.
+
+CUDA tests run in numba's CUDA simulator unless the environment says otherwise (``NUMBA_ENABLE_CUDASIM=0`` on a
+machine with a GPU runs them on the device); numba reads the setting when it is first imported, so it is set here,
+before any test imports funclib.
 """
 
 import os
+
+os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
 
 from hypothesis import HealthCheck, Phase, settings
 

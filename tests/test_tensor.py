@@ -171,8 +171,8 @@ def test_array_namespace_and_device_methods():
         x.__array_namespace__(api_version="1999.01")
     assert x.to_device("cpu") is x
     assert x.to_device(x.device, stream=None) is x
-    with pytest.raises(ValueError, match="cpu"):
-        x.to_device("cuda:0")
+    with pytest.raises(ValueError, match="'cpu', 'cuda' or 'cuda:N'"):
+        x.to_device("tpu")
 
 
 # --- indexing -----------------------------------------------------------------------------------------------

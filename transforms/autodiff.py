@@ -504,6 +504,8 @@ def _value_and_grad(fun, argnums, has_aux, holomorphic, argnames, op: str) -> Ca
         if out.dtype not in dtypes.INEXACT:
             raise DTypeError(f"{op} requires a floating-point output, got {out.dtype.name}")
         ct = _wrap(np.array(1, out.dtype))
+        if out.device != "cpu":  # the seed lives where the function computed, so the backward pass stays there
+            ct = ct.to_device(out.device)
         grads = tree_util.unflatten(d_tree, _transpose_linearized(lin, [ct]))
         if argnames is None:
             g = grads[0] if single else tuple(grads[: len(nums)])

@@ -62,6 +62,9 @@ custom_jvp_call_p.batch_named = True  # batching rules take the named axis (tran
 custom_jvp_call_p.no_rule["transpose"] = "its JVP is expressed with ordinary primitives, which are transposed instead"
 
 
+custom_jvp_call_p.runs_on_devices = True  # its impl evaluates funclib operations
+
+
 @custom_jvp_call_p.def_impl
 def _cjvp_impl(*args, fun, jvp, out_tree_store):
     with set_trace(None):
@@ -214,6 +217,9 @@ custom_vjp_call_p.batch_named = True
 custom_vjp_call_p.no_rule["transpose"] = "its JVP emits custom_lin, which carries the transpose (the bwd rule)"
 
 
+custom_vjp_call_p.runs_on_devices = True  # its impl evaluates funclib operations
+
+
 @custom_vjp_call_p.def_impl
 def _cvjp_impl(*args, fun, fwd, bwd, store):
     with set_trace(None):
@@ -276,6 +282,9 @@ def _lin_split(args, n_res):
     rest = list(args[n_res:])
     k = len(rest) // 2
     return res, rest[:k], rest[k:]
+
+
+custom_lin_p.runs_on_devices = True  # its impl evaluates funclib operations
 
 
 @custom_lin_p.def_impl

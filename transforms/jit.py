@@ -51,6 +51,7 @@ from funclib.primitives.shape import instantiate, zeros
 from ._api_util import as_tensor_leaf, check_argnames, leaf_labels, static_both_ways
 from .autodiff import backward_pass, jvp
 from .batching import vmap
+from .device_calls import call_impl, on_device
 from .lowering import compile_program
 from .program import Program
 
@@ -98,9 +99,8 @@ def _program(jaxpr: Jaxpr) -> Program:
 _compile_lock = threading.RLock()
 
 
-@jit_p.def_impl
-def _jit_impl(*args, jaxpr, name):
-    return _program(jaxpr).run([np.asarray(a) for a in args])
+jit_p.def_impl(call_impl(lambda jaxpr: _program(jaxpr)))  # compiled on the CPU, op by op on a device
+jit_p.runs_on_devices = True
 
 
 @jit_p.def_abstract_eval
@@ -524,7 +524,7 @@ class Jitted:
         entry, leaves = self._lookup(args, kwargs)
         if entry.int_checks is not None:
             _check_ints(entry, leaves, self.__name__)
-        if _state.trace is None:
+        if _state.trace is None and not on_device(leaves):
             prog = entry.program
             if prog is None:
                 prog = entry.program = _program(entry.jaxpr)

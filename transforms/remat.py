@@ -126,6 +126,9 @@ checkpoint_p.family = "call"
 checkpoint_p.batch_named = True
 
 
+checkpoint_p.runs_on_devices = True  # its impl evaluates funclib operations
+
+
 @checkpoint_p.def_impl
 def _remat_impl(*args, jaxpr, policy):
     with set_trace(None):

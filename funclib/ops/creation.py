@@ -4,6 +4,7 @@ tril, triu, from_dlpack."""
 from __future__ import annotations
 
 import builtins
+import functools
 
 import numpy as np
 
@@ -24,6 +25,7 @@ from ..core import (
     strengthen,
 )
 from ..errors import DTypeError, ShapeError
+from ..kernels.devices import canonical
 from ..namespace import public, tensor_method
 from ..primitives import shape as S
 from ..primitives.elementwise import add, convert, greater_equal, less_equal, multiply, stack_values, subtract
@@ -31,11 +33,30 @@ from .searching import where
 
 
 def _check_device(device, op):
-    if device not in (None, "cpu"):
-        raise ValueError(f"{op}: unknown device {device!r}; funclib tensors live on 'cpu'")
+    canonical(device, op)
+
+
+def _placed(fn):
+    """``fn`` with its ``device=`` argument applied: the result is made on the CPU and moved to ``device`` (the
+    ``*_like`` functions default to their argument's device, as the Array API says)."""
+    op = fn.__name__
+    like = op.endswith("_like") or op == "astype"
+
+    @functools.wraps(fn)
+    def placed(*args, device=None, **kwargs):
+        target = canonical(device, op)
+        out = fn(*args, **kwargs)
+        if target is None and like and args and isinstance(args[0], Tensor) and not isinstance(args[0], Tracer):
+            target = args[0].device
+        if target is None or isinstance(out, Tracer) or out.device == target:
+            return out
+        return out.to_device(target)
+
+    return placed
 
 
 @public
+@_placed
 def asarray(obj, /, *, dtype=None, device=None, copy: bool | None = None) -> Tensor:
     """Convert ``obj`` (a Tensor, NumPy array, nested sequence or Python scalar) to a Tensor.
 
@@ -85,8 +106,9 @@ def _like_source(x, op: str):
 
 @tensor_method("astype")
 def _astype_method(self, dtype, /, *, copy: bool = True, device=None):
-    """Cast to ``dtype``."""
-    return convert(self, dtypes.canonicalize(dtype))
+    """Cast to ``dtype`` (and move to ``device`` when given)."""
+    out = convert(self, dtypes.canonicalize(dtype))
+    return out if device is None else out.to_device(device)
 
 
 def _cast_method(name: str, dtype):
@@ -148,6 +170,7 @@ def _dim(self) -> int:
 
 
 @public
+@_placed
 def astype(x, dtype, /, *, copy: bool = True, device=None) -> Tensor:
     """Cast ``x`` to ``dtype`` (any cast NumPy allows: float to int truncates, complex to real is an error).
 
@@ -169,14 +192,14 @@ def astype(x, dtype, /, *, copy: bool = True, device=None) -> Tensor:
 
 
 @public
-def tensor(data, dtype=None) -> Tensor:
+def tensor(data, dtype=None, device=None) -> Tensor:
     """PyTorch spelling of ``asarray``.
 
     >>> fl.tensor([[1, 2], [3, 4]])
     Tensor([[1, 2],
            [3, 4]], dtype=int64)
     """
-    return asarray(data, dtype=dtype)
+    return asarray(data, dtype=dtype, device=device)
 
 
 def _shape_arg(shape, op) -> tuple[int, ...]:
@@ -190,6 +213,7 @@ def _varargs_shape(shape, op):
 
 
 @public
+@_placed
 def zeros(shape, *, dtype=None, device=None) -> Tensor:
     """A tensor of zeros (float32 by default).
 
@@ -201,6 +225,7 @@ def zeros(shape, *, dtype=None, device=None) -> Tensor:
 
 
 @public
+@_placed
 def ones(shape, *, dtype=None, device=None) -> Tensor:
     """A tensor of ones (float32 by default).
 
@@ -213,6 +238,7 @@ def ones(shape, *, dtype=None, device=None) -> Tensor:
 
 
 @public
+@_placed
 def empty(shape, *, dtype=None, device=None) -> Tensor:
     """A tensor of ``shape`` filled with zeros (an immutable tensor is never observed uninitialized).
 
@@ -224,6 +250,7 @@ def empty(shape, *, dtype=None, device=None) -> Tensor:
 
 
 @public
+@_placed
 def full(shape, fill_value, *, dtype=None, device=None) -> Tensor:
     """A tensor of ``shape`` filled with ``fill_value``; the dtype follows the value when not given.
 
@@ -246,6 +273,7 @@ def _like(x, dtype):
 
 
 @public
+@_placed
 def zeros_like(x, /, *, dtype=None, device=None) -> Tensor:
     """Zeros with ``x``'s shape (and dtype unless given).
 
@@ -259,6 +287,7 @@ def zeros_like(x, /, *, dtype=None, device=None) -> Tensor:
 
 
 @public
+@_placed
 def ones_like(x, /, *, dtype=None, device=None) -> Tensor:
     """Ones with ``x``'s shape (and dtype unless given).
 
@@ -271,6 +300,7 @@ def ones_like(x, /, *, dtype=None, device=None) -> Tensor:
 
 
 @public
+@_placed
 def empty_like(x, /, *, dtype=None, device=None) -> Tensor:
     """``zeros_like`` (an immutable tensor is never observed uninitialized).
 
@@ -283,6 +313,7 @@ def empty_like(x, /, *, dtype=None, device=None) -> Tensor:
 
 
 @public
+@_placed
 def full_like(x, /, fill_value, *, dtype=None, device=None) -> Tensor:
     """``fill_value`` with ``x``'s shape (and dtype unless given).
 
@@ -297,6 +328,7 @@ def full_like(x, /, fill_value, *, dtype=None, device=None) -> Tensor:
 
 
 @public
+@_placed
 def arange(start, /, stop=None, step=1, *, dtype=None, device=None) -> Tensor:
     """Evenly spaced values in ``[start, stop)``.
 
@@ -339,6 +371,7 @@ def arange(start, /, stop=None, step=1, *, dtype=None, device=None) -> Tensor:
 
 
 @public
+@_placed
 def linspace(start, stop, /, num: int, *, dtype=None, device=None, endpoint: bool = True) -> Tensor:
     """``num`` evenly spaced values from ``start`` to ``stop``.
 
@@ -363,6 +396,7 @@ def linspace(start, stop, /, num: int, *, dtype=None, device=None, endpoint: boo
 
 
 @public
+@_placed
 def eye(n_rows: int, n_cols: int | None = None, /, *, k: int = 0, dtype=None, device=None) -> Tensor:
     """The identity matrix (ones on diagonal ``k``).
 
@@ -487,8 +521,8 @@ def meshgrid(*arrays, indexing: str = "xy") -> list[Tensor]:
 
 def _tri_mask(x, k, lower):
     n, m = x.shape[-2], x.shape[-1]
-    rows = S.iota(dtypes.int64, (n, m), 0)
-    cols = S.iota(dtypes.int64, (n, m), 1)
+    rows = S.iota(dtypes.int64, (n, m), 0, like=x)
+    cols = S.iota(dtypes.int64, (n, m), 1, like=x)
     return less_equal(cols, add(rows, k)) if lower else greater_equal(cols, add(rows, k))
 
 

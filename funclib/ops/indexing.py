@@ -15,7 +15,7 @@ import builtins
 import numpy as np
 
 from .. import dtypes
-from ..core import Tensor, Tracer, _wrap, concrete_or_none
+from ..core import DeviceTensor, Tensor, Tracer, _wrap, concrete_or_none
 from ..errors import DataDependentShapeError, ImmutableError, ShapeError
 from ..namespace import public, tensor_method
 from ..primitives import shape as S
@@ -204,7 +204,8 @@ def _index_plan(x, keys):
             if k.dtype not in dtypes.INTEGER:
                 raise IndexError(f"index tensors must be integers, got {k.dtype.name}")
             conc = concrete_or_none(k)
-            if conc is not None and not isinstance(k, Tracer):
+            # (on a device the gather kernel checks the bounds: reading them here would copy to the host)
+            if conc is not None and not isinstance(k, Tracer) and conc.device == "cpu":
                 arr = np.asarray(conc.numpy())
                 if arr.size and (arr.min() < -n or arr.max() >= n):
                     bad = arr[(arr < -n) | (arr >= n)].flat[0]
@@ -255,11 +256,21 @@ def _index_plan(x, keys):
             dims = tuple(range(start, start + a.ndim))
             col = S.broadcast_in_dim(a, result_shape, dims)
         else:
-            r = _wrap(basic_ranges[ax])
+            r = _same_device(_wrap(basic_ranges[ax]), x, *adv)
             col = S.broadcast_in_dim(r, result_shape, (pos[ax],))
         cols.append(S.reshape(col, result_shape + (1,)))
     idx = S.concatenate(cols, nr) if len(cols) > 1 else cols[0]
     return idx, result_shape
+
+
+def _same_device(index, *refs):
+    """An index array built from static shapes, placed on the device of ``refs`` (the primal under ``grad``):
+    funclib's own bookkeeping follows the data, so only the user's arrays must be moved by hand."""
+    for r in refs:
+        c = concrete_or_none(r)
+        if type(c) is DeviceTensor and not isinstance(index, Tracer):
+            return index.to_device(c.device)
+    return index
 
 
 def _advanced_get(x, keys):
@@ -417,9 +428,9 @@ def take_along_axis(x, indices, /, *, axis: int = -1) -> Tensor:
         if d == ax:
             c = ind
         elif x.shape[d] == 1:
-            c = S.full(oshape, 0, np.int64)
+            c = _same_device(S.full(oshape, 0, np.int64), x, indices)
         else:
-            c = S.iota(np.int64, oshape, d)
+            c = _same_device(S.iota(np.int64, oshape, d), x, indices)
         cols.append(S.reshape(c, oshape + (1,)))
     idx = S.concatenate(cols, len(oshape))
     return gather(x, idx, tuple(range(x.ndim)))

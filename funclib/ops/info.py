@@ -1,6 +1,7 @@
 """The Array API inspection namespace: ``fl.__array_namespace_info__()``.
 
-funclib runs on one device, the CPU, named ``"cpu"`` (``Tensor.device``). ``dtypes()`` lists the dtypes of the
+Tensors live on the CPU (``"cpu"``, the default) or a CUDA device (``"cuda:0"``, ...; ``Tensor.device``).
+``dtypes()`` lists the dtypes of the
 standard; funclib's extra ``float16`` and ``bfloat16`` are left out so generic code sees only what it expects.
 """
 
@@ -9,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes
+from ..kernels.devices import canonical, devices
 from ..namespace import public
 
 _STANDARD = (
@@ -29,10 +31,7 @@ _STANDARD = (
 
 
 def _check_device(device, op):
-    if device not in (None, "cpu"):
-        raise ValueError(
-            f"__array_namespace_info__().{op}: unknown device {device!r}; funclib has only 'cpu'"
-        )
+    canonical(device, f"__array_namespace_info__().{op}")
 
 
 @public
@@ -58,8 +57,8 @@ class __array_namespace_info__:
         return "cpu"
 
     def devices(self) -> list[str]:
-        """All devices: ``["cpu"]``."""
-        return ["cpu"]
+        """All devices: ``"cpu"``, then the visible CUDA devices (``fl.devices()``)."""
+        return devices()
 
     def default_dtypes(self, *, device=None) -> dict[str, np.dtype]:
         """The dtypes creation functions pick when none is given."""

@@ -5,10 +5,11 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
+from .. import dtypes
 from ..checks import check_callable
-from ..core import Trace, Tracer, _state
+from ..core import Tensor, Trace, Tracer, _state
 from ..namespace import public, tensor_method
-from ..primitives.elementwise import stop_gradient, stop_gradient_p
+from ..primitives.elementwise import convert, stop_gradient, stop_gradient_p
 
 
 class _NoGradTrace(Trace):
@@ -93,3 +94,43 @@ def _backward(self, gradient=None, retain_graph=None, create_graph=False, inputs
         "    optimizer.update(model, grads)\n"
         "(with `import funclib.nn as nn`); for a function of tensors use fl.grad(f)(x) or fl.value_and_grad(f)(x)."
     )
+
+
+@tensor_method("to")
+def _to(self, *args, dtype=None, device=None, non_blocking: bool = False, copy: bool = False):
+    """PyTorch's ``Tensor.to``: a device (``"cuda"``, ``"cuda:1"``, ``"cpu"``), a dtype, or a tensor whose dtype and
+    device to take, positionally or by keyword.
+
+    >>> fl.tensor([1, 2]).to(fl.float32)
+    Tensor([1., 2.], dtype=float32)
+    """
+    for a in args:
+        if isinstance(a, Tensor):
+            dtype, device = a.dtype, a.device
+        elif isinstance(a, str) or hasattr(a, "index"):
+            device = a
+        else:
+            dtype = a
+    out = self if dtype is None else convert(self, dtypes.canonicalize(dtype))
+    return out if device is None else out.to_device(device)
+
+
+@tensor_method("cpu")
+def _cpu(self):
+    """This tensor on the CPU (itself when it is there already), as PyTorch's ``Tensor.cpu``.
+
+    >>> fl.tensor([1.0]).cpu().device
+    'cpu'
+    """
+    return self.to_device("cpu")
+
+
+@tensor_method("cuda")
+def _cuda(self, device=None):
+    """This tensor on CUDA device ``device`` (an index or a name; device 0 by default), as PyTorch's
+    ``Tensor.cuda``. Needs ``pip install funclib[cuda]`` and a visible device (or the CUDA simulator).
+
+    >>> fl.tensor([1.0]).cuda().device  # doctest: +SKIP
+    'cuda:0'
+    """
+    return self.to_device(f"cuda:{device}" if isinstance(device, int) else (device or "cuda"))

@@ -179,7 +179,7 @@ def one_hot(x, num_classes: int, *, dtype=None, axis: int = -1):
     ax = axis % nd
     shape = list(x.shape)
     shape.insert(ax, num_classes)
-    classes = S.iota(x.dtype, tuple(shape), ax)
+    classes = S.iota(x.dtype, tuple(shape), ax, like=x)
     xb = S.broadcast_in_dim(x, tuple(shape), tuple(i for i in range(nd) if i != ax))
     return convert(E.equal(xb, classes), d)
 

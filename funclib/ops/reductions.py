@@ -387,13 +387,13 @@ def stable_shift(x, axes: tuple[int, ...]):
     concrete value (eagerly, or the primal under ``grad``) NumPy computes it straight from that."""
     keep = tuple(1 if i in axes else d for i, d in enumerate(x.shape))
     c = concrete_or_none(x)
-    if c is not None:
+    if c is not None and c.device == "cpu":
         v = c._value
         m = np.asarray(np.maximum.reduce(v, axis=axes) if axes else v)
         m = np.asarray(_select_impl(np.isfinite(m), m, np.zeros((), m.dtype)))
         return _wrap(m), _wrap(m.reshape(keep))
     # stopped before the max, so the max's own derivative is never formed
-    xs = stop_gradient(x)
+    xs = stop_gradient(x if c is None else c)
     m = R.reduce_max(xs, axes) if axes else xs
     m = select(E.isfinite(m), m, _wrap(np.zeros((), m.dtype)))
     return m, S.reshape(m, keep)

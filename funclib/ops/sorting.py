@@ -59,7 +59,7 @@ def argsort(x, /, *, axis: int = -1, descending: bool = False, stable: bool = Tr
     Tensor([1, 2, 0], dtype=int64)
     """
     x, ax = _prepare(x, axis, "argsort")
-    idx = S.iota(np.int64, tuple(x.shape), ax)
+    idx = S.iota(np.int64, tuple(x.shape), ax, like=x)
     if not descending:
         return _sort_prim([x, idx], ax, num_keys=1)[1]
     perm = _sort_prim([S.rev(x, (ax,)), idx], ax, num_keys=1)[1]

@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from .. import dtypes
-from ..core import Primitive, ShapedArray, Tensor, Tracer, Zero, _state, _wrap, aval_of, is_undefined
+from ..core import Primitive, ShapedArray, Tensor, Tracer, Zero, _state, _wrap, aval_of, concrete_or_none, is_undefined
 from ..errors import DTypeError, ShapeError
 from ..kernels import lowp
 from ..kernels.fusion import Lowering
@@ -691,10 +691,16 @@ def _iota_jvp(primals, tangents, **params):
 iota_p.def_vmap(lambda args, dims, **params: (iota_p.bind(**params), None))
 
 
-def iota(dtype, shape, dimension: int = 0):
-    """Integers 0..n-1 along ``dimension``, broadcast to ``shape``."""
+def iota(dtype, shape, dimension: int = 0, like=None):
+    """Integers 0..n-1 along ``dimension``, broadcast to ``shape``; on the device of ``like`` (its concrete value
+    under a transform), so index helpers built from static shapes follow the data they index."""
     shape = _shape_tuple(shape if isinstance(shape, (tuple, list)) else (shape,), "iota")
-    return iota_p.bind(dtype=dtypes.canonicalize(dtype), shape=shape, dimension=int(dimension))
+    out = iota_p.bind(dtype=dtypes.canonicalize(dtype), shape=shape, dimension=int(dimension))
+    if like is not None and not isinstance(out, Tracer):
+        c = concrete_or_none(like)
+        if c is not None and c.device != "cpu":
+            return out.to_device(c.device)
+    return out
 
 
 def full(shape, fill_value, dtype):

@@ -60,11 +60,12 @@ def _sort_abstract(*operands, dimension, num_keys):
 @sort_p.def_jvp
 def _sort_jvp(primals, tangents, *, dimension, num_keys):
     shape = primals[0].shape
-    perm_in = iota(np.int64, shape, dimension)
+    perm_in = iota(np.int64, shape, dimension, like=primals[0])
     *outs, perm = sort_p.bind(*primals, perm_in, dimension=dimension, num_keys=num_keys)
     # index tuples (i0, .., perm, .., in) for a full gather of each tangent
     cols = [
-        perm.reshape(shape + (1,)) if d == dimension else iota(np.int64, shape + (1,), d) for d in range(len(shape))
+        perm.reshape(shape + (1,)) if d == dimension else iota(np.int64, shape + (1,), d, like=perm)
+        for d in range(len(shape))
     ]
     idx = concatenate(cols, len(shape)) if cols else None
     touts = []

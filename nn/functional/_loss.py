@@ -87,7 +87,7 @@ def nll_loss(
     _check_target(x, t, "nll_loss")
     c = x.shape[1] if x.ndim > 1 else x.shape[0]
     rows, tflat, out_shape = _rows(x, t)
-    if weight is None and not isinstance(t, Tracer) and not np.any(t.numpy() == ignore_index):
+    if weight is None and not isinstance(t, Tracer) and t.device == "cpu" and not np.any(t.numpy() == ignore_index):
         # the common case (no weights, nothing ignored): the targets are known, so one gather picks the entries
         tf = tflat.numpy()
         _check_range_np(tf, c, "nll_loss")
@@ -101,7 +101,10 @@ def nll_loss(
     safe = fl.where(valid, tflat, 0)
     _check_range(safe, c, "nll_loss")
     picked = fl.take_along_axis(rows, fl.expand_dims(safe, axis=1), axis=1)[:, 0]
-    w = fl.ones((c,), dtype=x.dtype) if weight is None else as_tensor(weight, "nll_loss", "weight").astype(x.dtype)
+    if weight is None:
+        w = fl.ones((c,), dtype=x.dtype, device=tflat.device)
+    else:
+        w = as_tensor(weight, "nll_loss", "weight").astype(x.dtype)
     wt = fl.where(valid, fl.take(w, safe), zero(x))
     loss = -picked * wt
     if reduction == "none":
@@ -133,7 +136,8 @@ def _check_target(x, t, op):
 
 
 def _check_range(idx, c, op):
-    if _state.trace is None and idx.size:
+    # on a device the gather that follows checks the bounds (reading them here would copy to the host)
+    if _state.trace is None and idx.size and idx.device == "cpu":
         _check_range_np(idx.numpy(), c, op)
 
 
@@ -178,6 +182,7 @@ def cross_entropy(
         and label_smoothing == 0.0
         and x.ndim <= 2
         and not isinstance(t, Tracer)
+        and t.device == "cpu"  # reads the targets; on a device the general path below keeps them there
         and t.dtype in dtypes.INTEGER
         and not np.any(t.numpy() == ignore_index)
     ):

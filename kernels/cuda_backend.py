@@ -1,0 +1,342 @@
+"""Every call into CUDA goes through this module: device discovery, memory, copies, compiling and launching
+generated kernels, and cuBLAS matrix products.
+
+``CudaRuntime`` is the interface the rest of funclib uses; ``NumbaCuda`` implements it with numba-cuda (kernels,
+memory) and nvmath-python (cuBLAS on raw device pointers). numba-cuda is in maintenance mode and its successor
+(numba-cuda-mlir) would be a second implementation of the same few methods. Nothing here is imported by
+``import funclib``: ``runtime()`` imports numba-cuda the first time a CUDA device is asked for, so CPU users pay
+nothing.
+
+A device buffer is a ``CudaArray``: a C-contiguous device allocation with funclib's dtype. It refuses to become a
+NumPy array implicitly (``__array__``, ufuncs), so no operation can copy it to the host without being asked:
+``to_host`` is the one way there.
+
+In numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1`` in the environment before numba is imported) kernels run as
+Python threads on the host; everything here runs the same way except cuBLAS, which the simulator cannot load:
+``gemm`` then runs ``MATMUL_SOURCE``, a tiled shared-memory kernel launched through the same ``launch`` path.
+
+>>> rt = runtime()  # doctest: +SKIP
+>>> a = rt.to_device(np.arange(3.0))  # doctest: +SKIP
+>>> rt.to_host(a)  # doctest: +SKIP
+array([0., 1., 2.])
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import os
+import threading
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+import numpy as np
+
+INSTALL_HINT = "pip install funclib[cuda]"
+
+
+class CudaUnavailableError(RuntimeError):
+    """CUDA was asked for but cannot be used: the ``cuda`` extra is not installed, or no device is visible."""
+
+
+class HostTransferError(TypeError):
+    """A device buffer was about to be read as a NumPy array; funclib copies to the host only when asked."""
+
+
+class UnsupportedOnDevice(NotImplementedError):
+    """An operation (named in the message) has no implementation on the device."""
+
+
+# dtypes the device kernels compute in; other dtypes can be stored and moved (as bytes), not computed with
+NATIVE_DTYPES = frozenset(
+    np.dtype(t)
+    for t in (np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64)
+) | {np.dtype(np.float32), np.dtype(np.float64)}
+
+
+class CudaArray:
+    """A C-contiguous buffer on a CUDA device, with funclib's dtype and shape.
+
+    ``handle`` is the implementation's device array; dtypes the device kernels do not compute in (bfloat16,
+    float16, float8, complex) are held as a same-sized unsigned integer (or byte) view, so they can be moved and
+    reshaped, and every compute kernel checks ``dtype`` first.
+    """
+
+    __slots__ = ("handle", "shape", "dtype", "device")
+    __array_priority__ = 200
+
+    def __init__(self, handle: Any, shape: tuple[int, ...], dtype: np.dtype, device: str):
+        self.handle = handle
+        self.shape = tuple(shape)
+        self.dtype = np.dtype(dtype)
+        self.device = device
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+    def reshape(self, shape: Sequence[int]) -> CudaArray:
+        """The same buffer with another shape (no copy: the buffer is contiguous)."""
+        shape = tuple(int(s) for s in shape)
+        if math.prod(shape) != self.size:
+            raise ValueError(f"cannot reshape a device array of shape {self.shape} to {shape}")
+        return CudaArray(self.handle, shape, self.dtype, self.device)
+
+    def __repr__(self):
+        return f"CudaArray(shape={self.shape}, dtype={self.dtype.name}, device={self.device!r})"
+
+    def _refuse(self, what: str):
+        raise HostTransferError(
+            f"{what} would copy a {self.dtype.name}{list(self.shape)} tensor from {self.device} to the host; "
+            f"funclib moves data only when asked: call x.to_device('cpu') (or x.cpu()) first"
+        )
+
+    def __array__(self, dtype=None, copy=None):
+        self._refuse("converting to a NumPy array")
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        self._refuse(f"the NumPy function {ufunc.__name__}")
+
+    def __array_function__(self, func, types, args, kwargs):
+        self._refuse(f"the NumPy function {func.__name__}")
+
+    def __len__(self):
+        return self.shape[0]
+
+    @property
+    def __cuda_array_interface__(self) -> dict:
+        """The CUDA array interface (version 3) of the buffer, for zero-copy exchange with PyTorch, JAX, CuPy."""
+        cai = self.handle.__cuda_array_interface__
+        return {"shape": self.shape, "typestr": self.dtype.str, "data": cai["data"], "version": 3,
+                "strides": None, "stream": cai.get("stream")}
+
+
+class CudaRuntime(Protocol):
+    """What funclib needs from a CUDA implementation (numba-cuda today; numba-cuda-mlir could fill it)."""
+
+    simulated: bool
+
+    def device_count(self) -> int: ...
+    def empty(self, shape: tuple[int, ...], dtype: np.dtype, device: int = 0) -> CudaArray: ...
+    def to_device(self, a: np.ndarray, device: int = 0) -> CudaArray: ...
+    def to_host(self, a: CudaArray) -> np.ndarray: ...
+    def compile(self, source: str, name: str) -> Any: ...
+    def launch(self, kernel: Any, blocks: int, threads: int, args: Sequence[Any], shared: int = 0) -> None: ...
+    def gemm(self, a: CudaArray, b: CudaArray, out: CudaArray, trans_a: bool, trans_b: bool) -> None: ...
+    def synchronize(self) -> None: ...
+
+
+def _carrier(d: np.dtype) -> np.dtype:
+    """The dtype a buffer of ``d`` is held in on the device (itself where the kernels compute in it)."""
+    if d in NATIVE_DTYPES:
+        return d
+    return np.dtype(f"u{d.itemsize}") if d.itemsize in (1, 2, 4, 8) else np.dtype(np.uint8)
+
+
+def _simulator_on() -> bool:
+    from numba.core import config  # numba is a core dependency; its config says whether the simulator is on
+
+    return bool(config.ENABLE_CUDASIM)
+
+
+def device_name(index: int) -> str:
+    return f"cuda:{index}"
+
+
+# Generated source of the simulator's matrix product (batched, row-major, each operand possibly transposed).
+# Square tiles through shared memory, as a real GEMM stages them; ``zero`` carries the dtype of the
+# accumulator so no float64 literal enters a float32 kernel.
+MATMUL_SOURCE = '''
+from numba import cuda
+import numpy as np
+
+def matmul(a, b, c, batch, m, n, k, sa_b, sa_r, sa_c, sb_b, sb_r, sb_c, zero):
+    ta = cuda.shared.array((TILE, TILE), DTYPE)
+    tb = cuda.shared.array((TILE, TILE), DTYPE)
+    tx = cuda.threadIdx.x
+    ty = cuda.threadIdx.y
+    tiles_n = (n + TILE - 1) // TILE
+    tiles_m = (m + TILE - 1) // TILE
+    blk = cuda.blockIdx.x
+    g = blk // (tiles_m * tiles_n)
+    rest = blk - g * tiles_m * tiles_n
+    row = (rest // tiles_n) * TILE + ty
+    col = (rest % tiles_n) * TILE + tx
+    acc = zero
+    for t in range((k + TILE - 1) // TILE):
+        kk = t * TILE + tx
+        ta[ty, tx] = a[g * sa_b + row * sa_r + kk * sa_c] if (row < m and kk < k) else zero
+        kk = t * TILE + ty
+        tb[ty, tx] = b[g * sb_b + kk * sb_r + col * sb_c] if (kk < k and col < n) else zero
+        cuda.syncthreads()
+        for j in range(TILE):
+            acc += ta[ty, j] * tb[j, tx]
+        cuda.syncthreads()
+    if row < m and col < n:
+        c[g * m * n + row * n + col] = acc
+'''
+MATMUL_TILE = 8  # threads per tile side: the simulator runs every thread of a block as a Python thread
+
+
+
+class NumbaCuda:
+    """``CudaRuntime`` on numba-cuda, with cuBLAS from nvmath-python."""
+
+    def __init__(self, cuda_module):
+        self.cuda = cuda_module
+        self.simulated = cuda_module.__name__.startswith("numba.cuda.simulator") or _simulator_on()
+        self._kernels: dict[tuple[str, str], Any] = {}
+        self._lock = threading.Lock()
+        self._cublas: dict[int, int] = {}
+
+    @staticmethod
+    def _count(cuda_module) -> int:
+        try:
+            return len(cuda_module.gpus) if cuda_module.is_available() else 0
+        except Exception:  # a driver that fails to initialize shows no device
+            return 0
+
+    def device_count(self) -> int:
+        return self._count(self.cuda)
+
+    def _select(self, device: int):
+        if device:
+            self.cuda.select_device(device)
+
+    def empty(self, shape, dtype, device: int = 0) -> CudaArray:
+        dtype = np.dtype(dtype)
+        self._select(device)
+        n = math.prod(shape)
+        h = self.cuda.device_array(n * dtype.itemsize // _carrier(dtype).itemsize, dtype=_carrier(dtype))
+        return CudaArray(h, shape, dtype, device_name(device))
+
+    def to_device(self, a: np.ndarray, device: int = 0) -> CudaArray:
+        dtype = a.dtype
+        flat = np.ascontiguousarray(a).reshape(-1).view(_carrier(dtype))
+        self._select(device)
+        return CudaArray(self.cuda.to_device(flat), a.shape, dtype, device_name(device))
+
+    def to_host(self, a: CudaArray) -> np.ndarray:
+        return a.handle.copy_to_host().view(a.dtype).reshape(a.shape)
+
+    def compile(self, source: str, name: str) -> Any:
+        """The kernel ``name`` defined by ``source`` (generated Python), compiled once per source."""
+        key = (source, name)
+        k = self._kernels.get(key)
+        if k is None:
+            with self._lock:
+                k = self._kernels.get(key)
+                if k is None:
+                    ns: dict[str, Any] = {}
+                    exec(compile(source, f"<cuda kernel {name}>", "exec"), ns)
+                    k = self._kernels[key] = self.cuda.jit(ns[name])
+        return k
+
+    def launch(self, kernel, blocks, threads, args, shared: int = 0) -> None:
+        flat = [a.handle if type(a) is CudaArray else a for a in args]
+        kernel[blocks, threads, 0, shared](*flat)
+
+    def synchronize(self) -> None:
+        self.cuda.synchronize()
+
+    def gemm(self, a: CudaArray, b: CudaArray, out: CudaArray, trans_a: bool, trans_b: bool) -> None:
+        """``out[g] = op(a[g]) @ op(b[g])`` for row-major stacks ``a`` (batch, m, k) or (batch, k, m) when
+        ``trans_a``, likewise ``b``; float32 or float64. cuBLAS on a GPU; ``MATMUL_SOURCE`` in the simulator."""
+        batch, m, n = out.shape
+        k = a.shape[1] if trans_a else a.shape[2]
+        if self.simulated:
+            return self._sim_gemm(a, b, out, trans_a, trans_b, batch, m, n, k)
+        from nvmath.bindings import cublas  # optional extra, only on a device
+
+        handle = self._handle()
+        d = out.dtype
+        alpha, beta = np.ones(1, d), np.zeros(1, d)
+        ptr = lambda x: x.handle.__cuda_array_interface__["data"][0]
+        # row-major C = A @ B is column-major C^T = B^T A^T: swap operands and sizes
+        op = lambda t: cublas.Operation.T if t else cublas.Operation.N
+        lda = m if trans_a else k
+        ldb = k if trans_b else n
+        gemm = cublas.sgemm_strided_batched if d == np.float32 else cublas.dgemm_strided_batched
+        gemm(handle, op(trans_b), op(trans_a), n, m, k, alpha.ctypes.data, ptr(b), ldb, k * n, ptr(a), lda, m * k,
+             beta.ctypes.data, ptr(out), n, m * n, batch)
+
+    def _handle(self) -> int:
+        from nvmath.bindings import cublas  # optional extra, only on a device
+
+        dev = self.cuda.get_current_device().id
+        h = self._cublas.get(dev)
+        if h is None:
+            h = self._cublas[dev] = cublas.create()
+            cublas.set_pointer_mode(h, cublas.PointerMode.HOST)
+        return h
+
+    def _sim_gemm(self, a, b, out, trans_a, trans_b, batch, m, n, k) -> None:
+        t = MATMUL_TILE
+        src = MATMUL_SOURCE.replace("DTYPE", f"np.{out.dtype.name}").replace("TILE", str(t))
+        kern = self.compile(src, "matmul")
+        sa = (m * k, 1, m) if trans_a else (m * k, k, 1)
+        sb = (k * n, 1, k) if trans_b else (k * n, n, 1)
+        blocks = batch * ((m + t - 1) // t) * ((n + t - 1) // t)
+        flat = [x.handle for x in (a, b, out)]
+        kern[blocks, (t, t)](*flat, batch, m, n, k, *sa, *sb, out.dtype.type(0))
+
+
+_runtime: NumbaCuda | None = None
+_runtime_lock = threading.Lock()
+
+
+def runtime() -> NumbaCuda:
+    """The CUDA runtime, importing numba-cuda on first use; raises ``CudaUnavailableError`` naming the fix."""
+    global _runtime
+    if _runtime is not None:
+        return _runtime
+    with _runtime_lock:
+        if _runtime is None:
+            try:
+                # the optional extra, imported only when a CUDA device is asked for
+                cuda = importlib.import_module("numba.cuda")
+            except ImportError as e:
+                raise CudaUnavailableError(
+                    f"CUDA devices need numba-cuda, which is not installed: {INSTALL_HINT} ({e})"
+                ) from None
+            if getattr(cuda, "implementation", None) != "NVIDIA" and not os.environ.get("NUMBA_ENABLE_CUDASIM"):
+                raise CudaUnavailableError(
+                    "numba's built-in CUDA target is too old for funclib; install NVIDIA's numba-cuda: "
+                    f"{INSTALL_HINT}"
+                )
+            _runtime = NumbaCuda(cuda)
+    return _runtime
+
+
+def require_device(index: int) -> NumbaCuda:
+    """The runtime, once device ``index`` is known to be visible."""
+    rt = runtime()
+    n = rt.device_count()
+    if n == 0:
+        raise CudaUnavailableError(
+            "no CUDA device is visible (no NVIDIA driver or GPU found; check nvidia-smi and CUDA_VISIBLE_DEVICES). "
+            "Without a GPU, numba's simulator runs CUDA code slowly on the CPU: set NUMBA_ENABLE_CUDASIM=1 before "
+            "importing funclib"
+        )
+    if not 0 <= index < n:
+        raise CudaUnavailableError(
+            f"device 'cuda:{index}' does not exist: {n} CUDA device{'s are' if n > 1 else ' is'} visible "
+            f"({', '.join(device_name(i) for i in range(n))})"
+        )
+    return rt
+
+
+def launch_config(n: int, threads: int = 256) -> tuple[int, int]:
+    """Blocks and threads of a grid-stride launch over ``n`` elements: whole warps, no more than ``n`` needs (the
+    simulator runs every thread, needed or not)."""
+    threads = min(threads, max(32, (n + 31) // 32 * 32))
+    return max(1, min((n + threads - 1) // threads, 65535)), threads
+

@@ -1,0 +1,301 @@
+"""CUDA devices: every primitive on a CUDA device against the CPU, transfers, errors, and the generated kernels'
+PTX.
+
+Without a GPU these run in numba's CUDA simulator (``tests/conftest.py`` turns it on before numba is imported; it
+runs each GPU thread as a Python thread, so shapes stay tiny). The simulator cannot show what the hardware
+compiler makes of a kernel, so every kind of generated kernel is also compiled to sm_90 PTX (numba-cuda's NVVM, no
+GPU needed) and float32 kernels are checked for float64 instructions.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from op_table import ROWS, as_tensors, draw_case, tolerance
+
+import funclib as fl
+from funclib import dtypes as D
+from funclib.core import DeviceTensor
+from funclib.errors import CudaUnavailableError, DeviceMismatchError, HostTransferError, UnsupportedOnDeviceError
+
+pytestmark = [
+    pytest.mark.skipif(importlib.util.find_spec("numba_cuda") is None, reason="pip install funclib[cuda]"),
+    # the simulator runs kernels on NumPy scalars, which warn where uint32 arithmetic wraps and inf - inf is NaN
+    # (on purpose: Threefry, sin/cos of inf)
+    pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning"),
+    pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning"),
+]
+SIMULATED = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
+needs_device = pytest.mark.skipif(
+    importlib.util.find_spec("numba_cuda") is not None and len(fl.devices()) < 2, reason="no CUDA device visible"
+)
+
+# dtypes the device kernels compute in
+DEVICE_DTYPES = frozenset(
+    [D.bool_, D.int8, D.int16, D.int32, D.int64, D.uint8, D.uint16, D.uint32, D.uint64, D.float32, D.float64]
+)
+
+# primitives without a device implementation yet: each raises UnsupportedOnDeviceError naming it (a listed one
+# that runs fails the test, so the list only shrinks)
+UNSUPPORTED = {
+    "cbrt", "conj", "imag", "lgamma",
+    "polygamma", "real", "complex", "floor_divide",
+    "rem", "shift_left", "shift_right",
+    "scatter", "scatter_max", "scatter_min", "scatter_mul",
+    "dynamic_slice", "dynamic_update_slice", "segment_max", "segment_min", "segment_sum", "sddmm", "spmm",
+    "conv_patches", "conv_patches_transpose", "fft", "cholesky", "eig", "eigh", "lu", "qr", "svd",
+    "triangular_solve", "random_gamma", "random_gamma_grad", "random_normal", "random_poisson",
+    "random_standard", "random_truncated_normal",
+    "debug_callback", "pure_callback", "cond", "scan", "while", "check", "checkify", "custom_linear_solve",
+}
+# primitives without operands run where creation functions put them (``device=``; see test_creation_on_device)
+NO_OPERANDS = {"iota", "axis_index"}
+
+
+# the dtype each row is checked at: the first of these it supports
+PREFERRED = [D.float32, D.float64, D.int32, D.int64, D.uint32, D.int8, D.uint8, D.int16, D.uint16, D.uint64, D.bool_]
+
+
+def _device_case(row, data):
+    """A drawn case of ``row`` at a dtype the device computes in (None: the row has no such dtype)."""
+    for dtype in PREFERRED:
+        if dtype in row.dtypes:
+            return dtype, draw_case(data.draw, row, dtype)
+    return None, None
+
+
+def _to_cpu(x):
+    return x.to_device("cpu") if isinstance(x, fl.Tensor) else x
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[r.name for r in ROWS])
+@settings(max_examples=1, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_every_primitive_on_the_device_matches_the_cpu(row, data):
+    dtype, case = _device_case(row, data)
+    if case is None:
+        pytest.skip(f"{row.name} has no dtype the device computes in")
+    cfg, args = case
+    if row.name in NO_OPERANDS:
+        pytest.skip("no operands: placed by device= on the creation functions")
+    xs = as_tensors(args)
+    want = fl.tree.leaves(row.apply(cfg, *xs))
+    on_device = [x.to_device("cuda") for x in xs]
+    if row.name in UNSUPPORTED:
+        with pytest.raises(UnsupportedOnDeviceError, match=f"'{row.name}'"):
+            row.apply(cfg, *on_device)
+        return
+    if any(np.dtype(w.dtype) not in DEVICE_DTYPES for w in want):
+        # a result dtype the kernels do not compute in (a cast to float16, say): refused, naming the primitive
+        with pytest.raises(UnsupportedOnDeviceError, match=f"'{row.name}'"):
+            row.apply(cfg, *on_device)
+        return
+    got = fl.tree.leaves(row.apply(cfg, *on_device))
+    assert len(got) == len(want)
+    rtol, atol = tolerance(dtype, 4 * row.tol)
+    for g, w in zip(got, want):
+        assert isinstance(g, DeviceTensor) and g.device == "cuda:0", f"{row.name}: result on {g.device}"
+        assert (g.shape, g.dtype) == (w.shape, w.dtype)
+        np.testing.assert_allclose(g.to_device("cpu").numpy(), w.numpy(), rtol=rtol, atol=atol, err_msg=row.name)
+
+
+def test_transfers_round_trip_every_dtype_and_stay_put_until_asked():
+    for d in [D.bool_, D.int8, D.uint16, D.int32, D.int64, D.uint64, D.float16, D.bfloat16, D.float32, D.float64,
+              D.complex64]:
+        a = (np.arange(6).reshape(2, 3) % 3).astype(d)
+        x = fl.asarray(a)
+        g = x.to_device("cuda:0")
+        assert isinstance(g, DeviceTensor) and g.device == "cuda:0" and g.dtype == x.dtype and g.shape == (2, 3)
+        assert g.to_device("cuda") is g and x.to_device("cpu") is x
+        back = g.to_device("cpu")
+        assert type(back) is fl.Tensor and back.device == "cpu"
+        np.testing.assert_array_equal(back.numpy(), a)
+    g = fl.arange(6.0).reshape(2, 3).cuda()
+    assert g.cpu().device == "cpu" and g.to("cpu").device == "cpu" and g.to(fl.float64).device == "cuda:0"
+    assert g.to("cuda", fl.float64).dtype == fl.float64
+    assert float(g.sum()) == 15.0 and g.sum().item() == 15.0 and g.tolist()[1] == [3, 4, 5]
+    assert "device='cuda:0'" in repr(g)
+    assert fl.devices()[:2] == ["cpu", "cuda:0"] == fl.__array_namespace_info__().devices()[:2]
+
+
+def test_creation_on_device():
+    for x in (fl.zeros((2, 3), device="cuda"), fl.ones(3, device="cuda:0"), fl.full((2,), 7, device="cuda"),
+              fl.arange(5, device="cuda"), fl.linspace(0, 1, 4, device="cuda"), fl.eye(3, device="cuda"),
+              fl.asarray([1.0, 2.0], device="cuda"), fl.tensor([1, 2], device="cuda"), fl.empty(2, device="cuda")):
+        assert x.device == "cuda:0", x
+    g = fl.ones((2, 2), device="cuda")
+    for like in (fl.zeros_like(g), fl.ones_like(g), fl.full_like(g, 3.0), fl.empty_like(g), fl.astype(g, fl.int32)):
+        assert like.device == "cuda:0"  # the Array API's rule: *_like follow their argument
+    assert fl.zeros_like(g, device="cpu").device == "cpu"
+    np.testing.assert_array_equal(fl.arange(5, device="cuda").to_device("cpu").numpy(), np.arange(5))
+
+
+def test_mixed_devices_raise_naming_both_and_the_fix():
+    g, c = fl.ones((2, 3), device="cuda"), fl.ones((2, 3))
+    for f in (lambda: g + c, lambda: c * g, lambda: fl.concat([c, g]), lambda: g @ c.T):
+        with pytest.raises(DeviceMismatchError, match=r"cuda:0.*cpu|cpu.*cuda:0") as e:
+            f()
+        assert "to_device('cuda:0')" in str(e.value)
+    # Python numbers and 0-d CPU values are arguments, not arrays: they join any device
+    assert (g * 2 + fl.asarray(1.0)).device == "cuda:0"
+
+
+def test_nothing_reaches_the_host_unasked():
+    g = fl.ones((2, 3), device="cuda")
+    for f in (lambda: np.asarray(g), lambda: g.numpy(), lambda: np.add(g._value, 1)):
+        with pytest.raises(HostTransferError, match=r"to_device\('cpu'\)"):
+            f()
+    with pytest.raises(BufferError, match="__cuda_array_interface__"):
+        np.from_dlpack(g)
+
+
+def test_device_names_and_missing_devices_are_explained(monkeypatch):
+    x = fl.ones(2)
+    with pytest.raises(ValueError, match="'cpu', 'cuda' or 'cuda:N'"):
+        x.to_device("tpu")
+    with pytest.raises(CudaUnavailableError, match="'cuda:5' does not exist"):
+        x.to_device("cuda:5")
+    from funclib.kernels import cuda_backend
+
+    monkeypatch.setattr(cuda_backend.runtime(), "device_count", lambda: 0)
+    with pytest.raises(CudaUnavailableError, match="no CUDA device is visible"):
+        x.to_device("cuda")
+
+
+def test_without_the_extra_the_error_names_the_install(monkeypatch):
+    import sys
+
+    from funclib.kernels import cuda_backend
+
+    monkeypatch.setattr(cuda_backend, "_runtime", None)
+    monkeypatch.setitem(sys.modules, "numba.cuda", None)  # as if numba-cuda were not installed
+    with pytest.raises(CudaUnavailableError, match=r"pip install funclib\[cuda\]"):
+        fl.ones(2).to_device("cuda")
+
+
+def test_unsupported_primitive_is_named():
+    g = fl.ones((2, 3), device="cuda")
+    with pytest.raises(UnsupportedOnDeviceError, match="'scatter_mul'.*cuda:0"):
+        g.at[0].multiply(2.0)
+    with pytest.raises(UnsupportedOnDeviceError, match="'cholesky'"):
+        fl.linalg.cholesky(fl.eye(2, device="cuda"))
+
+
+def test_float32_sin_cos_are_accurate_over_the_whole_range():
+    rng = np.random.default_rng(0)
+    v = np.concatenate([
+        np.array([0, -0.0, 1, -2.5, np.pi, 1.5707964, 127.9, 128.0, 1e10, 3e38, -2e20], np.float32),
+        rng.uniform(-128, 128, 24).astype(np.float32), rng.uniform(-1e6, 1e6, 24).astype(np.float32),
+        (10.0 ** rng.uniform(5, 38, 24)).astype(np.float32),
+    ])
+    g = fl.asarray(v).to_device("cuda")
+    for f, ref in ((fl.sin, np.sin), (fl.cos, np.cos)):
+        got = f(g).to_device("cpu").numpy()
+        want = ref(v.astype(np.float64))
+        ulps = np.abs(got - want) / np.spacing(np.abs(want).astype(np.float32))
+        assert ulps.max() <= 2, (f.__name__, v[np.argmax(ulps)], ulps.max())
+    assert np.isnan(fl.sin(fl.asarray([np.inf, np.nan]).cuda()).cpu().numpy()).all()
+
+
+def test_transforms_on_device_match_the_cpu():
+    rng = np.random.default_rng(1)
+    w = rng.normal(size=(4, 3)).astype(np.float32)
+    xs = rng.normal(size=(5, 4)).astype(np.float32)
+
+    def f(w, x):
+        return fl.sum(fl.tanh(x @ w) ** 2) + fl.max(fl.exp(-w))
+
+    for transform in (fl.grad(f), fl.jit(f), fl.jit(fl.grad(f)), fl.vmap(fl.grad(f), in_axes=(None, 0))):
+        cpu = transform(fl.asarray(w), fl.asarray(xs))
+        dev = transform(fl.asarray(w).cuda(), fl.asarray(xs).cuda())
+        assert dev.device == "cuda:0"
+        np.testing.assert_allclose(dev.cpu().numpy(), cpu.numpy(), rtol=2e-5, atol=2e-6)
+
+
+def test_a_few_training_steps_of_an_mlp_match_the_cpu(tmp_path):
+    import funclib.nn as nn
+    import funclib.nn.functional as F
+    import funclib.optim as optim
+
+    rng = np.random.default_rng(0)
+    x = fl.asarray(rng.normal(size=(6, 8)).astype(np.float32))
+    y = fl.asarray(rng.integers(0, 4, 6))
+
+    def run(device):
+        model = nn.Sequential(nn.Linear(8, 8, key=fl.random.key(1)), nn.ReLU(), nn.Linear(8, 4, key=fl.random.key(2)))
+        model.to(device)
+        opt = optim.Adam(model.parameters(), lr=1e-2)
+        losses = []
+        for _ in range(2):
+            loss, grads = nn.value_and_grad(model, lambda m, a, b: F.cross_entropy(m(a), b))(
+                model, x.to_device(device), y.to_device(device))
+            opt.update(model, grads)
+            losses.append(float(loss))
+        return losses, model
+
+    (lc, mc), (lg, mg) = run("cpu"), run("cuda")
+    assert mg[0].weight.device == "cuda:0"
+    np.testing.assert_allclose(lg, lc, rtol=1e-5)
+    np.testing.assert_allclose(mg[2].weight.cpu().numpy(), mc[2].weight.numpy(), rtol=1e-4, atol=1e-6)
+    fl.save(mg.state_dict(), tmp_path / "m.safetensors")  # saving is the transfer to the host
+    loaded = fl.load(tmp_path / "m.safetensors")
+    np.testing.assert_array_equal(loaded["2.weight"].numpy(), mg[2].weight.cpu().numpy())
+
+
+def test_every_kernel_kind_compiles_to_sm90_ptx_without_float64_in_float32_kernels():
+    # a separate process: PTX needs numba-cuda's compiler, which the simulator (on in this process) replaces
+    import subprocess
+    import sys
+
+    code = (
+        "from funclib.kernels import cuda_ops\n"
+        "from numba import cuda\n"
+        "cat = cuda_ops.kernel_catalog()\n"
+        "ptx = cuda_ops.compile_catalog((9, 0))\n"
+        "assert set(ptx) == {c[0] for c in cat}\n"
+        "assert all('.target sm_90' in p for p in ptx.values())\n"
+        "bad = [c[0] for c in cat if c[3] and '.f64' in ptx[c[0]]]\n"
+        "assert not bad, bad\n"
+        "assert any('.f64' in ptx[c[0]] for c in cat if not c[3])  # the check sees float64 where it is meant\n"
+        # a float literal in a float32 kernel leaks float64: the check catches it
+        "leak = cuda_ops.strided_source(1, ['flat'], '({0} * 0.1)')\n"
+        "ns = {}; exec(leak, ns)\n"
+        "p, _ = cuda.compile_ptx(ns['kernel'], 'void(float32[::1], float32[::1], int64, int64)', cc=(9, 0))\n"
+        "assert '.f64' in p\n"
+        "print(len(ptx))\n"
+    )
+    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "0"}
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert int(r.stdout.split()[-1]) >= 50
+
+
+def test_sort_is_stable_with_nan_last_and_differentiable():
+    v = np.array([[3, np.nan, -0.0, 1, 0.0, 1, -np.inf, np.nan, 2], [5, 4, 3, 2, 1, 0, -1, -2, -3]], np.float32)
+    x, g = fl.asarray(v), fl.asarray(v).cuda()
+    for axis in (0, 1):
+        np.testing.assert_array_equal(fl.sort(g, axis=axis).cpu().numpy(), fl.sort(x, axis=axis).numpy())
+        np.testing.assert_array_equal(fl.argsort(g, axis=axis).cpu().numpy(), fl.argsort(x, axis=axis).numpy())
+    # -0 before +0 as they came: the sort is stable
+    np.testing.assert_array_equal(np.signbit(fl.sort(g, axis=1).cpu().numpy()), np.signbit(fl.sort(x, axis=1).numpy()))
+    grad = fl.grad(lambda x: (fl.sort(x, axis=1)[:, :3] ** 2).sum())
+    np.testing.assert_allclose(grad(g[1:]).cpu().numpy(), grad(x[1:]).numpy())
+
+
+def test_random_bits_are_bit_identical_to_the_cpu():
+    k = fl.random.key(7)
+    g = k.cuda()
+    pairs = [
+        (fl.random.split(k, 3), fl.random.split(g, 3)),
+        (fl.random.bits(k, (5,)), fl.random.bits(g, (5,))),
+        (fl.random.uniform(k, (3, 3)), fl.random.uniform(g, (3, 3))),
+        (fl.random.uniform(k, (4,), dtype=fl.float64), fl.random.uniform(g, (4,), dtype=fl.float64)),
+    ]
+    for cpu, dev in pairs:
+        assert dev.device == "cuda:0"
+        np.testing.assert_array_equal(dev.cpu().numpy(), cpu.numpy())
