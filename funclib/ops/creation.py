@@ -132,31 +132,6 @@ for _name, _dtype in (
     _cast_method(_name, _dtype)
 
 
-@tensor_method("to")
-def _to_method(self, *args, dtype=None, device=None, non_blocking: bool = False, copy: bool = False,
-               memory_format=None):
-    """PyTorch's ``x.to(...)``: a dtype, a device (only ``"cpu"``) or another tensor (its dtype), positionally or
-    as ``dtype=``/``device=``.
-
-    >>> fl.tensor([1.5, 2.5]).to(fl.int64)
-    Tensor([1, 2], dtype=int64)
-    """
-    for a in args:
-        if isinstance(a, Tensor):
-            dtype = a.dtype
-        elif isinstance(a, str) or a is None:
-            device = a
-        else:
-            try:
-                dtype = dtypes.canonicalize(a)
-            except (TypeError, ValueError):
-                raise TypeError(
-                    f"Tensor.to: expected a dtype, a device or a tensor, got {describe(a)}; e.g. x.to(fl.float64)"
-                ) from None
-    _check_device(device, "Tensor.to")
-    return self if dtype is None else convert(self, dtypes.canonicalize(dtype))
-
-
 @tensor_method("numel")
 def _numel(self) -> int:
     """The number of elements (``x.size``), as PyTorch's ``x.numel()``."""

@@ -6,7 +6,7 @@ import functools
 from collections.abc import Callable
 
 from .. import dtypes
-from ..checks import check_callable
+from ..checks import check_callable, describe
 from ..core import Tensor, Trace, Tracer, _state
 from ..namespace import public, tensor_method
 from ..primitives.elementwise import convert, stop_gradient, stop_gradient_p
@@ -97,12 +97,14 @@ def _backward(self, gradient=None, retain_graph=None, create_graph=False, inputs
 
 
 @tensor_method("to")
-def _to(self, *args, dtype=None, device=None, non_blocking: bool = False, copy: bool = False):
+def _to(self, *args, dtype=None, device=None, non_blocking: bool = False, copy: bool = False, memory_format=None):
     """PyTorch's ``Tensor.to``: a device (``"cuda"``, ``"cuda:1"``, ``"cpu"``), a dtype, or a tensor whose dtype and
     device to take, positionally or by keyword.
 
     >>> fl.tensor([1, 2]).to(fl.float32)
     Tensor([1., 2.], dtype=float32)
+    >>> fl.tensor([1.5, 2.5]).to(fl.int64)
+    Tensor([1, 2], dtype=int64)
     """
     for a in args:
         if isinstance(a, Tensor):
@@ -110,7 +112,12 @@ def _to(self, *args, dtype=None, device=None, non_blocking: bool = False, copy: 
         elif isinstance(a, str) or hasattr(a, "index"):
             device = a
         else:
-            dtype = a
+            try:
+                dtype = dtypes.canonicalize(a)
+            except (TypeError, ValueError):
+                raise TypeError(
+                    f"Tensor.to: expected a dtype, a device or a tensor, got {describe(a)}; e.g. x.to(fl.float64)"
+                ) from None
     out = self if dtype is None else convert(self, dtypes.canonicalize(dtype))
     return out if device is None else out.to_device(device)
 
