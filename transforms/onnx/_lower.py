@@ -40,7 +40,19 @@ def onnx_rule(*names: str, dynamic: Sequence[str] = (), min_opset: int = 18):
     """Register ``f(ctx, eqn, ins)`` as the ONNX lowering of the named primitives.
 
     ``dynamic``: parameters the rule reads through ``ctx.params``, so they may depend on a dynamic axis;
-    ``min_opset``: the first opset the lowering works in.
+    ``min_opset``: the first opset the lowering works in. The rule returns the ONNX names of the equation's outputs,
+    made with ``ctx.node(op_type, inputs)``.
+
+    >>> from funclib.core import PRIMITIVES, Primitive
+    >>> cube_p = Primitive("cube_example")
+    >>> _ = cube_p.def_impl(lambda x: x**3), cube_p.def_abstract_eval(lambda x: x)
+    >>> @fl.onnx.onnx_rule("cube_example")
+    ... def _cube(ctx, eqn, ins):
+    ...     return [ctx.node("Mul", [ctx.node("Mul", [ins[0], ins[0]]), ins[0]])]
+    >>> proto = fl.onnx.export(lambda x: cube_p.bind(x) + 1.0, (fl.ones(3),))
+    >>> sorted({n.op_type for n in proto.graph.node})
+    ['Add', 'Identity', 'Mul']
+    >>> del PRIMITIVES["cube_example"], fl.onnx.ONNX_RULES["cube_example"]
     """
 
     def deco(f):
