@@ -182,8 +182,20 @@ class Rev:
 
 
 @dataclass(frozen=True)
+class Concat:
+    srcs: tuple[int, ...]
+    out: int
+    axis: int
+
+
+@dataclass(frozen=True)
 class LoopSpec:
-    """Values ``0 .. n_consts+n_carry+n_xs-1`` are the constants, the carry and the per-iteration slices."""
+    """Values ``0 .. n_consts+n_carry+n_xs-1`` are the constants, the carry and the per-iteration slices.
+
+    A ``while`` loop has no scanned inputs or stacked outputs and a predicate: its first ``n_cond_steps`` steps
+    compute the boolean value ``cond`` from the carry, and the loop stops (before the remaining steps run) when it
+    is false, or after ``length`` iterations.
+    """
 
     values: tuple[Value, ...]
     n_consts: int
@@ -193,6 +205,8 @@ class LoopSpec:
     carry_out: tuple[int, ...]  # value id of each new carry
     ys: tuple[int, ...]  # value id of each per-iteration output
     reverse: bool
+    cond: int | None = None
+    n_cond_steps: int = 0
 
 
 _VIEWS = (Transpose, Reshape, Slice, Rev, Broadcast)
@@ -204,6 +218,8 @@ def _io(st) -> tuple[tuple[int, ...], tuple[int, ...]]:
         return tuple(st.inputs), outs
     if type(st) is Dot:
         return (st.lhs, st.rhs), (st.out,)
+    if type(st) is Concat:
+        return st.srcs, (st.out,)
     return (st.src,), (st.out,)
 
 
@@ -596,6 +612,23 @@ class _Gen:
                 terms.append((st.dims[a], m, off))
         self.view(st, tuple(terms))
 
+    def concat(self, st: Concat) -> None:
+        out = self.alloc(st.out)
+        shape = self.val(st.out).shape
+        lines: list[str] = []
+        off = 0
+        for src in st.srcs:
+            sshape = self.val(src).shape
+            loops, inner = self.loops(sshape, "")
+            idx = [f"j{k}" for k in range(len(sshape))]
+            dst = list(idx)
+            if off:
+                dst[st.axis] = f"j{st.axis} + {self.dim(off)}"
+            lines += loops + [f"{inner}{out}[{', '.join(dst)}] = {self.at(src, idx)}"]
+            off += sshape[st.axis]
+        assert off == shape[st.axis]
+        self.body += lines
+
     def ys_copies(self, defined, copied: set) -> None:
         """Copy stacked outputs into their row as soon as their value exists (before any carry is overwritten)."""
         defined = set(defined)
@@ -604,6 +637,13 @@ class _Gen:
                 copied.add(k)
                 self.body.append(f"w{k} = y{k}[i]")
                 self.body += self.copy(f"w{k}", v)
+
+    def stop(self) -> None:
+        """A while loop's exit: the predicate is computed (inside the loop, or once before it if invariant)."""
+        if np.dtype(self.val(self.spec.cond).dtype) != np.dtype(np.bool_):
+            raise Unsupported("a while predicate that is not boolean")
+        self.body.append(f"if not {self.at(self.spec.cond, ['0'] * len(self.val(self.spec.cond).shape))}:")
+        self.body.append("    break")
 
     # -- the whole function -------------------------------------------------------------------------------------
     def generate(self) -> str:
@@ -633,6 +673,8 @@ class _Gen:
         copied: set = set()
         self.ys_copies(range(n_in), copied)
         for n, st in enumerate(sp.steps):
+            if sp.cond is not None and n == sp.n_cond_steps:
+                self.stop()
             kind = type(st)
             if kind is Elementwise:
                 self.elementwise(st, n)
@@ -648,9 +690,13 @@ class _Gen:
                 self.slice_(st)
             elif kind is Rev:
                 self.rev(st)
+            elif kind is Concat:
+                self.concat(st)
             else:
                 raise Unsupported(f"step {kind.__name__}")
             self.ys_copies(_io(st)[1], copied)
+        if sp.cond is not None and len(sp.steps) == sp.n_cond_steps:
+            self.stop()
         # the new carry may read an old one (a swap, or a view of one): stage those before overwriting any
         carry_ids = set(range(nc, nc + nk))
         final = []

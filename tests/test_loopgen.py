@@ -1,4 +1,4 @@
-"""Whole-loop scan kernels (``kernels/loopgen.py``, driven by ``transforms/native_scan.py``).
+"""Whole-loop scan kernels (``kernels/loopgen.py``, driven by ``transforms/native_loops.py``).
 
 Under ``jit``, a ``scan`` whose body lowers to numba runs as one generated loop. It must give the executor loop's
 results (``fl.config.native_loops = False``), for forward and transposed (reverse) bodies, in float32 and
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from funclib.kernels import loopgen
 from funclib.kernels.fusion import OpSpec
-from funclib.transforms.native_scan import NativeScan
+from funclib.transforms.native_loops import NativeScan
 
 import funclib as fl
 

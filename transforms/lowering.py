@@ -32,7 +32,7 @@ from funclib.jaxpr import ClosedJaxpr, Jaxpr
 from funclib.primitives.collectives import ExternalAxis
 
 from . import steps
-from .native_scan import native_scan
+from .native_loops import native_scan, native_while
 from .plan import PlannedStep, plan_program
 from .program import Program
 
@@ -112,7 +112,12 @@ def _lower_while(eqn, emitter: Emitter):
     cprog, bprog = body_program(p["cond_jaxpr"], emitter), body_program(p["body_jaxpr"], emitter)
     if cprog is None or bprog is None:
         return None
-    return steps.WhileLoop(cprog, bprog, p, emitter)
+    loop = steps.WhileLoop(cprog, bprog, p, emitter)
+    if config.fuse_kernels and config.native_loops:
+        native = native_while(eqn, loop, emitter)
+        if native is not None:
+            return native
+    return loop
 
 
 def _lower_cond(eqn, emitter: Emitter):

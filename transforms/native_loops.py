@@ -1,13 +1,15 @@
-"""A ``scan`` whose whole body lowers to generated code runs as one loop kernel (``funclib.kernels.loopgen``).
+"""Loops whose whole body lowers to generated code run as one loop kernel (``funclib.kernels.loopgen``).
 
-``native_scan(eqn, fallback, emitter)`` describes the body as a ``loopgen.LoopSpec`` and asks the emitter for its
-loop kernel. The description is built from pieces any loop can use: ``plan_body`` plans the body's equations (the
-fusion plan's elementwise regions with their reductions) and finds the literals that become loop-invariant inputs,
-``BodyValues`` numbers the values, and ``describe_steps`` turns the planned equations into loop steps (fused
-regions, stand-alone reductions, ``dot_general``, ``transpose``, ``reshape``, ``broadcast_in_dim``, ``slice``,
-``rev``). A body with anything else (another loop, a ``cond``, a gather, a sort, float16 values, ...) gives
-``None`` and the caller keeps its executor loop. If the generated kernel fails to compile, the step logs it and
-runs ``fallback`` from then on, so results never depend on which path ran.
+``native_scan(eqn, fallback, emitter)`` and ``native_while(eqn, fallback, emitter)`` describe the loop as a
+``loopgen.LoopSpec`` and ask the emitter for its loop kernel. The description is built from pieces any loop can
+use: ``plan_body`` plans a body's equations (the fusion plan's elementwise regions with their reductions) and
+finds the literals that become loop-invariant inputs, ``BodyValues`` numbers the values, and ``describe_steps``
+turns the planned equations into loop steps (fused regions, stand-alone reductions, ``dot_general``,
+``transpose``, ``reshape``, ``broadcast_in_dim``, ``slice``, ``rev``, ``concatenate``). A ``while`` loop's
+predicate is computed by steps of its own, ahead of the body's, and ``max_steps`` is the kernel's run-time trip
+limit. A body with anything else (another loop, a ``cond``, a gather, a sort, float16 values, ...) gives ``None``
+and the caller keeps its executor loop. If the generated kernel fails to compile, the step logs it and runs
+``fallback`` from then on, so results never depend on which path ran.
 """
 
 from __future__ import annotations
@@ -26,43 +28,86 @@ from .plan import fused_region
 
 log = logging.getLogger("funclib.jit")
 
+# the trip limit of a while loop without max_steps
+_UNBOUNDED = np.iinfo(np.int64).max
 
-class NativeScan:
-    """The executor step for a scan: runs the generated loop kernel; ``fallback`` if it cannot be compiled."""
 
-    def __init__(
-        self, kernel: Callable, body_consts: list, lit_consts: list, params: dict, fallback: Callable
-    ):
+class NativeLoop:
+    """The executor step for a loop: runs the generated loop kernel; ``fallback`` if it cannot be compiled.
+
+    ``consts`` are the constants the kernel takes ahead of the loop's constant operands (the bodies' closed-over
+    values), ``lit_consts`` those after them (the bodies' array literals).
+    """
+
+    kind = "loop"
+
+    def __init__(self, kernel: Callable, consts: list, lit_consts: list, fallback: Callable):
         self.kernel = kernel
         self.source = kernel.source
-        self.body_consts = body_consts
+        self.body_consts = consts
         self.lit_consts = lit_consts
-        self.nc, self.ncar, self.length = params["num_consts"], params["num_carry"], params["length"]
         self.fallback = fallback
         self.failed = False
         self.ran = False
 
+    def run(self, args) -> list:
+        raise NotImplementedError
+
     def __call__(self, *args):
         if not self.failed:
-            nc, ncar = self.nc, self.ncar
             try:
-                carry, ys = self.kernel(
-                    self.length,
-                    self.body_consts + list(args[:nc]) + self.lit_consts,
-                    args[nc : nc + ncar],
-                    args[nc + ncar :],
-                )
+                out = self.run(args)
                 self.ran = True
-                return carry + ys
+                return out
             except Exception as e:
                 if self.ran:
                     raise
                 # a body the generator describes but numba cannot compile: a generator limitation, not a user error
                 log.warning(
-                    "scan: the generated loop kernel failed (%s: %s); running the executor loop", type(e).__name__, e
+                    "%s: the generated loop kernel failed (%s: %s); running the executor loop",
+                    self.kind,
+                    type(e).__name__,
+                    e,
                 )
                 self.failed = True
         return self.fallback(*args)
+
+
+class NativeScan(NativeLoop):
+    """A ``scan`` as one loop kernel; the trip count is a run-time argument."""
+
+    kind = "scan"
+
+    def __init__(self, kernel, consts, lit_consts, params: dict, fallback):
+        super().__init__(kernel, consts, lit_consts, fallback)
+        self.nc, self.ncar, self.length = params["num_consts"], params["num_carry"], params["length"]
+
+    def run(self, args) -> list:
+        nc, ncar = self.nc, self.ncar
+        carry, ys = self.kernel(
+            self.length, self.body_consts + list(args[:nc]) + self.lit_consts, args[nc : nc + ncar], args[nc + ncar :]
+        )
+        return carry + ys
+
+
+class NativeWhile(NativeLoop):
+    """A ``while`` as one loop kernel; ``max_steps`` is a run-time argument."""
+
+    kind = "while"
+
+    def __init__(self, kernel, cond_consts, body_consts, lit_consts, params: dict, fallback):
+        super().__init__(kernel, cond_consts + body_consts, lit_consts, fallback)
+        self.ncc, self.n_cond_closed = params["cond_nconsts"], len(cond_consts)
+        self.nbc = params["body_nconsts"]
+        m = params["max_steps"]
+        self.limit = _UNBOUNDED if m is None else int(m)
+
+    def run(self, args) -> list:
+        ncc, nbc, k = self.ncc, self.nbc, self.n_cond_closed
+        bc = self.body_consts
+        consts = bc[:k] + list(args[:ncc]) + bc[k:] + list(args[ncc : ncc + nbc]) + self.lit_consts
+        carry, _ = self.kernel(self.limit, consts, args[ncc + nbc :], [])
+        return carry
 
 
 def native_scan(eqn, fallback: Callable, emitter: Emitter) -> NativeScan | None:
@@ -76,6 +121,18 @@ def native_scan(eqn, fallback: Callable, emitter: Emitter) -> NativeScan | None:
         log.debug("scan: executor loop (%s)", e)
         return None
     return NativeScan(kernel, consts, lit_consts, p, fallback)
+
+
+def native_while(eqn, fallback: Callable, emitter: Emitter) -> NativeWhile | None:
+    """A ``NativeWhile`` for this while equation, or ``None`` if its predicate or body holds an unsupported step."""
+    p = eqn.params
+    try:
+        spec, cconsts, bconsts, lit_consts = _describe_while(p, emitter)
+        kernel = emitter.loop_kernel(spec)
+    except Unsupported as e:
+        log.debug("while: executor loop (%s)", e)
+        return None
+    return NativeWhile(kernel, cconsts, bconsts, lit_consts, p, fallback)
 
 
 class BodyValues:
@@ -99,7 +156,7 @@ def plan_body(jaxpr, emitter: Emitter) -> tuple[list, list]:
     """The planned equations of a loop body (fused regions without staging, which the loop generator does not
     emit), and the literals that become loop-invariant inputs: operands of steps other than fused regions, array
     literals and literal outputs."""
-    items = plan_groups(jaxpr, emitter, staged=False)
+    items = plan_groups(jaxpr, emitter, staged=False, scalars=True)
     lits: dict = {}
     for kind, item in items:
         if kind == "group":
@@ -170,6 +227,9 @@ def describe_steps(items: list, vals: BodyValues, emitter: Emitter) -> list:
             )
         elif name == "rev":
             steps.append(loopgen.Rev(ref(e.inputs[0]), out(e.outputs[0]), tuple(e.params["dimensions"])))
+        elif name == "concatenate":
+            srcs = tuple(ref(a) for a in e.inputs)
+            steps.append(loopgen.Concat(srcs, out(e.outputs[0]), int(e.params["dimension"])))
         else:
             raise Unsupported(f"primitive {name}")
     return steps
@@ -203,6 +263,45 @@ def _describe(body, p, emitter):
     )
     consts = [np.asarray(getattr(c, "_value", c)) for c in body.consts]
     return spec, consts, [np.asarray(a.val, dtype=a.aval.dtype) for a in lits]
+
+
+def _describe_while(p, emitter):
+    """A while loop's ``LoopSpec``: values numbered the predicate's constants, the body's constants, literals,
+    then the carry (read by both); steps the predicate's, then the body's."""
+    cj, bj = p["cond_jaxpr"], p["body_jaxpr"]
+    cn, bn = p["cond_nconsts"], p["body_nconsts"]
+    c_items, c_lits = plan_body(cj.jaxpr, emitter)
+    b_items, b_lits = plan_body(bj.jaxpr, emitter)
+    vals = BodyValues()
+    for v in list(cj.jaxpr.constvars) + list(cj.jaxpr.invars[:cn]):
+        vals.bind(v)
+    for v in list(bj.jaxpr.constvars) + list(bj.jaxpr.invars[:bn]):
+        vals.bind(v)
+    lits = c_lits + b_lits
+    for a in lits:
+        vals.bind(a)
+    n_consts = len(vals.values)
+    for cv, bv in zip(cj.jaxpr.invars[cn:], bj.jaxpr.invars[bn:]):
+        vals.ids[bv] = vals.bind(cv)
+    c_steps = describe_steps(c_items, vals, emitter)
+    pred = vals.ref(cj.jaxpr.outvars[0])
+    b_steps = describe_steps(b_items, vals, emitter)
+    n_carry = len(bj.jaxpr.invars) - bn
+    spec = loopgen.LoopSpec(
+        values=tuple(vals.values),
+        n_consts=n_consts,
+        n_carry=n_carry,
+        n_xs=0,
+        steps=tuple(c_steps) + tuple(b_steps),
+        carry_out=tuple(vals.ref(a) for a in bj.jaxpr.outvars),
+        ys=(),
+        reverse=False,
+        cond=pred,
+        n_cond_steps=len(c_steps),
+    )
+    cconsts = [np.asarray(getattr(c, "_value", c)) for c in cj.consts]
+    bconsts = [np.asarray(getattr(c, "_value", c)) for c in bj.consts]
+    return spec, cconsts, bconsts, [np.asarray(a.val, dtype=a.aval.dtype) for a in lits]
 
 
 def _distinct_inputs(inputs) -> list:
