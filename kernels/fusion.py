@@ -54,6 +54,7 @@ _GENERIC = {
     "sub": "({0} - {1})",
     "mul": "({0} * {1})",
     "div": "({0} / {1})",
+    "floor_divide": "({0} // {1})",
     "eq": "({0} == {1})",
     "ne": "({0} != {1})",
     "lt": "({0} < {1})",
@@ -182,6 +183,8 @@ def supports(name: str, dtypes_in: list[np.dtype], dtype_out: np.dtype) -> bool:
         return dtype_out in (F32, F64)
     if name in ("floor", "ceil", "round", "trunc", "is_finite", "isnan", "isinf"):
         return all(d in (F32, F64) for d in dtypes_in)
+    if name == "floor_divide":  # integers only: a float floor division would not round as NumPy's does
+        return all(d.kind in "iu" for d in dtypes_in) and dtype_out.kind in "iu"
     return True
 
 

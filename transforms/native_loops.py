@@ -33,25 +33,30 @@ _UNBOUNDED = np.iinfo(np.int64).max
 
 
 class NativeLoop:
-    """The executor step for a loop: runs the generated loop kernel; ``fallback`` if it cannot be compiled.
+    """The executor step for a ``scan`` or ``while``: runs the generated loop kernel; ``fallback`` if it cannot be
+    compiled.
 
-    ``consts`` are the constants the kernel takes ahead of the loop's constant operands (the bodies' closed-over
-    values), ``lit_consts`` those after them (the bodies' array literals).
+    ``consts`` says where each of the kernel's constants comes from: an operand of the equation (its index) or a
+    value baked in (a body's closed-over array, an array literal).
     """
 
-    kind = "loop"
-
-    def __init__(self, kernel: Callable, consts: list, lit_consts: list, fallback: Callable):
+    def __init__(self, kind: str, kernel: Callable, consts: list, params: dict, fallback: Callable):
+        self.kind = kind
         self.kernel = kernel
         self.source = kernel.source
-        self.body_consts = consts
-        self.lit_consts = lit_consts
+        self.consts = consts
         self.fallback = fallback
         self.failed = False
         self.ran = False
-
-    def run(self, args) -> list:
-        raise NotImplementedError
+        if kind == "scan":
+            self.n_ops = params["num_consts"]
+            self.n_carry = params["num_carry"]
+            self.length = params["length"]
+        else:
+            self.n_ops = params["cond_nconsts"] + params["body_nconsts"]
+            self.n_carry = None
+            m = params["max_steps"]
+            self.length = _UNBOUNDED if m is None else int(m)
 
     def __call__(self, *args):
         if not self.failed:
@@ -72,67 +77,148 @@ class NativeLoop:
                 self.failed = True
         return self.fallback(*args)
 
-
-class NativeScan(NativeLoop):
-    """A ``scan`` as one loop kernel; the trip count is a run-time argument."""
-
-    kind = "scan"
-
-    def __init__(self, kernel, consts, lit_consts, params: dict, fallback):
-        super().__init__(kernel, consts, lit_consts, fallback)
-        self.nc, self.ncar, self.length = params["num_consts"], params["num_carry"], params["length"]
-
     def run(self, args) -> list:
-        nc, ncar = self.nc, self.ncar
-        carry, ys = self.kernel(
-            self.length, self.body_consts + list(args[:nc]) + self.lit_consts, args[nc : nc + ncar], args[nc + ncar :]
-        )
+        consts = [args[c] if type(c) is int else c for c in self.consts]
+        n = self.n_ops
+        if self.n_carry is None:
+            return self.kernel(self.length, consts, args[n:], [])[0]
+        k = n + self.n_carry
+        carry, ys = self.kernel(self.length, consts, args[n:k], args[k:])
         return carry + ys
 
 
-class NativeWhile(NativeLoop):
-    """A ``while`` as one loop kernel; ``max_steps`` is a run-time argument."""
-
-    kind = "while"
-
-    def __init__(self, kernel, cond_consts, body_consts, lit_consts, params: dict, fallback):
-        super().__init__(kernel, cond_consts + body_consts, lit_consts, fallback)
-        self.ncc, self.n_cond_closed = params["cond_nconsts"], len(cond_consts)
-        self.nbc = params["body_nconsts"]
-        m = params["max_steps"]
-        self.limit = _UNBOUNDED if m is None else int(m)
-
-    def run(self, args) -> list:
-        ncc, nbc, k = self.ncc, self.nbc, self.n_cond_closed
-        bc = self.body_consts
-        consts = bc[:k] + list(args[:ncc]) + bc[k:] + list(args[ncc : ncc + nbc]) + self.lit_consts
-        carry, _ = self.kernel(self.limit, consts, args[ncc + nbc :], [])
-        return carry
+# the executor steps of scan and while are one class; the names say which loops a program holds
+NativeScan = NativeWhile = NativeLoop
 
 
-def native_scan(eqn, fallback: Callable, emitter: Emitter) -> NativeScan | None:
-    """A ``NativeScan`` for this scan equation, or ``None`` if its body holds an unsupported step."""
-    p = eqn.params
-    body = p["jaxpr"]
+def native_scan(eqn, fallback: Callable, emitter: Emitter) -> NativeLoop | None:
+    """A ``NativeLoop`` for this scan equation, or ``None`` if its body holds an unsupported step."""
+    return _native(eqn, fallback, emitter)
+
+
+def native_while(eqn, fallback: Callable, emitter: Emitter) -> NativeLoop | None:
+    """A ``NativeLoop`` for this while equation, or ``None`` if its predicate or body holds an unsupported step."""
+    return _native(eqn, fallback, emitter)
+
+
+def _native(eqn, fallback, emitter):
+    name = eqn.prim.name
     try:
-        spec, consts, lit_consts = _describe(body, p, emitter)
+        spec, atoms = loop_spec(eqn, emitter)
         kernel = emitter.loop_kernel(spec)
     except Unsupported as e:
-        log.debug("scan: executor loop (%s)", e)
+        log.debug("%s: executor loop (%s)", name, e)
         return None
-    return NativeScan(kernel, consts, lit_consts, p, fallback)
+    consts = []
+    for kind, a in atoms:
+        if kind == "operand":
+            consts.append(a)
+        elif kind == "closed":
+            consts.append(np.asarray(getattr(a[1], "_value", a[1])))
+        else:
+            consts.append(np.asarray(a.val, dtype=a.aval.dtype))
+    return NativeLoop(name, kernel, consts, eqn.params, fallback)
 
 
-def native_while(eqn, fallback: Callable, emitter: Emitter) -> NativeWhile | None:
-    """A ``NativeWhile`` for this while equation, or ``None`` if its predicate or body holds an unsupported step."""
+def _bodies(eqn) -> list:
+    """The closed jaxprs an equation runs (as the loop generator sees them: loops and branches only)."""
     p = eqn.params
-    try:
-        spec, cconsts, bconsts, lit_consts = _describe_while(p, emitter)
-        kernel = emitter.loop_kernel(spec)
-    except Unsupported as e:
-        log.debug("while: executor loop (%s)", e)
-        return None
-    return NativeWhile(kernel, cconsts, bconsts, lit_consts, p, fallback)
+    name = eqn.prim.name
+    if name == "scan":
+        return [p["jaxpr"]]
+    if name == "while":
+        return [p["cond_jaxpr"], p["body_jaxpr"]]
+    if name == "cond":
+        return list(p["branches"])
+    return []
+
+
+def _nested(cjs, emitter, closed: dict, lits: dict) -> None:
+    """Collect the closed-over values and the literals of every body nested in ``cjs`` (and their own literals):
+    a generated loop takes them all as constants."""
+    for cj in cjs:
+        _, own = plan_body(cj.jaxpr, emitter)
+        for a in own:
+            lits.setdefault(id(a), a)
+        for e in cj.jaxpr.eqns:
+            subs = _bodies(e)
+            for sub in subs:
+                for v, c in zip(sub.jaxpr.constvars, sub.consts):
+                    closed.setdefault(v, (v, c))
+            _nested(subs, emitter, closed, lits)
+
+
+def loop_spec(eqn, emitter: Emitter) -> tuple[loopgen.LoopSpec, list]:
+    """The ``LoopSpec`` of a ``scan`` or ``while`` equation and where each of its constants comes from:
+    ``("operand", index)``, ``("closed", (var, value))`` or ``("literal", literal)``.
+
+    Values are numbered: each body's closed-over values and constant operands, then those of the bodies nested
+    in them, then literals, then the carry (read by a while loop's predicate and body alike) and the scanned
+    slices; steps are the predicate's (a while loop), then the body's."""
+    p = eqn.params
+    bodies = _bodies(eqn)
+    if eqn.prim.name == "scan":
+        n_ops = [p["num_consts"]]
+    else:
+        n_ops = [p["cond_nconsts"], p["body_nconsts"]]
+    vals = BodyValues()
+    atoms: list = []
+    start = 0
+    for cj, n in zip(bodies, n_ops):
+        for v, c in zip(cj.jaxpr.constvars, cj.consts):
+            vals.bind(v)
+            atoms.append(("closed", (v, c)))
+        for k, v in enumerate(cj.jaxpr.invars[:n]):
+            vals.bind(v)
+            atoms.append(("operand", start + k))
+        start += n
+    closed: dict = {}
+    lits: dict = {}
+    _nested(bodies, emitter, closed, lits)
+    for v, c in closed.values():
+        vals.bind(v)
+        atoms.append(("closed", (v, c)))
+    for a in lits.values():
+        vals.bind(a)
+        atoms.append(("literal", a))
+    n_consts = len(vals.values)
+    first = bodies[0].jaxpr.invars[n_ops[0] :]
+    for k, v in enumerate(first):
+        w = vals.bind(v)
+        for cj, n in zip(bodies[1:], n_ops[1:]):
+            vals.ids[cj.jaxpr.invars[n + k]] = w
+    if eqn.prim.name == "scan":
+        nk = p["num_carry"]
+        steps = describe_steps(plan_body(bodies[0].jaxpr, emitter)[0], vals, emitter)
+        outs = [vals.ref(a) for a in bodies[0].jaxpr.outvars]
+        spec = loopgen.LoopSpec(
+            values=tuple(vals.values),
+            n_consts=n_consts,
+            n_carry=nk,
+            n_xs=len(first) - nk,
+            steps=tuple(steps),
+            carry_out=tuple(outs[:nk]),
+            ys=tuple(outs[nk:]),
+            reverse=bool(p["reverse"]),
+        )
+        return spec, atoms
+    cj, bj = bodies
+    c_steps = describe_steps(plan_body(cj.jaxpr, emitter)[0], vals, emitter)
+    pred = vals.ref(cj.jaxpr.outvars[0])
+    b_steps = describe_steps(plan_body(bj.jaxpr, emitter)[0], vals, emitter)
+    spec = loopgen.LoopSpec(
+        values=tuple(vals.values),
+        n_consts=n_consts,
+        n_carry=len(first),
+        n_xs=0,
+        steps=tuple(c_steps) + tuple(b_steps),
+        carry_out=tuple(vals.ref(a) for a in bj.jaxpr.outvars),
+        ys=(),
+        reverse=False,
+        cond=pred,
+        n_cond_steps=len(c_steps),
+    )
+    return spec, atoms
 
 
 class BodyValues:
@@ -227,81 +313,57 @@ def describe_steps(items: list, vals: BodyValues, emitter: Emitter) -> list:
             )
         elif name == "rev":
             steps.append(loopgen.Rev(ref(e.inputs[0]), out(e.outputs[0]), tuple(e.params["dimensions"])))
+        elif name == "cond":
+            branches = []
+            for cj in e.params["branches"]:
+                for bv, a in zip(cj.jaxpr.invars, e.inputs[1:]):
+                    vals.ids[bv] = ref(a)
+                bsteps = describe_steps(plan_body(cj.jaxpr, emitter)[0], vals, emitter)
+                branches.append(loopgen.Branch(tuple(bsteps), tuple(ref(a) for a in cj.jaxpr.outvars)))
+            ops = tuple(ref(a) for a in e.inputs[1:])
+            steps.append(loopgen.Switch(ref(e.inputs[0]), ops, tuple(branches), tuple(out(v) for v in e.outputs)))
+        elif name in ("scan", "while"):
+            spec, atoms = loop_spec(e, emitter)
+            consts = []
+            for kind, a in atoms:
+                consts.append(ref(e.inputs[a]) if kind == "operand" else ref(a[0] if kind == "closed" else a))
+            if name == "scan":
+                n_ops, length = e.params["num_consts"], e.params["length"]
+                init = e.inputs[n_ops : n_ops + spec.n_carry]
+                xs = e.inputs[n_ops + spec.n_carry :]
+            else:
+                n_ops = e.params["cond_nconsts"] + e.params["body_nconsts"]
+                m = e.params["max_steps"]
+                length = _UNBOUNDED if m is None else int(m)
+                init, xs = e.inputs[n_ops:], []
+            steps.append(
+                loopgen.Loop(
+                    spec,
+                    tuple(consts),
+                    tuple(ref(a) for a in init),
+                    tuple(ref(a) for a in xs),
+                    tuple(out(v) for v in e.outputs),
+                    length,
+                )
+            )
+        elif name == "pad":
+            cfg = tuple(tuple(int(x) for x in c) for c in e.params["padding_config"])
+            if any(lo < 0 or hi < 0 for lo, hi, _ in cfg):
+                raise Unsupported("pad with negative edges")
+            steps.append(loopgen.Pad(ref(e.inputs[0]), ref(e.inputs[1]), out(e.outputs[0]), cfg))
+        elif name == "dynamic_slice":
+            src, starts = ref(e.inputs[0]), tuple(ref(a) for a in e.inputs[1:])
+            steps.append(loopgen.DynamicSlice(src, starts, out(e.outputs[0])))
+        elif name == "dynamic_update_slice":
+            src, upd = ref(e.inputs[0]), ref(e.inputs[1])
+            starts = tuple(ref(a) for a in e.inputs[2:])
+            steps.append(loopgen.DynamicUpdateSlice(src, upd, starts, out(e.outputs[0])))
         elif name == "concatenate":
             srcs = tuple(ref(a) for a in e.inputs)
             steps.append(loopgen.Concat(srcs, out(e.outputs[0]), int(e.params["dimension"])))
         else:
             raise Unsupported(f"primitive {name}")
     return steps
-
-
-def _describe(body, p, emitter):
-    """A scan's ``LoopSpec``: values numbered constants, then literals, carry and scanned slices, then steps."""
-    j = body.jaxpr
-    nc, ncar = p["num_consts"], p["num_carry"]
-    items, lits = plan_body(j, emitter)
-    vals = BodyValues()
-    for v in list(j.constvars) + list(j.invars[:nc]):
-        vals.bind(v)
-    for a in lits:
-        vals.bind(a)
-    n_consts = len(vals.values)
-    for v in j.invars[nc:]:
-        vals.bind(v)
-    n_in = len(vals.values)
-    steps = describe_steps(items, vals, emitter)
-    outs = [vals.ref(a) for a in j.outvars]
-    spec = loopgen.LoopSpec(
-        values=tuple(vals.values),
-        n_consts=n_consts,
-        n_carry=ncar,
-        n_xs=n_in - n_consts - ncar,
-        steps=tuple(steps),
-        carry_out=tuple(outs[:ncar]),
-        ys=tuple(outs[ncar:]),
-        reverse=bool(p["reverse"]),
-    )
-    consts = [np.asarray(getattr(c, "_value", c)) for c in body.consts]
-    return spec, consts, [np.asarray(a.val, dtype=a.aval.dtype) for a in lits]
-
-
-def _describe_while(p, emitter):
-    """A while loop's ``LoopSpec``: values numbered the predicate's constants, the body's constants, literals,
-    then the carry (read by both); steps the predicate's, then the body's."""
-    cj, bj = p["cond_jaxpr"], p["body_jaxpr"]
-    cn, bn = p["cond_nconsts"], p["body_nconsts"]
-    c_items, c_lits = plan_body(cj.jaxpr, emitter)
-    b_items, b_lits = plan_body(bj.jaxpr, emitter)
-    vals = BodyValues()
-    for v in list(cj.jaxpr.constvars) + list(cj.jaxpr.invars[:cn]):
-        vals.bind(v)
-    for v in list(bj.jaxpr.constvars) + list(bj.jaxpr.invars[:bn]):
-        vals.bind(v)
-    lits = c_lits + b_lits
-    for a in lits:
-        vals.bind(a)
-    n_consts = len(vals.values)
-    for cv, bv in zip(cj.jaxpr.invars[cn:], bj.jaxpr.invars[bn:]):
-        vals.ids[bv] = vals.bind(cv)
-    c_steps = describe_steps(c_items, vals, emitter)
-    pred = vals.ref(cj.jaxpr.outvars[0])
-    b_steps = describe_steps(b_items, vals, emitter)
-    n_carry = len(bj.jaxpr.invars) - bn
-    spec = loopgen.LoopSpec(
-        values=tuple(vals.values),
-        n_consts=n_consts,
-        n_carry=n_carry,
-        n_xs=0,
-        steps=tuple(c_steps) + tuple(b_steps),
-        carry_out=tuple(vals.ref(a) for a in bj.jaxpr.outvars),
-        ys=(),
-        reverse=False,
-        cond=pred,
-        n_cond_steps=len(c_steps),
-    )
-    cconsts = [np.asarray(getattr(c, "_value", c)) for c in cj.consts]
-    bconsts = [np.asarray(getattr(c, "_value", c)) for c in bj.consts]
-    return spec, cconsts, bconsts, [np.asarray(a.val, dtype=a.aval.dtype) for a in lits]
 
 
 def _distinct_inputs(inputs) -> list:
