@@ -25,8 +25,9 @@ fuse_kernels: bool = not _env_flag("FUNCLIB_NO_FUSION")
 """Lower elementwise regions to generated numba kernels under jit (off: every equation runs its NumPy impl)."""
 
 native_loops: bool = not _env_flag("FUNCLIB_NO_NATIVE_LOOPS")
-"""Under jit, run a ``scan`` whose whole body lowers to numba as one generated loop (off: one executor pass over
-the compiled body per iteration). Read when a jitted function compiles for a new signature."""
+"""Under jit, run a ``scan``, ``while_loop`` or ``fori_loop`` whose whole body lowers to numba as one generated
+loop (off: one executor pass over the compiled body per iteration), and a small program whose every step lowers
+as one generated function. Read when a jitted function compiles for a new signature."""
 
 
 def cache_dir() -> str:

@@ -1,9 +1,11 @@
-"""Whole loops as one numba function: a scan's body inlined into a generated ``for`` loop.
+"""Whole loops as one numba function: a ``scan``'s or ``while`` loop's body inlined into a generated ``for`` loop
+(a while loop's predicate ahead of its body, then ``break`` when it is false).
 
 A ``LoopSpec`` describes the body with no reference to tracing: numbered values (dtype and static shape; the
 first ones are the loop-invariant constants, the carry and the per-iteration slices of the scanned inputs) and
 steps over them (fused elementwise regions with an optional reduction, ``dot_general``, transposes, reshapes,
-broadcasts, slices, reversals). ``build(spec)`` generates one module whose ``kernel`` runs the whole loop:
+broadcasts, slices, reversals, concatenation, padding, dynamic slices and updates, ``cond`` as ``Switch`` and
+loops nested as ``Loop``). ``build(spec)`` generates one module whose ``kernel`` runs the whole loop:
 
 - every scratch buffer is allocated by the caller and passed in (``np.empty`` inside numba costs compile time
   and, for large buffers, run time); nothing is allocated inside the loop;
@@ -398,6 +400,7 @@ class _Gen:
         self.helpers: list[str] = []
         self.consts: dict = {} if consts is None else consts
         self.base: dict[int, str] = {}
+        self.base_shape: dict[str, tuple[int, ...]] = {}  # of each base array
         self.terms: dict[int, tuple] = {}
         self.root: dict[int, int] = {}
         self.invariant: set[int] = set(range(spec.n_consts))
@@ -435,9 +438,12 @@ class _Gen:
         return tuple((a, 1, "0") for a in range(r)) if r else ((None, 0, "0"),)
 
     def is_c(self, vid: int) -> bool:
-        return self.terms[vid] == self.identity(vid)
+        # the map alone does not tell: a slice from 0 with unit strides keeps it while shrinking the shape
+        return self.terms[vid] == self.identity(vid) and self.base_shape[self.base[vid]] == self.ish(vid)
 
     def bind(self, vid: int, base: str, root: int, terms=None) -> None:
+        if terms is None:
+            self.base_shape[base] = self.ish(vid)
         self.base[vid] = base
         self.terms[vid] = self.identity(vid) if terms is None else terms
         self.root[vid] = root
