@@ -23,6 +23,7 @@ TOL = {np.float32: dict(rtol=2e-5, atol=2e-6), np.float64: dict(rtol=1e-12, atol
 def _native_on(monkeypatch):
     monkeypatch.setattr(fl.config, "native_loops", True)
     monkeypatch.setattr(fl.config, "fuse_kernels", True)
+    monkeypatch.setattr(fl.config, "whole_programs", False)  # the loops as steps of their own
 
 
 def native_steps(jitted, *args) -> list:

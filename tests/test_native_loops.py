@@ -224,3 +224,18 @@ def test_unsupported_while_body_keeps_the_executor_loop():
     g = fl.jit(f)
     assert not native_steps(g, x)
     np.testing.assert_allclose(np.asarray(g(x)), np.asarray(f(x)))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_a_slice_from_zero_is_not_read_as_its_whole_base(dtype):
+    # x[:, :1] keeps the identity index map of x; a matmul or reshape of it must see one column, not x
+    W = arr(1, 3, dtype=dtype)
+
+    def f(xs):
+        def step(c, x):
+            c = c + x[:, :1] @ W + x[:, :2].reshape((4,)).sum()
+            return c, None
+
+        return fl.scan(step, fl.zeros((2, 3), dtype=xs.dtype), xs)[0]
+
+    check(f, arr(5, 2, 3, dtype=dtype), n_native=1, dtype=dtype)

@@ -51,6 +51,7 @@ def compile_program(jaxpr: Jaxpr, guard: bool = True, name: str = "program", emi
         guard
         and config.fuse_kernels
         and config.native_loops
+        and config.whole_programs
         and 1 < len(made) <= WHOLE_PROGRAM_MAX_STEPS
         and all(st.kind != "guard" for st, _ in made)
     ):
