@@ -8,6 +8,9 @@ import operator
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from .core import Tensor, Tracer
+from .errors import ShapeError
+
 __all__ = [
     "describe",
     "check_callable",
@@ -21,8 +24,6 @@ __all__ = [
 
 def describe(v: Any) -> str:
     """``str 'abc'``, ``int 3``, ``Tensor of shape (2, 3)``: what a bad argument was, for messages."""
-    from .core import Tensor
-
     if isinstance(v, Tensor):
         return f"a {type(v).__name__} of shape {tuple(v.shape)} and dtype {v.dtype.name}"
     return f"{type(v).__name__} {v!r:.60}"
@@ -60,8 +61,6 @@ def check_number(
     max_open: bool = False,
 ) -> float:
     """``v`` as a real Python number within the bounds (open where asked); a 0-d tensor counts as a number."""
-    from .core import Tensor, Tracer
-
     if isinstance(v, Tensor) and v.ndim == 0 and v.dtype.kind in "fiu":
         if isinstance(v, Tracer):
             return v
@@ -99,8 +98,6 @@ def check_shape(shape: Any, op: str, arg: str = "shape", *, allow_unknown: bool 
                 break
         else:
             return shape
-    from .errors import ShapeError
-
     if isinstance(shape, (int, numbers.Integral)) and not isinstance(shape, bool):
         shape = (shape,)
     try:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 
+from .kernels import diskcache
+
 
 def _env_flag(name: str, default: bool = False) -> bool:
     v = os.environ.get(name)
@@ -50,6 +52,4 @@ def cache_dir() -> str:
     >>> fl.config.cache_dir()  # doctest: +SKIP
     '/home/me/.cache/funclib'
     """
-    from .kernels.diskcache import cache_dir as _kernel_cache_dir
-
-    return _kernel_cache_dir()
+    return diskcache.cache_dir()

@@ -11,12 +11,21 @@ import math
 import os
 import sys
 import threading
+import weakref
 from typing import Any
 
 import numpy as np
 
 from . import dtypes
-from .errors import ConcretizationError, ImmutableError, MissingRuleError, TracerLeakError
+from .errors import (
+    ConcretizationError,
+    DTypeError,
+    ImmutableError,
+    MissingRuleError,
+    OutOfRangeError,
+    TracerLeakError,
+)
+from .kernels import fusion, lowp
 
 
 class ShapedArray:
@@ -133,6 +142,8 @@ class Trace:
         if self.parent is None:
             # eager impls never consult the trace state (call-like impls that run user code reset it themselves)
             return prim.eager(args, params)
+        # written out, not `with set_trace`: once per operation a transform passes on (set_trace measured 2-8%
+        # slower on an eager vmap(grad))
         prev = _state.trace
         _state.trace = self.parent
         try:
@@ -174,12 +185,16 @@ class Primitive:
         self.vmap = None
         # higher-order primitives (jit's call, cond, scan, ...) split themselves under partial evaluation
         self.partial_eval = None
+        # a call primitive that runs its body its own way under jit: ``jit_step(eqn, body_program) -> step``
+        # (None: its impl); ``body_program(closed_jaxpr)`` compiles a body for the same device
+        self.jit_step = None
         # ``dce(eqn, used_outputs) -> Eqn | None``: the equation computing only the used outputs (a loop whose
         # body stops producing per-step values nobody reads), for ``passes.dce``
         self.dce = None
         # why a rule is absent on purpose, e.g. {"jvp": "integer output"}; the meta-test accepts only these
         self.no_rule: dict[str, str] = {}
         self.kernel: str | None = None  # name of the fused-kernel scalar op, if any (jit lowering)
+        self.lowering: fusion.Lowering | None = None
         self.family = "other"
         frame = sys._getframe(1)
         self.defined_in = os.path.relpath(frame.f_globals.get("__file__", "?"), _ROOT)
@@ -207,6 +222,14 @@ class Primitive:
     def def_vmap(self, f):
         self.vmap = f
         return f
+
+    def def_lowering(self, lowering: fusion.Lowering) -> fusion.Lowering:
+        """How jit's fused kernels compute this elementwise primitive: its scalar expression, handed to the kernel
+        layer as op ``self.kernel`` (``kernels.fusion.register_op``)."""
+        self.kernel = self.kernel or self.name
+        self.lowering = lowering
+        fusion.register_op(self.kernel, lowering)
+        return lowering
 
     def def_partial_eval(self, f):
         """``f(trace, args, params) -> outputs``: stage only the part that depends on unknown inputs."""
@@ -336,9 +359,7 @@ class Tensor:
     weak_type = False  # True only for a traced Python scalar (see ``is_weak``)
 
     def __init__(self, data, dtype=None):
-        from .ops.creation import asarray
-
-        self._value = asarray(data, dtype=dtype)._value
+        self._value = array_from(data, dtype)
 
     # --- metadata -------------------------------------------------------------------------------------------
     @property
@@ -401,9 +422,7 @@ class Tensor:
     def __array_namespace__(self, /, *, api_version=None):
         if api_version not in (None, "2021.12", "2022.12", "2023.12"):
             raise ValueError(f"funclib implements the Array API 2023.12, not {api_version!r}")
-        import funclib
-
-        return funclib
+        return sys.modules[__package__]  # the package holding this module: imported before it, so never partial
 
     def __dlpack__(self, /, *, stream=None, max_version=None, dl_device=None, copy=None):
         """Export the buffer through DLPack, shared (``copy=True`` copies).
@@ -411,14 +430,21 @@ class Tensor:
         DLPack 1.0 consumers (NumPy, PyTorch) receive it marked read-only; NumPy honours the mark, PyTorch
         ignores it, so writing to ``torch.from_dlpack(x)`` changes ``x``: clone it first. Consumers of the older
         protocol (JAX) cannot be told, and get the buffer unmarked, as JAX exports its own immutable arrays;
-        memory funclib does not own (a memory-mapped checkpoint, ``fl.from_numpy``) is copied for them. JAX also
-        copies buffers that are not 64-byte aligned, which NumPy's allocations usually are not. bfloat16 cannot be
+        memory funclib does not own (a memory-mapped checkpoint, ``fl.from_numpy``) is copied for them, except a
+        tensor made by ``fl.from_dlpack`` of a JAX array, which goes back as JAX's own buffer (the round trip
+        shares memory). JAX copies buffers that are not 64-byte aligned, which NumPy's allocations usually are not,
+        so funclib's own results usually reach JAX as a copy. bfloat16 cannot be
         exported: NumPy, which produces the capsule, has no DLPack code for it.
         """
         kw = {} if dl_device is None else {"dl_device": dl_device}
         if max_version is not None and tuple(max_version) >= (1, 0):
             return self.numpy().__dlpack__(stream=stream, max_version=max_version, copy=copy, **kw)
         v = self._value
+        source = _dlpack_source(v)
+        if source is not None and not copy:
+            # memory imported from an immutable producer goes back out as that producer exports it, so a round trip
+            # (JAX -> funclib -> JAX) shares the buffer
+            return source.__dlpack__(stream=stream, **kw)
         if copy or not v.flags.writeable:
             if copy is False:
                 raise BufferError(
@@ -573,6 +599,26 @@ class Tracer(Tensor):
         raise TypeError(f"cannot pickle a traced value {self.aval.str_short()}")
 
 
+# id(array) -> (weakref to the array, the DLPack producer whose memory it is): producers whose arrays are immutable
+_DLPACK_SOURCES: dict[int, tuple[weakref.ref, Any]] = {}
+_IMMUTABLE_PRODUCERS = ("jax", "jaxlib")
+
+
+def remember_dlpack_source(arr: np.ndarray, source: Any) -> None:
+    """Record that ``arr`` is the whole buffer of ``source``, a DLPack producer whose arrays never change (JAX), so
+    exporting ``arr`` to a consumer of the pre-1.0 protocol can hand out ``source``'s own capsule instead of a
+    copy."""
+    if type(source).__module__.split(".")[0] not in _IMMUTABLE_PRODUCERS:
+        return
+    key = id(arr)
+    _DLPACK_SOURCES[key] = (weakref.ref(arr, lambda _, k=key: _DLPACK_SOURCES.pop(k, None)), source)
+
+
+def _dlpack_source(arr: np.ndarray) -> Any:
+    hit = _DLPACK_SOURCES.get(id(arr))
+    return hit[1] if hit is not None and hit[0]() is arr else None
+
+
 def concrete_or_none(x):
     """The concrete Tensor behind ``x`` if there is one (e.g. the primal under ``grad``), else ``None``."""
     while isinstance(x, Tracer):
@@ -585,3 +631,167 @@ def concrete_or_none(x):
 
 def is_tensorlike(x: Any) -> bool:
     return isinstance(x, Tensor)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Conversion of concrete values
+
+PY_SCALARS = (bool, int, float, complex)
+
+
+def array_from(obj, dtype=None, *, copy: bool | None = None, op: str = "asarray") -> np.ndarray:
+    """The NumPy array of a concrete value, as ``fl.asarray`` builds a Tensor from it.
+
+    A Tensor gives its own buffer; a writable NumPy array is copied (nobody may change a Tensor behind its back)
+    and a read-only one shared; Python scalars and nested sequences take funclib's default dtypes (float32,
+    int64, complex64); DLPack, ``__array__`` and buffer-protocol objects are read through NumPy. A traced value
+    has no array yet and raises ``TypeError`` (``fl.asarray`` keeps it traced, stacking a sequence of them).
+
+    >>> array_from([1.0, 2.0])
+    array([1., 2.], dtype=float32)
+    """
+    want = dtypes.canonicalize(dtype) if dtype is not None else None
+    if isinstance(obj, Tensor):
+        if isinstance(obj, Tracer):
+            raise TypeError(_traced_message(op, f"a traced {obj.aval.str_short()}"))
+        v = obj._value
+        if want is None or v.dtype == want:
+            return v
+        if copy is False:
+            raise ValueError(f"{op}: converting {v.dtype.name} to {want.name} needs a copy, but copy=False")
+        check_no_imaginary(v.dtype in dtypes.COMPLEX, want, op)
+        return numpy_cast(v, want)
+    if type(obj) in PY_SCALARS:
+        d = want or dtypes.python_scalar_dtype(obj)
+        check_scalar_fits(obj, d, op)
+        check_no_imaginary(type(obj) is complex, d, op)
+        return numpy_cast(obj, d)
+    if isinstance(obj, (np.ndarray, np.generic)):
+        arr = np.asarray(obj)
+        if arr.dtype not in dtypes._KNOWN and arr.dtype.byteorder not in ("=", "|"):
+            arr = arr.astype(arr.dtype.newbyteorder("="))
+        if arr.dtype not in dtypes._KNOWN:
+            raise DTypeError(f"{op}: NumPy dtype {arr.dtype} is not supported by funclib")
+        if want is not None and arr.dtype != want:
+            if copy is False:
+                raise ValueError(f"{op}: the dtype conversion needs a copy, but copy=False")
+            check_no_imaginary(arr.dtype in dtypes.COMPLEX, want, op)
+            return numpy_cast(arr, want)
+        if isinstance(obj, np.generic) or not arr.flags.writeable:
+            return arr.copy() if copy else arr
+        if copy is False:
+            raise ValueError(
+                f"{op}: copy=False would share a writable NumPy buffer with an immutable Tensor; make the "
+                "array read-only first (arr.flags.writeable = False) or allow a copy"
+            )
+        return arr.copy()
+    if hasattr(obj, "__dlpack__") and not isinstance(obj, (list, tuple)):
+        arr = np.from_dlpack(obj)
+        return array_from(arr if not arr.flags.writeable else arr.copy(), dtype, op=op)
+    if isinstance(obj, (list, tuple)):
+        if holds_tracer(obj):
+            raise TypeError(_traced_message(op, "a sequence holding traced values"))
+        if any(isinstance(e, Tensor) for e in _leaves(obj)):
+            obj = _tensors_to_numpy(obj)
+        d = want or _python_dtype(obj)
+        try:
+            arr = numpy_cast(obj, d)
+        except (ValueError, OverflowError) as e:
+            raise ValueError(f"{op}: cannot convert the sequence to a tensor: {e}") from None
+        if d is None and arr.dtype not in dtypes._KNOWN:
+            raise DTypeError(f"{op}: the sequence holds values of unsupported type (NumPy dtype {arr.dtype})")
+        return arr
+    if hasattr(obj, "__array__"):
+        return array_from(np.asarray(obj), dtype, copy=copy, op=op)
+    try:
+        view = memoryview(obj)
+    except TypeError:
+        view = None
+    if view is not None:
+        # buffer protocol: shared when read-only (bytes), else copied like a writable NumPy array
+        return array_from(np.asarray(view), dtype, copy=copy, op=op)
+    raise TypeError(
+        f"{op}: cannot convert {type(obj).__name__} to a Tensor; pass a Tensor, a NumPy array, a Python "
+        "scalar, a buffer or a nested list of them"
+    )
+
+
+_LOWP = frozenset(dtypes.LOW_PRECISION)
+
+
+def numpy_cast(obj, d: np.dtype | None) -> np.ndarray:
+    """``np.asarray(obj, dtype=d)``, saturating into float8 and wrapping into int4 as ``astype`` does."""
+    if d in _LOWP:
+        return lowp.astype(np.asarray(obj), d)
+    return np.asarray(obj, dtype=d)
+
+
+def holds_tracer(seq) -> bool:
+    """Whether a nested list/tuple holds a traced value anywhere."""
+    return any(isinstance(e, Tracer) for e in _leaves(seq))
+
+
+def check_scalar_fits(v, d: np.dtype, op: str = "asarray") -> None:
+    """Raise ``OutOfRangeError`` if the Python int ``v`` does not fit the integer dtype ``d``."""
+    if (d in dtypes.INTEGER or d in dtypes.INT4) and isinstance(v, int) and not isinstance(v, bool):
+        info = dtypes.iinfo(d)
+        if not info.min <= v <= info.max:
+            raise OutOfRangeError(
+                f"{op}: Python int {v} does not fit in {d.name} [{info.min}, {info.max}]; pass a wider dtype"
+            )
+
+
+def _traced_message(op: str, what: str) -> str:
+    return (
+        f"{op}: {what} has no concrete value inside a transform; use fl.asarray, which keeps traced values traced "
+        "(and stacks a sequence of them), or return the value from the transformed function for a concrete Tensor"
+    )
+
+
+def check_no_imaginary(is_complex: bool, d: np.dtype, op: str) -> None:
+    """Refuse a conversion of complex values to the real dtype ``d`` (it would drop the imaginary part)."""
+    if is_complex and d not in dtypes.COMPLEX:
+        raise DTypeError(
+            f"{op}: converting complex values to {d.name} would drop the imaginary part; use fl.real(x) or fl.abs(x)"
+        )
+
+
+def _leaves(obj):
+    if isinstance(obj, (list, tuple)):
+        for e in obj:
+            yield from _leaves(e)
+    else:
+        yield obj
+
+
+def _tensors_to_numpy(obj):
+    if isinstance(obj, (list, tuple)):
+        return [_tensors_to_numpy(e) for e in obj]
+    if isinstance(obj, Tensor):
+        return obj.numpy()
+    return obj
+
+
+def _python_dtype(obj) -> np.dtype | None:
+    """The Array API default dtype for nested Python scalars (None if ``obj`` holds non-Python values)."""
+    kinds = set()
+
+    def walk(o):
+        if isinstance(o, (list, tuple)):
+            return all(walk(e) for e in o)
+        if type(o) in PY_SCALARS:
+            kinds.add(type(o))
+            return True
+        return False
+
+    if not walk(obj):
+        return None
+    if complex in kinds:
+        return dtypes.default_complex
+    if float in kinds:
+        return dtypes.default_float
+    if int in kinds:
+        return dtypes.default_int
+    if bool in kinds:
+        return dtypes.bool_
+    return dtypes.default_float  # empty list

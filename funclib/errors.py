@@ -48,3 +48,12 @@ class ImmutableError(FunclibError, TypeError):
 
 class DataDependentShapeError(FunclibError, TypeError):
     """An operation whose output shape depends on data was used under tracing."""
+
+
+class SerializationError(FunclibError, ValueError):
+    """A checkpoint file is truncated, corrupt, or does not match what it is loaded into."""
+
+
+class UnsafePickleError(SerializationError):
+    """A checkpoint asks for something a data file never needs: a global outside the allowed set, or an operation
+    on an object that could run code."""

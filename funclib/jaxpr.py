@@ -26,6 +26,7 @@ from .core import (
     _state,
     _wrap,
     aval_of,
+    set_trace,
 )
 from .errors import FunclibError
 
@@ -380,12 +381,8 @@ def trace_to_jaxpr(fun, in_avals: list[ShapedArray], name: str = "tracing") -> t
     """Trace ``fun(*tracers) -> list of values`` into a jaxpr. Returns ``(jaxpr, consts, out)``."""
     trace = JaxprTrace(_state.trace, name=name)
     ins = [trace.new_arg(a) for a in in_avals]
-    prev = _state.trace
-    _state.trace = trace
-    try:
+    with set_trace(trace):
         outs = fun(*ins)
-    finally:
-        _state.trace = prev
     jaxpr, consts = trace.to_jaxpr(ins, outs)
     return jaxpr, consts, outs
 
@@ -673,12 +670,8 @@ def _partial_eval_traced(jaxpr: Jaxpr, in_unknowns: list[bool], inst: list[bool]
     pe = JaxprTrace(known, forward_known=True, name="partial eval")
     consts = [known.new_arg(v.aval) for v in jaxpr.constvars]
     ins = [pe.new_arg(v.aval) if u else known.new_arg(v.aval) for v, u in zip(jaxpr.invars, in_unknowns)]
-    prev = _state.trace
-    _state.trace = pe
-    try:
+    with set_trace(pe):
         outs = eval_jaxpr(jaxpr, consts, *ins)
-    finally:
-        _state.trace = prev
     out_unknowns = [not pe.is_known(o) or bool(f) for o, f in zip(outs, inst)]
     u_ins = [x for x, u in zip(ins, in_unknowns) if u]
     uj, res = pe.to_jaxpr(u_ins, [o for o, u in zip(outs, out_unknowns) if u])

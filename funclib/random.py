@@ -26,9 +26,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-import funclib as fl
-
-from . import dtypes
+from . import dtypes, ops
 from .checks import check_int, describe
 from .core import Tensor, Tracer, _state, _wrap, current_trace
 from .errors import DTypeError, FunclibError, ShapeError
@@ -128,11 +126,11 @@ def key(seed: int | Tensor) -> Tensor:
         return _wrap(np.array([s >> 32, s & _MASK32], _U32))
     if not isinstance(seed, (Tensor, np.ndarray, list, tuple)):
         raise TypeError(f"random.key: seed must be an int or an integer tensor, got {describe(seed)}")
-    seed = fl.asarray(seed)
+    seed = ops.asarray(seed)
     if seed.dtype not in dtypes.INTEGER:
         raise DTypeError(f"random.key: the seed must be an integer, got {seed.dtype.name}")
     hi, lo = _words64(seed)
-    return fl.stack([hi, lo], axis=-1)
+    return ops.stack([hi, lo], axis=-1)
 
 
 def _words64(x):
@@ -140,7 +138,7 @@ def _words64(x):
     if x.dtype in dtypes.SIGNED:
         x = _convert(x, dtypes.int64)
     u = _convert(x, dtypes.uint64)
-    hi = _convert(fl.bitwise_right_shift(u, _u64(32)), _U32)
+    hi = _convert(ops.bitwise_right_shift(u, _u64(32)), _U32)
     return hi, _convert(u, _U32)
 
 
@@ -171,7 +169,7 @@ def _as_key(k, op: str, batched: bool = False):
         arr = np.asarray(k)
         if arr.dtype.kind in "iu" and arr.size and (arr.min() < 0 or arr.max() > _MASK32):
             raise ValueError(f"random.{op}: key words must be in [0, 2**32), got {arr.tolist()}")
-        k = _wrap(arr.astype(_U32)) if arr.dtype.kind in "iu" else fl.asarray(k)
+        k = _wrap(arr.astype(_U32)) if arr.dtype.kind in "iu" else ops.asarray(k)
     bad_shape = (not k.shape or k.shape[-1] != 2) if batched else k.shape != (2,)
     if k.dtype != _U32 or bad_shape:
         want = "shape (..., 2)" if batched else "shape (2,)"
@@ -220,12 +218,12 @@ def fold_in(key: Tensor, data: int | Tensor) -> Tensor:
         k0, k1 = np.array(k[:1], _U32), np.array(k[1:], _U32)
         _tf.threefry2x32(k0, k1, np.array([d >> 32], _U32), np.array([d & _MASK32], _U32), out0, out1)
         return _wrap(np.concatenate([out0, out1]))
-    data = fl.asarray(data)
+    data = ops.asarray(data)
     if data.dtype not in dtypes.INTEGER:
         raise DTypeError(f"random.fold_in: data must be an integer, got {data.dtype.name}")
     hi, lo = _words64(data)
     y0, y1 = threefry2x32_p.bind(key[0], key[1], hi, lo)
-    return fl.stack([y0, y1], axis=-1)
+    return ops.stack([y0, y1], axis=-1)
 
 
 def threefry_2x32(key: Tensor | Sequence[int], counts: Tensor | Sequence[int]) -> Tensor:
@@ -252,16 +250,16 @@ def threefry_2x32(key: Tensor | Sequence[int], counts: Tensor | Sequence[int]) -
         counts = _wrap(arr.astype(_U32))
     if counts.dtype != _U32:
         raise DTypeError(f"random.threefry_2x32: counts must be uint32, got {counts.dtype.name}")
-    flat = fl.reshape(counts, (-1,))
+    flat = ops.reshape(counts, (-1,))
     n = flat.shape[0]
     if n % 2:
-        flat = fl.concat([flat, _wrap(np.zeros(1, _U32))])
+        flat = ops.concat([flat, _wrap(np.zeros(1, _U32))])
     half = flat.shape[0] // 2
     y0, y1 = threefry2x32_p.bind(key[0], key[1], flat[:half], flat[half:])
-    out = fl.concat([y0, y1])
+    out = ops.concat([y0, y1])
     if n % 2:
         out = out[:n]
-    return fl.reshape(out, counts.shape)
+    return ops.reshape(out, counts.shape)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -389,7 +387,7 @@ def _param(x, d: np.dtype):
     """A parameter as a tensor of dtype ``d``."""
     if isinstance(x, Tensor):
         return x if x.dtype == d else _convert(x, d)
-    return fl.asarray(x, dtype=d)
+    return ops.asarray(x, dtype=d)
 
 
 def _shape_of(x) -> tuple[int, ...]:
@@ -410,7 +408,7 @@ def _fit(x, shape: tuple[int, ...], op: str):
             f"random.{op}: parameters of shape {x.shape} broadcast beyond the requested shape {shape}; "
             "pass a shape that covers the parameters' shape"
         )
-    return fl.broadcast_to(x, shape)
+    return ops.broadcast_to(x, shape)
 
 
 def _keyed(prim, k, **params):
@@ -453,7 +451,7 @@ def bits(key: Tensor, shape: Shape = (), dtype=dtypes.uint32) -> Tensor:
     b = _keyed(random_bits_p, key, shape=shape, dtype=_U32)
     if d == _U32:
         return b
-    return _convert(fl.bitwise_right_shift(b, _wrap(np.asarray(32 - 8 * d.itemsize, _U32))), d)
+    return _convert(ops.bitwise_right_shift(b, _wrap(np.asarray(32 - 8 * d.itemsize, _U32))), d)
 
 
 def uniform(
@@ -477,7 +475,7 @@ def uniform(
     u = _uniform01(key, shape, w)
     if not (_is_number(minval, 0) and _is_number(maxval, 1)):
         lo, hi = _param(minval, w), _param(maxval, w)
-        u = _fit(fl.maximum(lo, lo + u * (hi - lo)), shape, "uniform")
+        u = _fit(ops.maximum(lo, lo + u * (hi - lo)), shape, "uniform")
     return _cast(u, d)
 
 
@@ -589,9 +587,9 @@ def _randint(k, shape, minval, maxval, d):
     ulo, uhi = _convert(lo, dtypes.uint64), _convert(hi, dtypes.uint64)
     span = uhi - ulo
     ok = hi > lo
-    span = fl.where(ok, span, _u64(1))
-    out = _convert(ulo + fl.remainder(b, span), wide)
-    out = fl.where(ok, out, lo)
+    span = ops.where(ok, span, _u64(1))
+    out = _convert(ulo + ops.remainder(b, span), wide)
+    out = ops.where(ok, out, lo)
     return _cast(_fit(out, shape, "randint"), d)
 
 
@@ -603,7 +601,7 @@ def _clip_int(v, info, wide):
     if _is_int(v):
         top = int(info.max) + 1 if info.bits < 64 else int(info.max)
         return _wrap(np.asarray(min(max(int(v), int(info.min)), top), wide))
-    v = fl.asarray(v)
+    v = ops.asarray(v)
     if v.dtype not in dtypes.INTEGER:
         raise DTypeError(f"random.randint: bounds must be integers, got {v.dtype.name}")
     return _convert(v, wide)
@@ -624,7 +622,7 @@ def categorical(key: Tensor, logits: Tensor, axis: int = -1, shape: Shape | None
     >>> fl.random.categorical(fl.random.key(0), fl.log(fl.tensor([0.2, 0.8])), shape=(5,))
     """
     key = _consume(key, "categorical")
-    logits = fl.asarray(logits)
+    logits = ops.asarray(logits)
     if logits.dtype not in dtypes.REAL_FLOATING:
         logits = _convert(logits, dtypes.default_float)
     axis = _norm_axis(axis, logits.ndim, "categorical")
@@ -632,10 +630,10 @@ def categorical(key: Tensor, logits: Tensor, axis: int = -1, shape: Shape | None
     shape = batch if shape is None else _shape(shape, "categorical")
     if shape[len(shape) - len(batch) :] != batch or len(shape) < len(batch):
         raise ShapeError(f"random.categorical: shape {shape} must end with the logits' batch shape {batch}")
-    lg = fl.moveaxis(logits, axis, -1)
+    lg = ops.moveaxis(logits, axis, -1)
     w = _work(logits.dtype)
     g = _standard(key, shape + (logits.shape[axis],), w, "gumbel")
-    return fl.argmax(_cast(lg, w) + g, axis=-1)
+    return ops.argmax(_cast(lg, w) + g, axis=-1)
 
 
 def _norm_axis(axis: int, ndim: int, op: str) -> int:
@@ -649,7 +647,7 @@ def _standard(k, shape, w, dist: str):
 
 
 def _perm_indices(k, n: int):
-    return fl.argsort(_keyed(random_bits_p, k, shape=(n,), dtype=dtypes.uint64))
+    return ops.argsort(_keyed(random_bits_p, k, shape=(n,), dtype=dtypes.uint64))
 
 
 def permutation(key: Tensor, x: int | Tensor, axis: int = 0, independent: bool = False) -> Tensor:
@@ -670,14 +668,14 @@ def permutation(key: Tensor, x: int | Tensor, axis: int = 0, independent: bool =
         if x < 0:
             raise ValueError(f"random.permutation: n must be non-negative, got {x}")
         return _perm_indices(key, int(x))
-    x = fl.asarray(x)
+    x = ops.asarray(x)
     if x.ndim == 0:
         raise ShapeError("random.permutation: x must be an int or a tensor of rank >= 1")
     axis = _norm_axis(axis, x.ndim, "permutation")
     if independent:
-        order = fl.argsort(_keyed(random_bits_p, key, shape=x.shape, dtype=dtypes.uint64), axis=axis)
-        return fl.take_along_axis(x, order, axis=axis)
-    return fl.take(x, _perm_indices(key, x.shape[axis]), axis=axis)
+        order = ops.argsort(_keyed(random_bits_p, key, shape=x.shape, dtype=dtypes.uint64), axis=axis)
+        return ops.take_along_axis(x, order, axis=axis)
+    return ops.take(x, _perm_indices(key, x.shape[axis]), axis=axis)
 
 
 def choice(
@@ -706,7 +704,7 @@ def choice(
     if isinstance(a, (int, np.integer)) and not isinstance(a, bool):
         n, arr = int(a), None
     else:
-        arr = fl.asarray(a)
+        arr = ops.asarray(a)
         if arr.ndim == 0:
             raise ShapeError("random.choice: a must be an int or a tensor of rank >= 1")
         axis = _norm_axis(axis, arr.ndim, "choice")
@@ -716,7 +714,7 @@ def choice(
     if not replace and size > n:
         raise ValueError(f"random.choice: cannot draw {size} of {n} elements without replacement")
     if p is not None:
-        p = fl.asarray(p)
+        p = ops.asarray(p)
         if p.shape != (n,):
             raise ShapeError(f"random.choice: p must have shape ({n},), got {p.shape}")
         if p.dtype not in dtypes.REAL_FLOATING:
@@ -726,9 +724,9 @@ def choice(
             idx = _randint(key, shape, 0, n, dtypes.int64)
         else:
             w = _work(p.dtype)
-            cdf = fl.cumsum(_cast(p, w))
+            cdf = ops.cumsum(_cast(p, w))
             u = _uniform01(key, shape, w) * cdf[-1]
-            idx = fl.minimum(fl.searchsorted(cdf, u, side="right"), _wrap(np.asarray(n - 1, np.int64)))
+            idx = ops.minimum(ops.searchsorted(cdf, u, side="right"), _wrap(np.asarray(n - 1, np.int64)))
     else:
         if p is None:
             order = _perm_indices(key, n)
@@ -737,13 +735,13 @@ def choice(
             w = _work(p.dtype)
             pw = _cast(p, w)
             pos = pw > 0
-            race = _standard(key, (n,), w, "exponential") / fl.where(pos, pw, _wrap(np.ones((), w)))
-            order = fl.argsort(fl.where(pos, race, _wrap(np.asarray(np.inf, w))))
-        idx = fl.reshape(order[:size], shape)
+            race = _standard(key, (n,), w, "exponential") / ops.where(pos, pw, _wrap(np.ones((), w)))
+            order = ops.argsort(ops.where(pos, race, _wrap(np.asarray(np.inf, w))))
+        idx = ops.reshape(order[:size], shape)
     if arr is None:
         return idx
-    flat = fl.take(arr, fl.reshape(idx, (-1,)), axis=axis)
-    return fl.reshape(flat, arr.shape[:axis] + shape + arr.shape[axis + 1 :])
+    flat = ops.take(arr, ops.reshape(idx, (-1,)), axis=axis)
+    return ops.reshape(flat, arr.shape[:axis] + shape + arr.shape[axis + 1 :])
 
 
 def gumbel(key: Tensor, shape: Shape = (), dtype=None) -> Tensor:
@@ -859,7 +857,7 @@ def dirichlet(key: Tensor, alpha: Tensor, shape: Shape | None = None, dtype=None
         raise ShapeError("random.dirichlet: alpha must have at least one axis (the categories)")
     shape = alpha.shape[:-1] if shape is None else _shape(shape, "dirichlet")
     g = _gamma(key, alpha, shape + alpha.shape[-1:], w, "dirichlet")
-    return _cast(g / fl.sum(g, axis=-1, keepdims=True), d)
+    return _cast(g / ops.sum(g, axis=-1, keepdims=True), d)
 
 
 def poisson(key: Tensor, lam: float | Tensor, shape: Shape | None = None, dtype=None) -> Tensor:
@@ -918,19 +916,19 @@ def multivariate_normal(
     batch = broadcast_shapes(mean.shape[:-1], cov.shape[:-2])
     shape = batch if shape is None else _shape(shape, "multivariate_normal")
     if method == "cholesky":
-        factor = fl.linalg.cholesky(cov)
+        factor = ops.linalg.cholesky(cov)
     elif method == "eigh":
-        ev, vecs = fl.linalg.eigh(cov)
-        factor = vecs * fl.sqrt(fl.maximum(ev, 0.0))[..., None, :]
+        ev, vecs = ops.linalg.eigh(cov)
+        factor = vecs * ops.sqrt(ops.maximum(ev, 0.0))[..., None, :]
     elif method == "svd":
-        u, s, _ = fl.linalg.svd(cov)
-        factor = u * fl.sqrt(s)[..., None, :]
+        u, s, _ = ops.linalg.svd(cov)
+        factor = u * ops.sqrt(s)[..., None, :]
     else:
         raise ValueError(
             f"random.multivariate_normal: method must be 'cholesky', 'eigh' or 'svd', got {method!r}"
         )
     z = _keyed(random_normal_p, key, shape=shape + (n,), dtype=w)
-    return _cast(mean + fl.matmul(factor, z[..., None])[..., 0], d)
+    return _cast(mean + ops.matmul(factor, z[..., None])[..., 0], d)
 
 
 def orthogonal(key: Tensor, n: int, shape: Shape = (), dtype=None) -> Tensor:
@@ -952,9 +950,9 @@ def orthogonal(key: Tensor, n: int, shape: Shape = (), dtype=None) -> Tensor:
     w = _work(d)
     n = operator.index(n)
     z = _keyed(random_normal_p, key, shape=_shape(shape, "orthogonal") + (n, n), dtype=w)
-    q, r = fl.linalg.qr(z)
-    diag = fl.linalg.diagonal(r)
-    sign = fl.where(diag < 0, _wrap(np.asarray(-1, w)), _wrap(np.asarray(1, w)))
+    q, r = ops.linalg.qr(z)
+    diag = ops.linalg.diagonal(r)
+    sign = ops.where(diag < 0, _wrap(np.asarray(-1, w)), _wrap(np.asarray(1, w)))
     return _cast(q * sign[..., None, :], d)
 
 

@@ -55,6 +55,11 @@ FUNCLIB_KERNEL_VERSION = "2"
 _MAGIC = b"funclib-nbc\x01"
 _DIGEST = 32
 _log = logging.getLogger("funclib.kernels")
+# vmath (which imports this module) is inlined into the samplers and the eager ufuncs: a change to it must not leave
+# their machine code stale, so every key carries a digest of its source
+VMATH_VERSION: str = hashlib.sha256(
+    open(os.path.join(os.path.dirname(__file__), "vmath.py"), "rb").read()
+).hexdigest()[:16]
 
 
 class KernelCacheWarning(UserWarning):
@@ -204,13 +209,12 @@ def _same_bytes(path: str, data: bytes) -> bool:
 
 
 def kernel_key(src: str) -> str:
+    """The cache key of a generated kernel module: its source (which names the vmath version it calls) and the
+    versions of its generator and of numba."""
     h = hashlib.sha256()
     h.update(src.encode())
     h.update(FUNCLIB_KERNEL_VERSION.encode())
     h.update(numba.__version__.encode())
-    from . import vmath
-
-    h.update(getattr(vmath, "VERSION", "0").encode())
     return h.hexdigest()[:24]
 
 
@@ -328,11 +332,7 @@ class DiskCache(_Cache):
         f = self._py_func
         cells = serialize.dumps(tuple(c.cell_contents for c in f.__closure__)) if f.__closure__ else b""
         code = (hashlib.sha256(f.__code__.co_code).hexdigest(), hashlib.sha256(cells).hexdigest())
-        # vmath (which imports this module) is inlined into the samplers and the eager ufuncs: a change to it must
-        # not leave their machine code stale
-        from . import vmath
-
-        stamp = (self._stamp, vmath.VERSION)
+        stamp = (self._stamp, VMATH_VERSION)
         return (sig, codegen.magic_tuple(), code, stamp, numba.__version__, sys.version_info[:2])
 
     def _path(self, d: str, key: tuple) -> str:
@@ -385,11 +385,14 @@ def njit(fn: Callable | None = None, **options):
     return disp
 
 
-def vectorize(signatures: list[str], fn: Callable):
+def vectorize(signatures: list[str], fn: Callable, depends: str = ""):
     """``numba.vectorize(signatures)(fn)`` with its loops cached like ``njit``'s: numba's DUFunc, closed to new
-    signatures as numba makes it for explicit ones. Example: ``vectorize(["float64(float64)"], f)(np.ones(3))``."""
+    signatures as numba makes it for explicit ones. ``depends`` names the versions of other modules whose numba
+    functions ``fn`` calls (their changes must miss the cache, as only ``fn``'s own module file is hashed).
+    Example: ``vectorize(["float64(float64)"], f)(np.ones(3))``."""
     uf = numba.vectorize()(fn)
-    uf._dispatcher.cache = DiskCache(fn, fn.__module__, _source_stamp(fn))
+    stamp = _source_stamp(fn)
+    uf._dispatcher.cache = DiskCache(fn, fn.__module__, stamp and stamp + depends)
     for s in signatures:
         uf.add(s)
     uf.disable_compile()

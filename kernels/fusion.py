@@ -6,70 +6,23 @@ references). ``generate_source(spec)`` turns it into numba source for one loop n
 and passed in; no NumPy array expressions inside); ``diskcache.load_kernel`` compiles it, or loads it from the
 private disk cache, keyed by a content hash of the source plus funclib/numba/vmath versions, so a new batch size
 reuses the compiled kernel.
+
+The op names are the primitives' kernel names; each primitive's record hands its ``Lowering`` (the scalar
+expression per dtype and what the fusion planner needs to know) to ``register_op``, so this module holds no table
+of ops of its own.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
 
-from . import diskcache, lowp
+from . import diskcache, lowp, vmath
 
 F32 = np.dtype(np.float32)
 F64 = np.dtype(np.float64)
-
-# op name -> (float32 template, float64 template); {0}, {1}, {2} are argument expressions
-_UNARY_FLOAT = {
-    "exp": ("fexp({0})", "np.exp({0})"),
-    "log": ("flog({0})", "np.log({0})"),
-    "log1p": ("flog1p({0})", "np.log1p({0})"),
-    "expm1": ("fexpm1({0})", "np.expm1({0})"),
-    "tanh": ("ftanh({0})", "np.tanh({0})"),
-    "logistic": ("flogistic({0})", "_logistic64({0})"),
-    "erf": ("ferf({0})", "math.erf({0})"),
-    "sin": ("fsin({0})", "np.sin({0})"),
-    "cos": ("fcos({0})", "np.cos({0})"),
-}
-# About how many vector constants (coefficients, masks, clamps) each float32 math function keeps live in a loop;
-# see ``register_pressure``.
-_VECTOR_CONSTANTS = {
-    "exp": 14, "log": 18, "log1p": 18, "expm1": 16, "tanh": 20, "logistic": 16, "erf": 26, "sin": 25, "cos": 25,
-    "pow": 30,
-}  # fmt: skip
-_GENERIC = {
-    "neg": "(-{0})",
-    "abs": "abs({0})",
-    "sqrt": "np.sqrt({0})",
-    "floor": "np.floor({0})",
-    "ceil": "np.ceil({0})",
-    "round": "np.rint({0})",
-    "trunc": "np.trunc({0})",
-    "sign": "np.sign({0})",
-    "is_finite": "np.isfinite({0})",
-    "isnan": "np.isnan({0})",
-    "isinf": "np.isinf({0})",
-    "copy": "{0}",
-    "add": "({0} + {1})",
-    "sub": "({0} - {1})",
-    "mul": "({0} * {1})",
-    "div": "({0} / {1})",
-    "floor_divide": "({0} // {1})",
-    "eq": "({0} == {1})",
-    "ne": "({0} != {1})",
-    "lt": "({0} < {1})",
-    "le": "({0} <= {1})",
-    "gt": "({0} > {1})",
-    "ge": "({0} >= {1})",
-    "and": "({0} & {1})",
-    "or": "({0} | {1})",
-    "xor": "({0} ^ {1})",
-    "select": "({1} if {0} else {2})",
-    "safe_mul": "(_ZERO_{d} if ({0} == 0 or {1} == 0) else {0} * {1})",
-    "safe_div": "(_ZERO_{d} if {0} == 0 else {0} / {1})",
-}
-NATIVE = frozenset(set(_UNARY_FLOAT) | set(_GENERIC) | {"max", "min", "not", "convert", "integer_pow", "pow"})
-
 F16 = np.dtype(np.float16)
 BF16 = np.dtype("bfloat16") if "bfloat16" in np.sctypeDict else None
 HALF = frozenset(d for d in (F16, BF16) if d is not None)
@@ -78,6 +31,90 @@ FLOAT8 = frozenset(lowp.FLOAT8)
 CARRIER = {**{d: np.dtype(np.uint16) for d in HALF}, **{d: np.dtype(np.uint8) for d in FLOAT8}}
 _TO_F32 = {F16: "h2f", BF16: "bf2f", **{d: f"{lowp.FORMATS[d].name}_to" for d in FLOAT8}}
 _FROM_F32 = {F16: "f2h", BF16: "f2bf", **{d: f"{lowp.FORMATS[d].name}_from" for d in FLOAT8}}
+
+
+@dataclass(frozen=True)
+class Lowering:
+    """How the code generator writes one elementwise op as a scalar expression in a fused loop.
+
+    A template is numba source with ``{0}``, ``{1}``, ... for the operands. The result's dtype picks it: ``f32``
+    where the result is computed in float32 (float16 and bfloat16 are computed in float32 too), ``f64`` for
+    float64, ``integer`` and ``boolean`` for those results, ``expr`` for each of these not given its own. An op is
+    fused only at the dtypes it has a template for. ``emit(args, dtype, param)`` replaces the templates for ops
+    whose expression depends on a static parameter (``convert``, ``integer_pow``).
+
+    ``float_inputs``: fused only when every operand is floating-point. ``vector_constants``: about how many vector
+    constants (coefficients, masks, clamps) its float32 math keeps live in a loop (see ``register_pressure``).
+    ``split``: loop fission may start a new loop before it (see ``split_passes``). ``exact``: its result is
+    already a value of its dtype (one of its operands, or a cast that rounds itself), so a float8 result is not
+    rounded again; every other op's float8 result rounds, as eager does. ``wraps``: an integer result can leave
+    the operands' range (numba computes narrow integers in int64), so it is wrapped at its width, as NumPy does.
+
+    >>> Lowering(f32="fexp({0})", f64="np.exp({0})", vector_constants=14, split=True).template(F32)
+    'fexp({0})'
+    """
+
+    expr: str | None = None
+    f32: str | None = None
+    f64: str | None = None
+    integer: str | None = None
+    boolean: str | None = None
+    emit: Callable[[list[str], np.dtype, object], str] | None = None
+    float_inputs: bool = False
+    vector_constants: int = 0
+    split: bool = False
+    exact: bool = False
+    wraps: bool = False
+
+    def template(self, d: np.dtype) -> str | None:
+        """The template for a result computed in dtype ``d`` (None: not fusible there)."""
+        own = self.f32 if d == F32 else self.f64 if d == F64 else self.boolean if d.kind == "b" else self.integer
+        return own if own is not None else self.expr
+
+
+# op name -> its lowering, filled by the primitives that lower to these ops (``register_op``)
+OPS: dict[str, Lowering] = {}
+
+
+def register_op(name: str, lowering: Lowering) -> None:
+    """Make the elementwise op ``name`` fusible: the planner (``supports``, ``register_pressure``) and the code
+    generators (``generate_source``, ``generate_staged_source``, ``loopgen``) read its ``lowering``.
+
+    >>> register_op("demo_twice", Lowering("({0} + {0})"))
+    >>> supports("demo_twice", [F32], F32)
+    True
+    >>> del OPS["demo_twice"]
+    """
+    old = OPS.get(name)
+    if old is not None and old != lowering:
+        raise ValueError(f"register_op: elementwise op {name!r} already has a different lowering ({old})")
+    OPS[name] = lowering
+
+
+def _convert_expr(a: list[str], d: np.dtype, param) -> str:
+    target = np.dtype(param)
+    if target == np.dtype(np.bool_):
+        return f"({a[0]} != 0)"
+    if target in FLOAT8:
+        return _round(target, a[0])  # the converter takes any float or integer exactly (through float64)
+    if target in HALF:
+        return _round(target, f"np.float32({a[0]})")  # round to half precision, keep computing in float32
+    return f"np.{d.name}({a[0]})"
+
+
+def _integer_pow_expr(a: list[str], d: np.dtype, param) -> str:
+    y = int(param)
+    k = abs(y)
+    if k == 0:
+        return f"np.{d.name}(1)"
+    expr = "*".join([a[0]] * k) if k <= 4 else f"({a[0]} ** {k})"
+    return f"(np.{d.name}(1) / ({expr}))" if y < 0 else f"({expr})"
+
+
+# the two ops whose expression depends on a static parameter: a cast (``param``: the target dtype) and x**n
+CONVERT = Lowering(emit=_convert_expr, exact=True)
+INTEGER_POW = Lowering(emit=_integer_pow_expr, wraps=True)
+
 
 FUSIBLE_DTYPES = (
     frozenset(
@@ -150,80 +187,30 @@ def _round(d: np.dtype, v: str) -> str:
     return f"{_TO_F32[d]}({_FROM_F32[d]}({v}))"
 
 
-# ops whose float8 result needs no rounding: they return one of their operands, already float8 values (negation,
-# ceil, ... can make a -0 that the fnuz formats do not have, so they round)
-_EXACT = frozenset({"copy", "select", "max", "min"})
-
-
-# integer ops whose result can leave the operands' range; numba computes narrow integers in int64
-_WRAPS = frozenset({"add", "sub", "mul", "neg", "abs", "integer_pow"})
-
-
 def _expr(op: OpSpec, a: list[str], in_dtypes: list[str]) -> str:
-    e = _expr_f(op, a)
+    lowering = OPS[op.name]
     d = np.dtype(op.dtype)
-    if d in FLOAT8 and op.name not in _EXACT and op.name != "convert":
-        return _round(d, e)  # every float8 op rounds its float32 result, as eager does
-    if d.kind in "iu" and d.itemsize < 8 and op.name in _WRAPS:
-        return f"np.{d.name}({e})"  # wrap at the op's width, as NumPy does, before later ops compare or divide
+    c = _compute(d)
+    e = lowering.emit(a, c, op.param) if lowering.emit is not None else lowering.template(c).format(*a)
+    if d in FLOAT8 and not lowering.exact:
+        # every float8 op rounds its float32 result, as eager does (negation, ceil, ... can make a -0 that the fnuz
+        # formats do not have)
+        return _round(d, e)
+    if d.kind in "iu" and d.itemsize < 8 and lowering.wraps:
+        return f"np.{d.name}({e})"  # wrap at the op's width before later ops compare or divide
     return e
 
 
 def supports(name: str, dtypes_in: list[np.dtype], dtype_out: np.dtype) -> bool:
     """Whether an op can be emitted as a scalar expression for these dtypes."""
-    if name not in NATIVE:
+    lowering = OPS.get(name)
+    if lowering is None:
         return False
     if any(d not in FUSIBLE_DTYPES for d in dtypes_in) or dtype_out not in FUSIBLE_DTYPES:
         return False
-    dtypes_in = [_compute(d) for d in dtypes_in]
-    dtype_out = _compute(dtype_out)
-    if name in _UNARY_FLOAT or name == "pow":
-        return dtype_out in (F32, F64)
-    if name in ("div", "safe_mul", "safe_div", "sqrt"):
-        return dtype_out in (F32, F64)
-    if name in ("floor", "ceil", "round", "trunc", "is_finite", "isnan", "isinf"):
-        return all(d in (F32, F64) for d in dtypes_in)
-    if name == "floor_divide":  # integers only: a float floor division would not round as NumPy's does
-        return all(d.kind in "iu" for d in dtypes_in) and dtype_out.kind in "iu"
-    return True
-
-
-def _expr_f(op: OpSpec, a: list[str]) -> str:
-    d = _compute(np.dtype(op.dtype))
-    name = op.name
-    if name in _UNARY_FLOAT:
-        t32, t64 = _UNARY_FLOAT[name]
-        return (t32 if d == F32 else t64).format(*a)
-    if name == "pow":
-        return f"fpow({a[0]}, {a[1]})" if d == F32 else f"({a[0]} ** {a[1]})"
-    if name in ("max", "min"):
-        cmp = ">" if name == "max" else "<"
-        if d.kind == "f":
-            # NaN-propagating, as np.maximum/np.minimum
-            return f"({a[0]} if ({a[0]} {cmp} {a[1]} or {a[0]} != {a[0]}) else {a[1]})"
-        return f"({a[0]} if {a[0]} {cmp} {a[1]} else {a[1]})"
-    if name == "not":
-        return f"(not {a[0]})" if d == np.dtype(np.bool_) else f"(~{a[0]})"
-    if name == "convert":
-        target = np.dtype(op.param)
-        if target == np.dtype(np.bool_):
-            return f"({a[0]} != 0)"
-        if target in FLOAT8:
-            return _round(target, a[0])  # the converter takes any float or integer exactly (through float64)
-        if target in HALF:
-            return _round(target, f"np.float32({a[0]})")  # round to half precision, keep computing in float32
-        return f"np.{d.name}({a[0]})"
-    if name == "integer_pow":
-        y = int(op.param)
-        base = a[0]
-        k = abs(y)
-        if k == 0:
-            return f"np.{d.name}(1)"
-        expr = "*".join([base] * k) if k <= 4 else f"({base} ** {k})"
-        return f"(np.{d.name}(1) / ({expr}))" if y < 0 else f"({expr})"
-    if name in ("safe_mul", "safe_div"):
-        return _GENERIC[name].format(*a, d=d.name)
-    return _GENERIC[name].format(*a)
+    if lowering.float_inputs and any(_compute(d) not in (F32, F64) for d in dtypes_in):
+        return False
+    return lowering.emit is not None or lowering.template(_compute(dtype_out)) is not None
 
 
 def _combine(kind: str, acc: str, v: str, dtype: np.dtype) -> str:
@@ -246,12 +233,13 @@ def _init(kind: str, dtype: np.dtype) -> str:
     return f"np.{dtype.name}({info.min if kind == 'max' else info.max})"
 
 
-# the imports every generated kernel module (fused, staged, loopgen) starts with
+# the imports every generated kernel module (fused, staged, loopgen) starts with; naming vmath's version puts it
+# into the source, and so into every kernel's cache key
 KERNEL_IMPORTS = (
     "import math",
     "import numba",
     "import numpy as np",
-    "from funclib.kernels.vmath import fexp, flog, flog1p, fexpm1, ftanh, flogistic, ferf, fsin, fcos, fpow",
+    f"from funclib.kernels.vmath import {', '.join(vmath.SCALAR_FUNCTIONS)}  # vmath {vmath.VERSION}",
     "from funclib.kernels.fusion import _logistic64",
     "from funclib.kernels.halfconv import bf2f, f2bf, f2h, h2f",
 )
@@ -612,7 +600,7 @@ def register_pressure(spec: KernelSpec | StagedSpec) -> int:
         if getattr(op, "row", False) or op.name == "reduce":
             continue
         if _compute(np.dtype(op.dtype)) == F32:
-            n += _VECTOR_CONSTANTS.get(op.name, 0)
+            n += OPS[op.name].vector_constants if op.name in OPS else 0
         n += sum(1 for r in op.args if r[0] == "const")
     return n
 
@@ -620,8 +608,6 @@ def register_pressure(spec: KernelSpec | StagedSpec) -> int:
 # Loop distribution: a pass whose float32 math needs more vector constants than this is split into several passes
 # over the row, each with about a register file's worth (see ``split_passes``).
 SPLIT_MIN_CONSTANTS = 36
-# sin/cos (float64 reduction) and pow measured no faster split: their own instruction count dominates
-_SPLITTABLE = frozenset({"exp", "log", "log1p", "expm1", "tanh", "logistic", "erf"})
 
 
 def _fission(ops, members) -> dict[int, int]:
@@ -634,7 +620,8 @@ def _fission(ops, members) -> dict[int, int]:
     heavy = False
     for j in members:
         op = ops[j]
-        w = _VECTOR_CONSTANTS[op.name] if op.name in _SPLITTABLE and _compute(np.dtype(op.dtype)) == F32 else 0
+        lw = OPS.get(op.name)
+        w = lw.vector_constants if lw is not None and lw.split and _compute(np.dtype(op.dtype)) == F32 else 0
         if w and heavy and pressure + w > SPLIT_MIN_CONSTANTS:
             cur, pressure, heavy = cur + 1, 0, False
         sub[j], weight[j] = cur, w

@@ -21,7 +21,7 @@ from functools import cache
 
 import numpy as np
 
-from . import diskcache, special
+from . import diskcache, special, vmath
 from .vmath import ferf, flogistic
 
 __all__ = ["erf", "logistic"]
@@ -40,8 +40,9 @@ _SCALARS = {"erf": _erf_scalar, "logistic": _logistic_scalar}
 
 @cache
 def _ufunc(name: str) -> np.ufunc:
-    # the plain NumPy ufunc under numba's DUFunc: a third of the call overhead on small arrays
-    return diskcache.vectorize(["float32(float32)"], _SCALARS[name]).ufunc
+    # the plain NumPy ufunc under numba's DUFunc: a third of the call overhead on small arrays. Keyed on vmath's
+    # version too, or a changed vmath.py would leave eager results on the old code while jitted kernels move on.
+    return diskcache.vectorize(["float32(float32)"], _SCALARS[name], depends=vmath.VERSION).ufunc
 
 
 def _apply(name: str, x) -> np.ndarray:

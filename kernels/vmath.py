@@ -12,28 +12,32 @@ int32) and ``view_i64``/``view_f64`` (float64 <-> int64), and ``log_split(x) -> 
 ``x = 2**e * (1 + f)``, ``1 + f`` in ``[sqrt(1/2), sqrt(2))``, for a positive normal float32.
 
 Accuracy: each is within 2 ulp of the float64 function over the whole float32 range, subnormal inputs
-and outputs included (no flush to zero). Measured over all 2**32 inputs against libm in float64: exp 0.88,
-expm1 1.24, log 0.87, log1p 0.94, tanh 0.77, logistic 1.48, erf 1.07, sin 0.94, cos 0.95 ulp (on CPUs
-without FMA: 0.90, 1.24, 0.89, 0.95, 1.01, 1.48, 1.08, 0.99, 0.98); pow 0.50 ulp on random samples.
+and outputs included (no flush to zero). Measured over all 2**32 inputs against libm in float64
+(``python -m tests.exhaustive_vmath``): exp 0.90, expm1 1.24, log 0.87, log1p 0.94, tanh 1.17, logistic 1.48,
+erf 1.07, sin 0.94, cos 0.95 ulp (on CPUs without FMA: 0.90, 1.24, 0.89, 0.95, 1.22, 1.48, 1.08, 0.99, 0.98);
+pow 0.50 ulp on random samples.
 Special values follow C99: NaN propagates,
 ``exp(+-inf) = inf, 0``, ``log(0) = -inf``, ``log(x < 0) = nan``, ``tanh(+-inf) = +-1``, odd functions
 keep the sign of zero (``tanh(-0) = sin(-0) = -0``), overflow gives ``inf``. ``fpow`` follows the C99
 ``pow`` special cases (``pow(x, 0) = 1``, ``pow(1, y) = 1``, ``pow(-8, 1/3) = nan``, signed zeros and
 infinities for odd integer exponents, ...).
 
-Methods: argument reduction plus minimax polynomials (weighted least-squares fits refined towards
-minimax, coefficients rounded to float32 one at a time with the rest refitted). ``exp``-type functions
-reduce by ``n*ln2`` with a two-part ``ln2`` and scale by ``2**n`` in two halves so that subnormal results
-round once. ``log`` splits the exponent off so the mantissa lies in ``[sqrt(1/2), sqrt(2))``; ``log1p``
-keeps the rounding error of ``1 + x`` as a correction term. ``tanh`` and ``erf`` switch between a
-polynomial near zero and a second form by a select, computing both. For ``0.9 <= |x|``, ``erf`` is
-``1 - P(t)/Q(t)`` with a degree-6 rational fit of ``erfc`` in ``t = |x| - 0.85`` (clamped at 4): there erf
-lies in ``[0.79, 1]``, so erfc needs only an absolute error of about ``2**-26``, not a relative one, and no
-``exp``. ``tanh`` divides float32 pairs: ``e**-2|x|`` from the reduction is held exactly as
-``2**n * (p + pl)``, ``1 +- e**-2|x|`` as rounded sums plus their exact errors, and the quotient as
-``q + remainder / denominator``, so the result is rounded about once. ``logistic`` divides ``1`` or
-``e = exp(-|x|)`` by ``1 + e`` held the same way, so only ``exp``'s own error and one rounding remain; on CPUs
-without FMA, where that remainder is inexact, it holds ``e`` as a pair too, as ``tanh`` does.
+Methods: argument reduction plus minimax polynomials (weighted least-squares fits refined towards minimax,
+coefficients rounded to float32 one at a time with the rest refitted). ``exp``-type functions reduce by ``n*ln2``
+with a two-part ``ln2`` and scale by ``2**n`` in two halves so that subnormal results round once; ``exp`` takes
+``e**r`` as one degree-6 Horner polynomial of fused multiply-adds (without FMA, where each step would round twice,
+as ``1 + u`` with ``u`` summed from the exact high part of ``r``). ``log`` splits the exponent off so the mantissa
+lies in ``[sqrt(1/2), sqrt(2))``; ``log1p`` keeps the rounding error of ``1 + x`` as a correction term. ``tanh``
+and ``erf`` switch between a polynomial near zero and a second form by a select, computing both. For
+``0.9 <= |x|``, ``erf`` is ``1 - P(t)/Q(t)`` with a degree-6 rational fit of ``erfc`` in ``t = |x| - 0.85``
+(clamped at 4): there erf lies in ``[0.79, 1]``, so erfc needs only an absolute error of about ``2**-26``, not a
+relative one, and no ``exp``. For ``|x| >= 0.625`` (past ``atanh(1/2)``, so the subtraction cancels nothing),
+``tanh`` is ``1 - 2 / (1 + e**2|x|)`` written as ``1 - 2**(1-n) / (e**2r + 2**-n)`` with
+``e**2|x| = 2**n * e**2r``: the polynomial for ``e**2r`` ends in the multiply-add that adds ``1 + 2**-n``, so the
+denominator is rounded once, and the quotient, below 1/2 where the result is above it, passes on at most half its
+relative error. ``logistic`` divides ``1`` or ``e = exp(-|x|)`` by ``1 + e`` held as a rounded sum plus its exact
+error, and the quotient as ``q + remainder / denominator``, so only ``exp``'s own error and one rounding remain;
+on CPUs without FMA, where that remainder is inexact, it holds ``e`` as a float32 pair too.
 
 Multiply-adds in the polynomials and the corrections are explicit fused multiply-adds (``llvm.fma``, one
 vector instruction) where numba's target CPU has FMA, and a plain ``a*b + c`` elsewhere, where ``llvm.fma``
@@ -59,14 +63,13 @@ Example:
     array([1.       , 2.7182817], dtype=float32)
 
 Cached kernels that call these functions are not invalidated when this file changes (a cache entry is keyed
-by its own module): put ``VERSION`` (a hash of this file) into the kernel cache key.
+by its own module), so ``VERSION`` (a hash of this file) is written into every generated kernel's source
+(``fusion.KERNEL_IMPORTS``), which its cache key hashes.
 """
 
 from __future__ import annotations
 
-import hashlib
 import math
-import pathlib
 
 import numpy as np
 from llvmlite import binding as llvm_binding
@@ -79,6 +82,7 @@ from . import diskcache
 
 __all__ = [
     "FUNCS",
+    "SCALAR_FUNCTIONS",
     "VERSION",
     "log_split",
     "view_f32",
@@ -97,7 +101,7 @@ __all__ = [
     "ftanh",
 ]
 
-VERSION: str = hashlib.sha256(pathlib.Path(__file__).read_bytes()).hexdigest()[:16]
+VERSION: str = diskcache.VMATH_VERSION
 
 # Compiled once and cached; forceinline makes LLVM inline them into the calling loop, which then vectorizes.
 # error_model="numpy" keeps divisions free of the zero check (a branch). fastmath is set explicitly so that a
@@ -172,6 +176,7 @@ _MONE = _F(-1.0)
 _INF, _NINF, _NAN = _F(np.inf), _F(-np.inf), _F(np.nan)
 _SIGN = _I(-0x80000000)
 _MANT = _I(0x007FFFFF)
+_EXPONENT = _I(-0x00800000)  # 0xFF800000: sign and exponent fields
 _B127 = _I(127)
 _TWO23 = _F(2.0**23)
 _FLT_MIN = _F(2.0**-126)
@@ -190,8 +195,8 @@ _LN2_LO = _F(1.4286068203094173e-06)
 
 # ---------------------------------------------------------------------------------------------- exp
 
-_EXP_HI = _F(89.0)  # exp(89) overflows; n stays <= 128
-_EXP_LO = _F(-104.0)  # exp(-104) rounds to 0; n stays >= -150
+_EXP_HI = _F(89.0)  # exp(89) overflows
+_EXP_LO = _F(-104.0)  # exp(-104) rounds to 0
 # e**r = 1 + r + r*r*P(r) on |r| <= ln2/2
 _E0, _E1, _E2, _E3, _E4 = _F(0.49999994), _F(0.1666652), _F(0.0416684), _F(0.008368851), _F(0.001381432)
 
@@ -215,22 +220,49 @@ def _exp_reduce_core(x):
     return n, rh + _fma(r * r, p, -rl)
 
 
+_ONE_BITS = _I(0x3F800000)
+# e**r = sum c_k r**k, k <= 6, on |r| <= ln2/2 (c0 = c1 = 1)
+_C2, _C3, _C4, _C5, _C6 = _F(0.49999994), _F(0.16666521), _F(0.041668255), _F(0.008368663), _F(0.0013821468)
+
+
 @njit(**_INNER)
-def _exp_reduce(x):
-    """``_exp_reduce_core`` for x clamped to [-104, 89] (nan passes)."""
-    x = _EXP_HI if x > _EXP_HI else x
-    x = _EXP_LO if x < _EXP_LO else x
-    return _exp_reduce_core(x)
+def _exp_poly(r):
+    return _fma(_fma(_fma(_fma(_fma(_fma(_C6, r, _C5), r, _C4), r, _C3), r, _C2), r, _ONE), r, _ONE)
+
+
+@njit(**_INNER)
+def _exp_clamp(x):
+    # n = round(x/ln2) stays in [-150, 128]. numba's min and max keep a NaN first argument (as Python's do) and
+    # compile to one instruction each here, where the equivalent conditional expressions become three.
+    return max(min(x, _EXP_HI), _EXP_LO)
+
+
+@njit(**_INNER)
+def _times_pow2(p, n):
+    """p * 2**n for p in [0.7, 1.42] and n in [-150, 128], rounded once (subnormal results included)."""
+    # as 2**m * 2**(n - m) with m = n >> 1, so that neither factor leaves the normal range: (n << 22) masked to the
+    # exponent field is m << 23
+    mb = _I(_I(n << 22) & _EXPONENT)
+    s1 = view_f32(_I(mb + _ONE_BITS))
+    s2 = view_f32(_I(_I(_I(n << 23) - mb) + _ONE_BITS))
+    return p * s1 * s2
 
 
 @njit(**_INNER)
 def _exp(x):
-    n, u = _exp_reduce(x)
-    # 2**n as two factors, so that n in [-150, 128] never leaves the normal range and a subnormal result is
-    # rounded only by the last multiplication.
-    n1 = _I(n >> 1)
-    n2 = _I(n - n1)
-    return (_ONE + u) * view_f32(_I((n1 + _B127) << 23)) * view_f32(_I((n2 + _B127) << 23))
+    x = _exp_clamp(x)
+    t = _fma(x, _LOG2E, _SHIFT)
+    nf = t - _SHIFT
+    r = _fma(-nf, _LN2_LO, _fma(-nf, _LN2_HI, x))  # the inner one is exact
+    return _times_pow2(_exp_poly(r), _I(view_i32(t) - _SHIFT_BITS))
+
+
+@njit(**_INNER)
+def _exp_no_fma(x):
+    """``_exp`` for CPUs without FMA, where each Horner step rounds twice: ``e**r`` as ``1 + u`` with ``u`` summed
+    from the exact high part of ``r`` (0.90 ulp over all inputs, where Horner's form measures 1.15 on samples)."""
+    n, u = _exp_reduce_core(_exp_clamp(x))
+    return _times_pow2(_ONE + u, n)
 
 
 @njit(**_INNER)
@@ -252,7 +284,9 @@ def _div2(a, al, b, bl):
 @diskcache.njit(**_OPTS)
 def fexp(x):
     """``e**x`` for float32 (<= 1 ulp). Example: ``fexp(np.float32(1)) == np.float32(2.7182817)``."""
-    return _exp(_F(x))
+    if _HAS_FMA:
+        return _exp(_F(x))
+    return _exp_no_fma(_F(x))
 
 
 # -------------------------------------------------------------------------------------------- expm1
@@ -267,9 +301,13 @@ _M0, _M1, _M2, _M3, _M4 = _F(0.16666666), _F(0.04166648), _F(0.00833342), _F(0.0
 def fexpm1(x):
     """``e**x - 1`` for float32, accurate near 0. Example: ``fexpm1(np.float32(1e-10)) == np.float32(1e-10)``."""
     x = _F(x)
-    xc = _EXP_HI if x > _EXP_HI else x
-    xc = _EM1_LO if xc < _EM1_LO else xc
-    n, rh, rl, r = _ln2_reduce(xc)
+    xc = max(min(x, _EXP_HI), _EM1_LO)  # one min, one max (see _exp_clamp)
+    t = _fma(xc, _LOG2E, _SHIFT)
+    n = _I(view_i32(t) - _SHIFT_BITS)
+    nf = t - _SHIFT
+    rh = _fma(-nf, _LN2_HI, xc)  # exact
+    rl = nf * _LN2_LO
+    r = rh - rl
     z = r * r
     q = _fma(z * r, _fma(_fma(_fma(_fma(_M4, r, _M3), r, _M2), r, _M1), r, _M0), _HALF * z)
     # 2**n * (1 + r + q) - 1 = 2 * ((s - 1/2) + s*rh + s*(q - rl)) with s = 2**(n-1) <= 2**127; the
@@ -338,10 +376,16 @@ def flog1p(x):
 
 # --------------------------------------------------------------------------------------------- tanh
 
-_TANH_X0 = _F(0.55)
-_TANH_CLAMP = _F(20.0)  # tanh rounds to 1 above 9.01
+_TANH_X0 = _F(0.625)  # above atanh(1/2) = 0.549, so that 1 - d below has no cancellation
+_TANH_CLAMP = _F(9.5)  # tanh rounds to 1 above 9.01
 # tanh(a) = a + a**3 * T(a*a) on 0 <= a < _TANH_X0
-_T0, _T1, _T2, _T3, _T4 = (_F(c) for c in (-0.33333316, 0.1333258, -0.053851683, 0.02106892, -0.0062700924))
+_T0, _T1, _T2, _T3, _T4 = (_F(c) for c in (-0.3333328, 0.13331406, -0.053736515, 0.020628167, -0.0056922967))
+# e**(2a) = 2**n * e**(2r) with r = a - n*ln2/2 and the coefficients of _exp_poly scaled by 2**k. One float32 ln2/2
+# suffices: its error times n <= 28 changes e**2a by up to 2**-24 relative, which reaches tanh multiplied by
+# 2 / (1 + e**2a) <= 2**(1-n), never more than 0.07 ulp.
+_LOG2E_2 = _F(2.0 * 1.4426950408889634)
+_LN2_2 = _F(0.5 * np.log(2.0))
+_H2, _H3, _H4, _H5, _H6 = (c * _F(2.0**k) for k, c in zip(range(2, 7), (_C2, _C3, _C4, _C5, _C6)))
 
 
 @njit(**_INNER)
@@ -355,20 +399,20 @@ def ftanh(x):
     """tanh for float32. Example: ``ftanh(np.float32(-0.0))`` is ``-0.0``."""
     x = _F(x)
     a = abs(x)
-    z = x * x
+    z = a * a
     small = _fma(a * z, _fma(_fma(_fma(_fma(_T4, z, _T3), z, _T2), z, _T1), z, _T0), a)
-    # (1 - e) / (1 + e) for e = e**-2a = d * (p + pl) <= 1/3, numerator and denominator as float32 pairs
-    ac = _TANH_CLAMP if a > _TANH_CLAMP else a
-    n, u = _exp_reduce_core(-(ac + ac))
-    d = view_f32(_I((n + _B127) << 23))
-    p, pl = _one_plus(u)
-    eh = p * d
-    t = _ONE - eh
-    tl = _fma(-pl, d, (_ONE - t) - eh)  # 1 - e = t + tl (Fast2Sum)
-    s = _ONE + eh
-    c = _fma(pl, d, eh - (s - _ONE))  # 1 + e = s + c
-    large = _div2(t, tl, s, c)
-    return _copysign(small if a < _TANH_X0 else large, x)
+    # 1 - 2 / (1 + e**2a) = 1 - 2**(1-n) / (e**2r + 2**-n): the denominator is one rounding (the last multiply-add
+    # of the polynomial), where 1 + e**2a would be two; the powers of two are exact (n <= 28)
+    ac = _TANH_CLAMP if _TANH_CLAMP < a else a
+    t = _fma(ac, _LOG2E_2, _SHIFT)
+    nf = t - _SHIFT
+    r = _fma(-nf, _LN2_2, ac)
+    p2 = view_f32(_I(_ONE_BITS - _I(view_i32(t) << 23)))  # 2**-n: t's bits shifted left by 23 are n << 23, as in _exp
+    s = _fma(_fma(_fma(_fma(_fma(_fma(_H6, r, _H5), r, _H4), r, _H3), r, _H2), r, _TWO), r, _ONE + p2)
+    large = _ONE - (p2 + p2) / s
+    # a NaN takes the polynomial, which keeps it (the bit arithmetic above need not); x ^ |x| is x's sign bit
+    v = large if a >= _TANH_X0 else small
+    return view_f32(_I(view_i32(v) | (view_i32(x) ^ view_i32(a))))
 
 
 # ----------------------------------------------------------------------------------------- logistic
@@ -407,14 +451,15 @@ def flogistic(x):
         # without FMA the quotient's remainder is good only to 2**-25, which on top of exp's error would reach
         # 2.4 ulp; the pair form stays within 1.5
         return _logistic_pair(x)
-    na = -abs(x)
-    na = _EXP_LO if _EXP_LO > na else na  # one max instruction; NaN passes
-    n, u = _exp_reduce_core(na)
-    # e = 2**n * (1 + u), n in [-150, 0]: adding n + 64 to the exponent of 1 + u keeps it normal and the multiply
-    # by 2**-64 rounds a subnormal once (one multiply where _exp needs two). That integer add can turn a NaN
-    # finite, so u - u (0, or NaN) carries it into s.
-    e = view_f32(_I(view_i32(_ONE + u) + ((n + _I(64)) << 23))) * _TWOM64
-    s = (_ONE + e) + (u - u)
+    na = max(-abs(x), _EXP_LO)  # one max instruction; NaN passes
+    t = _fma(na, _LOG2E, _SHIFT)
+    nf = t - _SHIFT
+    p = _exp_poly(_fma(-nf, _LN2_LO, _fma(-nf, _LN2_HI, na)))
+    # e = 2**n * p, n in [-150, 0]: adding n + 64 to the exponent of p keeps it normal and the multiply by 2**-64
+    # rounds a subnormal once (one multiply where _exp needs two). That integer add can turn a NaN finite, so
+    # p - p (0, or NaN) carries it into s. As in _exp, t's bits shifted left by 23 are n << 23.
+    e = view_f32(_I(view_i32(p) + _I(_I(view_i32(t) << 23) + _I(64 << 23)))) * _TWOM64
+    s = (_ONE + e) + (p - p)
     c = e - (s - _ONE)  # 1 + e = s + c exactly (Fast2Sum, e <= 1)
     # (e or 1) / (s + c) as q + remainder / s, rounded once at the end; the select reads x's sign bit (one blend,
     # no compare; -0 gives e = 1, the same 1/2)
@@ -630,3 +675,5 @@ FUNCS = {
     "cos": fcos,
     "pow": fpow,
 }
+# what generated kernels import (``fusion.KERNEL_IMPORTS``)
+SCALAR_FUNCTIONS = tuple(f.__name__ for f in FUNCS.values())

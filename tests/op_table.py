@@ -255,6 +255,7 @@ PIECEWISE = "piecewise constant: the derivative is zero almost everywhere"
 BOOL_OUT = "its output is integer or boolean, so its tangent is always zero"
 
 unary("exp", np.exp, FC)
+unary("exp2", np.exp2, FC)
 unary("log", np.log, FC, POS)
 unary("log1p", np.log1p, FC, Dom(real=((-0.8, 2.0),), imag=((-0.5, 0.5),)))
 unary("expm1", np.expm1, FC)
@@ -1293,7 +1294,7 @@ def _sin_times_bwd(res, g):
 
 
 def _unbroadcast(g, x):
-    from funclib.primitives._util import unbroadcast
+    from funclib.primitives.shape import unbroadcast
 
     return unbroadcast(g, x.aval)
 

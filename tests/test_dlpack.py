@@ -100,7 +100,11 @@ def test_jax_round_trip_shares_memory():
     assert _ptr(f) == j.unsafe_buffer_pointer()
     # JAX reads DLPack < 1.0, which cannot mark memory read-only, so read-only memory goes out as a copy; and
     # XLA copies buffers that are not 64-byte aligned, which NumPy's allocations usually are not
-    np.testing.assert_array_equal(np.asarray(jax.dlpack.from_dlpack(f)), np.asarray(j))
+    back = jax.dlpack.from_dlpack(f)
+    np.testing.assert_array_equal(np.asarray(back), np.asarray(j))
+    assert back.unsafe_buffer_pointer() == j.unsafe_buffer_pointer()  # JAX -> funclib -> JAX: one buffer
+    assert jax.dlpack.from_dlpack(fl.from_dlpack(j, copy=True)).unsafe_buffer_pointer() != j.unsafe_buffer_pointer()
+    assert jax.dlpack.from_dlpack(f[1:]).unsafe_buffer_pointer() != j.unsafe_buffer_pointer()
     t = fl.asarray(np.arange(10, dtype=np.float32)) * 2.0
     np.testing.assert_array_equal(np.asarray(jax.dlpack.from_dlpack(t)), t.numpy())
     np.testing.assert_array_equal(np.asarray(jnp.from_dlpack(fl.from_numpy(np.ones(3)))), np.ones(3))

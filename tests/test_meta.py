@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 
 import pytest
+from funclib.kernels import fusion
 from op_table import ROWS, rows_by_name
 
 import funclib
@@ -59,10 +60,54 @@ def test_primitive_has_every_rule_or_says_why(prim):
             f"{prim.name}_p.no_rule['transpose'] ({prim.defined_in})"
         )
     for kind, reason in prim.no_rule.items():
-        assert kind in ("impl", "abstract_eval", "jvp", "transpose", "vmap"), (
+        assert kind in ("impl", "abstract_eval", "jvp", "transpose", "vmap", "lowering"), (
             f"{prim.name}.no_rule has an unknown rule name {kind!r}"
         )
         assert isinstance(reason, str) and reason.strip(), f"{prim.name}.no_rule[{kind!r}] is empty"
+
+
+ELEMENTWISE = [p for p in PRIMS if p.family in ("unary", "binary", "select")]
+
+
+@pytest.mark.parametrize("prim", ELEMENTWISE, ids=[p.name for p in ELEMENTWISE])
+def test_elementwise_primitive_has_a_lowering_or_says_why(prim):
+    """An elementwise row declares its scalar expression for jit's fused kernels, handed to the kernel layer under
+    its kernel op name, or records why it has none."""
+    if prim.lowering is None:
+        reason = prim.no_rule.get("lowering", "")
+        assert isinstance(reason, str) and reason.strip(), (
+            f"elementwise primitive '{prim.name}' has no lowering and no reason in {prim.name}_p.no_rule['lowering']; "
+            f"give its row lowering=Lowering(...) in {prim.defined_in} (float32 math from kernels/vmath.py), or "
+            "no_lowering='why'"
+        )
+        assert not fusion.supports(prim.kernel or prim.name, [D.float32], D.float32), (
+            f"'{prim.name}' says it has no lowering ({reason!r}) but the kernel layer fuses op {prim.kernel!r}"
+        )
+        return
+    assert "lowering" not in prim.no_rule, f"'{prim.name}' has a lowering and a reason for having none"
+    assert fusion.OPS.get(prim.kernel) is prim.lowering, (
+        f"'{prim.name}' declares a lowering that kernels.fusion does not hold under its kernel op {prim.kernel!r}; "
+        f"set it with {prim.name}_p.def_lowering (or the family's lowering=) so it reaches fusion.register_op"
+    )
+    supported = [d for d in (D.bool_, D.int32, D.float16, D.float32, D.float64)
+                 if fusion.supports(prim.kernel, [d] * 3, d) or fusion.supports(prim.kernel, [d] * 3, D.bool_)]
+    assert supported, f"'{prim.name}''s lowering has no template for any dtype: {prim.lowering}"
+
+
+def test_a_lowering_is_a_kernel_expression_and_a_jit_step_a_function():
+    """``prim.lowering`` is an elementwise row's scalar expression (a ``fusion.Lowering``); a call primitive that
+    runs its body its own way under jit sets ``prim.jit_step``. jit's executor calls the latter for any equation it
+    does not fuse, so a function stored as ``lowering`` would be skipped, and a ``Lowering`` called."""
+    bad = [p.name for p in PRIMS if p.lowering is not None and not isinstance(p.lowering, fusion.Lowering)]
+    bad += [
+        p.name
+        for p in PRIMS
+        if p.jit_step is not None and (isinstance(p.jit_step, fusion.Lowering) or not callable(p.jit_step))
+    ]
+    assert not bad, (
+        f"primitives whose lowering is not a fusion.Lowering or whose jit_step is not a function: {bad}; a call "
+        "primitive's own jit step is prim.jit_step = fn(eqn) -> step, the elementwise record is prim.def_lowering"
+    )
 
 
 @pytest.mark.parametrize("prim", PRIMS, ids=[p.name for p in PRIMS])

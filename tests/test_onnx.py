@@ -85,7 +85,7 @@ def test_every_primitive_is_exportable_or_says_why():
     missing = sorted(n for n in PRIMITIVES if n not in ONNX_RULES and n not in INLINED and n not in NOT_EXPORTABLE)
     assert not missing, (
         f"primitives with neither an ONNX lowering nor a reason in NOT_EXPORTABLE: {missing}; add @onnx_rule in "
-        "transforms/onnx/_rules.py, or record why it cannot be exported"
+        "transforms/onnx/_rules/ (the module for its kind), or record why it cannot be exported"
     )
     both = sorted(set(ONNX_RULES) & set(NOT_EXPORTABLE))
     assert not both, f"primitives both lowered and listed as not exportable: {both}"

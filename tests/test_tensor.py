@@ -507,3 +507,24 @@ def test_dot_general_accepts_list_dimension_numbers():
     assert np.array_equal(got.numpy(), x.numpy() @ y.numpy())
     g = fl.grad(lambda a: fl.sum(dot_general(a, y, [[[1], [0]], [[], []]])))(x)
     assert np.array_equal(g.numpy(), np.broadcast_to(y.numpy().sum(1), (2, 3)))
+
+
+def test_constructor_refuses_a_traced_value_naming_asarray():
+    def f(x):
+        with pytest.raises(TypeError, match="fl.asarray"):
+            fl.Tensor(x)
+        with pytest.raises(TypeError, match="fl.asarray"):
+            fl.Tensor([x, x])
+        return x.sum()
+
+    fl.grad(f)(fl.ones(2))
+
+
+def test_sequences_of_traced_values_are_stacked_wherever_values_are_converted():
+    # fl.asarray stacks them, and so does every elementwise function taking a nested list
+    x = fl.tensor([0.5, 2.0])
+    g = fl.grad(lambda v: fl.sin([v[0], v[1]]).sum() + fl.asarray([[v[0], 1.0], [2, v[1]]], dtype=fl.float64).sum())
+    assert np.allclose(g(x).numpy(), np.cos([0.5, 2.0]) + 1.0)
+    assert np.allclose(fl.jit(lambda v: fl.add([v[0], v[1]], 1.0))(x).numpy(), [1.5, 3.0])
+    with pytest.raises(TypeError, match="sin: expected a tensor .*stack: all tensors must have one shape"):
+        fl.jit(lambda v: fl.sin([v, fl.ones(3)]))(x)

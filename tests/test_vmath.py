@@ -10,6 +10,7 @@ stays within its measured bound.
 from __future__ import annotations
 
 import math
+import os
 
 import ml_dtypes
 import numba
@@ -23,11 +24,11 @@ ULP_BOUND = 2.0  # the contract
 # up, with FMA and with its plain multiply-add fallback. The samples below are held to these, so that a
 # regression shows long before the contract breaks.
 MEASURED_MAX_ULP = {
-    "exp": 0.88,
+    "exp": 0.90,
     "expm1": 1.24,
     "log": 0.87,
     "log1p": 0.94,
-    "tanh": 0.77,
+    "tanh": 1.17,
     "logistic": 1.48,
     "erf": 1.07,
     "sin": 0.94,
@@ -39,7 +40,7 @@ MEASURED_MAX_ULP_NO_FMA = {
     "expm1": 1.24,
     "log": 0.89,
     "log1p": 0.95,
-    "tanh": 1.01,
+    "tanh": 1.22,
     "logistic": 1.48,
     "erf": 1.08,
     "sin": 0.99,
@@ -214,7 +215,7 @@ def _dense(name: str, rng: np.random.Generator) -> np.ndarray:
         "expm1": [u(-20, 89, 60000), u(-2, 2, 20000), np.exp(u(-40, -1, 10000)) * rng.choice([-1, 1], 10000)],
         "log": [np.exp(u(-103, 88.7, 60000)), u(0.5, 2, 20000), around(1.0), around(2.0**-126)],
         "log1p": [u(-1, 3, 60000), np.exp(u(-40, 88, 20000)) * rng.choice([-1, 1], 20000), around(-1.0)],
-        "tanh": [u(-10, 10, 60000), u(-1, 1, 20000), around(0.55), around(-0.55), around(9.01)],
+        "tanh": [u(-10, 10, 60000), u(-1, 1, 20000), around(0.625), around(-0.625), around(0.5493), around(9.01)],
         "logistic": [u(-110, 30, 60000), u(-5, 5, 20000), around(-44.3614), around(-87.33655), around(-103.97)],
         "erf": [u(-5, 5, 60000), u(-1.2, 1.2, 20000), around(0.9), around(-0.9), around(3.92), around(4.0)],
         "sin": [u(-10, 10, 40000), u(-1e6, 1e6, 20000), np.exp(u(0, 88, 20000)), *_range_tops(rng)],
@@ -280,6 +281,20 @@ def test_pow_accuracy():
             i = int(np.argmax(err))
             bound = min(ULP_BOUND, MEASURED["pow"])
             assert err[i] <= bound, f"pow({x32[i]!r}, {y32[i]!r}) = {got[i]!r}, reference {ref[i]!r}"
+
+
+def test_exhaustive_checker_measures_as_ulp_error():
+    """``tests/exhaustive_vmath.py`` (run outside the suite) on a slice of bit patterns agrees with ``ulp_error``."""
+    import exhaustive_vmath
+
+    for name, centre in (("tanh", 0.625), ("exp", -87.33655), ("log1p", -0.5)):
+        start = int(np.array([centre], F32).view(np.uint32)[0]) - 2**14
+        worst, at, hist = exhaustive_vmath.scan(name, start, start + 2**15)
+        x = np.arange(start, start + 2**15, dtype=np.uint32).view(F32)
+        with np.errstate(all="ignore"):
+            err = ulp_error(run(name, x), REFERENCE[name](x.astype(np.float64)))
+        assert worst == err.max() and at == start + int(np.argmax(err))
+        assert hist.sum() == x.size and hist[0] == np.count_nonzero(err < 0.25)
 
 
 def _fresh_loop(f):
@@ -747,3 +762,18 @@ def test_eager_ufuncs_are_the_kernel_functions(name):
     assert getattr(ufuncs, name)(np.float32(0.5)).shape == ()
     with pytest.raises(TypeError, match=f"ufuncs.{name} takes float32"):
         getattr(ufuncs, name)(np.ones(2))
+
+
+def test_eager_ufunc_cache_follows_vmath(tmp_path, monkeypatch):
+    """An eager ufunc's cached loop is keyed on vmath's version: after vmath.py changes it compiles again instead of
+    loading a loop built from the old code, which would disagree with jitted kernels."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("FUNCLIB_CACHE_DIR", str(cache))
+    try:
+        for version in ("a", "b", "a"):
+            monkeypatch.setattr(vmath, "VERSION", version)
+            ufuncs._ufunc.cache_clear()
+            ufuncs._ufunc("logistic")
+    finally:
+        ufuncs._ufunc.cache_clear()
+    assert len([n for n in os.listdir(cache) if n.startswith("funclib.kernels.ufuncs._logistic_scalar.")]) == 2

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import inspect
+
+import optree
+
 from funclib import dtypes
 from funclib import tree as tree_util
+from funclib.checks import check_int
 from funclib.core import Tensor, strengthen
 from funclib.errors import DTypeError
+from funclib.ops.creation import asarray
 
 
 def as_tensor_leaf(x, op: str):
     """A pytree leaf as a Tensor (Python scalars and NumPy arrays are converted); anything else is an error."""
     if isinstance(x, Tensor):
         return strengthen(x)
-    from funclib.ops.creation import asarray
-
     try:
         return asarray(x)
     except (TypeError, ValueError):
@@ -25,8 +29,6 @@ def as_tensor_leaf(x, op: str):
 
 def check_argnames(fun, names, op: str, what: str = "static_argnames") -> None:
     """A ValueError when ``names`` are not parameters of ``fun`` (when its signature says so)."""
-    import inspect
-
     try:
         params = inspect.signature(fun).parameters
     except (TypeError, ValueError):
@@ -43,8 +45,6 @@ def check_argnames(fun, names, op: str, what: str = "static_argnames") -> None:
 
 def check_argnums(argnums, nargs: int, op: str, what: str = "argnums") -> tuple[int, ...]:
     """``argnums`` (an int or a sequence of ints) as non-negative indices into ``nargs`` positional arguments."""
-    from funclib.checks import check_int
-
     nums = (argnums,) if not isinstance(argnums, (tuple, list)) else tuple(argnums)
     out = []
     for n in nums:
@@ -74,8 +74,6 @@ def flatten_args(args):
 
 def broadcast_prefix(prefix, full):
     """One entry of ``prefix`` per leaf of ``full``, where ``prefix`` is a pytree prefix (None counts as a leaf)."""
-    import optree
-
     try:
         return optree.broadcast_prefix(prefix, full, none_is_leaf=True, namespace="funclib")
     except (ValueError, TypeError) as e:

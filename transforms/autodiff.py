@@ -27,11 +27,12 @@ from funclib.core import (
     _state,
     _wrap,
     aval_of,
+    set_trace,
 )
 from funclib.errors import ConcretizationError, DTypeError, FunclibError, MissingRuleError, NotLinearError
-from funclib.jaxpr import Jaxpr, JaxprTrace, JaxprTracer, Literal, Var
-from funclib.primitives._util import instantiate, zeros
+from funclib.jaxpr import Jaxpr, JaxprTrace, JaxprTracer, Literal, Var, eval_jaxpr, trace_to_jaxpr
 from funclib.primitives.elementwise import add, mul_p, safe_mul_p
+from funclib.primitives.shape import instantiate, zeros
 
 from ._api_util import as_tensor_leaf, check_argnums, check_float_input, flatten_args
 
@@ -117,6 +118,8 @@ class JVPTrace(Trace):
         if foreign:
             tangents = [Zero.of(p) if t is None else t for p, t in zip(primals, tangents)]
         rule = prim.jvp or prim.rule("jvp")
+        # written out, not `with set_trace`: once per operation under jvp/grad (set_trace measured 1-4% slower on
+        # eager grad)
         prev = _state.trace
         _state.trace = self.parent
         try:
@@ -158,12 +161,8 @@ def jvp(fun: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = Fa
     trace = JVPTrace(_state.trace)
     ins = [trace.new(p, t) if p.dtype in dtypes.INEXACT else p for p, t in zip(p_leaves, t_leaves)]
     args = tree_util.unflatten(p_tree, ins)
-    prev = _state.trace
-    _state.trace = trace
-    try:
+    with set_trace(trace):
         result = fun(*args)
-    finally:
-        _state.trace = prev
     out, aux = _split_aux(result, has_aux, "jvp")
     aux = _aux_primals(trace, aux)
     o_leaves, o_tree = tree_util.flatten(out)
@@ -266,15 +265,10 @@ def linearize_flat(fun_flat: Callable, primals: list, diff_mask: list[bool], nam
             ins.append(jt.new(p, t))
         else:
             ins.append(p)
-    prev = _state.trace
-    _state.trace = jt
-    try:
+    with set_trace(jt):
         outs, aux = fun_flat(*ins)
-    finally:
-        _state.trace = prev
     out_primals, out_tangents = [], []
-    _state.trace = pe
-    try:
+    with set_trace(pe):
         for o in outs:
             if type(o) is JVPTracer and o._trace is jt:
                 out_primals.append(o.primal)
@@ -283,8 +277,6 @@ def linearize_flat(fun_flat: Callable, primals: list, diff_mask: list[bool], nam
                 o = as_tensor_leaf(o, f"{name} (the function's output)")
                 out_primals.append(o)
                 out_tangents.append(zeros(_zero_tangent_aval(aval_of(o))))
-    finally:
-        _state.trace = prev
     jaxpr, consts = pe.to_jaxpr(tan_ins, out_tangents)
     aux = _aux_primals(jt, aux)
     lin = _Linearized(jaxpr, consts, [t.aval for t in tan_ins], [aval_of(o) for o in out_primals])
@@ -393,7 +385,6 @@ def linearize(fun: Callable, *primals):
         if t_tree != in_tree:
             raise ValueError(f"linearize: tangent structure {t_tree} does not match the primals' {in_tree}")
         ts = [as_tensor_leaf(t, "linearize") for t, m in zip(t_leaves, mask) if m]
-        from funclib.jaxpr import eval_jaxpr
 
         return tree_util.unflatten(out_tree, eval_jaxpr(lin.jaxpr, lin.consts, *ts))
 
@@ -584,7 +575,6 @@ def linear_transpose(fun: Callable, *primals) -> Callable:
     >>> t(fl.tensor([1.0, 3.0]))
     (Tensor([2., 6.], dtype=float32),)
     """
-    from funclib.jaxpr import trace_to_jaxpr
 
     check_callable(fun, "linear_transpose")
     leaves, in_tree = tree_util.flatten(tuple(primals))

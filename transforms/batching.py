@@ -21,11 +21,10 @@ from typing import Any
 
 from funclib import tree as tree_util
 from funclib.checks import check_callable
-from funclib.core import ShapedArray, Trace, Tracer, _state, aval_of
+from funclib.core import ShapedArray, Trace, Tracer, _state, aval_of, set_trace
 from funclib.errors import ConcretizationError, FunclibError
-from funclib.jaxpr import ClosedJaxpr, Jaxpr, eval_jaxpr
-from funclib.primitives._util import moveaxis
-from funclib.primitives.shape import broadcast_in_dim, concatenate, slice_
+from funclib.jaxpr import ClosedJaxpr, Jaxpr, eval_jaxpr, trace_to_jaxpr
+from funclib.primitives.shape import broadcast_in_dim, concatenate, moveaxis, slice_
 
 from ._api_util import as_tensor_leaf, broadcast_prefix
 
@@ -192,6 +191,8 @@ class BatchTrace(Trace):
         if not batched:
             return self.bind_parent(prim, vals, params)
         rule = prim.vmap or prim.rule("vmap")
+        # written out, not `with set_trace`: once per batched operation (set_trace measured 2-8% slower on an eager
+        # vmap(grad))
         prev = _state.trace
         _state.trace = self.parent
         try:
@@ -223,9 +224,7 @@ class BatchTrace(Trace):
                 "Remove chunk_size/max_bytes from that vmap, or move the collective out of the loop or rule."
             )
         rest = tuple(n for n in names if n != self.axis_name)
-        prev = _state.trace
-        _state.trace = self.parent
-        try:
+        with set_trace(self.parent):
             out, out_dims = prim.rule("vmap")(
                 vals, dims, lanes=self.axis_size, offset=self.offset, size=self.axis.size, **params
             )
@@ -234,8 +233,6 @@ class BatchTrace(Trace):
                 out = chunks.meet(prim, params, key_avals, out)
             elif rest:
                 out = prim.bind(*out, **{**params, "axes": rest})
-        finally:
-            _state.trace = prev
         return [o if d is None else self.new(o, d) for o, d in zip(out, out_dims)]
 
 
@@ -365,7 +362,6 @@ class _AxisFrame(Trace):
 
 def lane_bytes(fun, leaves, axes, in_tree, axis: NamedAxis | None = None) -> int:
     """Bytes of every intermediate of one lane of ``fun`` (an upper bound on its live memory)."""
-    from funclib.jaxpr import trace_to_jaxpr
 
     mapped = [i for i, ax in enumerate(axes) if ax is not None]
     avals = []
@@ -380,13 +376,9 @@ def lane_bytes(fun, leaves, axes, in_tree, axis: NamedAxis | None = None) -> int
         args, kwargs = tree_util.unflatten(in_tree, full)
         return [as_tensor_leaf(o, "vmap output") for o in tree_util.leaves(fun(*args, **kwargs))]
 
-    prev = _state.trace
-    if axis is not None:
-        _state.trace = _AxisFrame(prev, axis)  # collectives over it are staged, like any primitive
-    try:
+    # collectives over the named axis are staged, like any primitive
+    with set_trace(_state.trace if axis is None else _AxisFrame(_state.trace, axis)):
         jaxpr, _, _ = trace_to_jaxpr(one, avals, name="vmap(max_bytes)")
-    finally:
-        _state.trace = prev
     total = 0
     for eqn in jaxpr.eqns:
         for v in eqn.outputs:
@@ -398,12 +390,8 @@ def _vmap_flat(fun, leaves, axes, in_tree, size, out_axes, axis, offset=0, root=
     trace = BatchTrace(_state.trace, size, axis, offset=offset, root=root)
     ins = [x if ax is None else trace.new(x, ax) for x, ax in zip(leaves, axes)]
     args, kwargs = tree_util.unflatten(in_tree, ins)
-    prev = _state.trace
-    _state.trace = trace
-    try:
+    with set_trace(trace):
         out = fun(*args, **kwargs)
-    finally:
-        _state.trace = prev
     o_leaves, o_tree = tree_util.flatten(out)
     oaxes = _broadcast_out_axes(out_axes, out)
     res = []

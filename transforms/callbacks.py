@@ -24,8 +24,7 @@ from funclib import tree as tree_util
 from funclib.checks import check_callable, check_choice
 from funclib.core import Primitive, ShapedArray, Tensor
 from funclib.errors import DTypeError, FunclibError, ShapeError
-from funclib.primitives._util import bdim_to_front
-from funclib.primitives.shape import broadcast_in_dim, reshape
+from funclib.primitives.shape import bdim_to_front, broadcast_in_dim, reshape
 
 from ._api_util import as_tensor_leaf
 

@@ -30,18 +30,27 @@ from funclib import tree as tree_util
 from funclib.checks import check_callable
 from funclib.core import Primitive, ShapedArray, Tensor, Zero, _state, _wrap, aval_of, set_trace
 from funclib.errors import FunclibError
-from funclib.jaxpr import ClosedJaxpr, Jaxpr, JaxprTrace, Literal, eval_jaxpr, strip_effects, user_source
-from funclib.ops.elementwise import clip, isfinite, isinf, isnan, logical_not
+from funclib.jaxpr import (
+    ClosedJaxpr,
+    Jaxpr,
+    JaxprTrace,
+    Literal,
+    eval_jaxpr,
+    strip_effects,
+    trace_to_jaxpr,
+    user_source,
+)
+from funclib.ops.elementwise import clip, logical_not
 from funclib.ops.indexing import take
 from funclib.ops.reductions import all as all_
 from funclib.ops.reductions import any as any_
 from funclib.ops.reductions import argmax
-from funclib.primitives._util import bdim_to_front
-from funclib.primitives.elementwise import convert
-from funclib.primitives.shape import broadcast_in_dim, concatenate, reshape
+from funclib.primitives.elementwise import convert, isfinite, isinf, isnan
+from funclib.primitives.shape import bdim_to_front, broadcast_in_dim, concatenate, reshape
 
 from ._api_util import as_tensor_leaf
 from .control_flow._common import batch_jaxpr, call, closed, jvp_jaxpr, pe_jaxpr
+from .jit import _call, _trace_new
 
 
 class CheckError(FunclibError, ValueError):
@@ -276,7 +285,7 @@ def _lower_checkify(eqn, body_program):
     return run
 
 
-checkify_p.lowering = _lower_checkify
+checkify_p.jit_step = _lower_checkify
 
 
 @checkify_p.def_abstract_eval
@@ -490,8 +499,6 @@ def _checked_fun(fun, avals, ctx, where):
 
 
 def _traced(fun, avals):
-    from funclib.jaxpr import trace_to_jaxpr
-
     j, consts, _ = trace_to_jaxpr(fun, list(avals), name="checkify")
     return j, consts
 
@@ -501,8 +508,6 @@ def _bind_eqn(eqn, ins, ctx):
     prim, params = eqn.prim, eqn.params
     name = prim.name
     if name == "jit":
-        from .jit import _call, _trace_new
-
         j = params["jaxpr"]
         consts = list(j.cache.get("consts", [])) if j.constvars else []
         key = ("checkify", ctx.errors)

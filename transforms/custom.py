@@ -21,9 +21,11 @@ from funclib.checks import check_callable, check_int
 from funclib.core import Primitive, ShapedArray, Zero, _state, _wrap, aval_of, is_undefined, is_weak, set_trace
 from funclib.errors import DTypeError, ShapeError
 from funclib.jaxpr import JaxprTracer, has_effects, trace_to_jaxpr
-from funclib.primitives._util import instantiate, zeros
+from funclib.primitives.shape import bdim_to_front, broadcast_in_dim, instantiate, zeros
 
 from ._api_util import as_tensor_leaf
+from .autodiff import jvp as jvp_fn
+from .batching import vmap
 
 
 def _flat_fun(fun, in_tree, store, key="out_tree"):
@@ -81,8 +83,6 @@ def _cjvp_jvp(primals, tangents, *, fun, jvp, out_tree_store):
 
 @custom_jvp_call_p.def_vmap
 def _cjvp_vmap(args, dims, *, fun, jvp, out_tree_store, axis=None, lanes=None):
-    from .batching import vmap
-
     size = next((a.shape[d] for a, d in zip(args, dims) if d is not None), lanes)
     moved = [_to_front(a, d, size) for a, d in zip(args, dims)]
     bfun = vmap(lambda *xs: fun(*xs), axis_name=axis)
@@ -99,9 +99,6 @@ def _cjvp_vmap(args, dims, *, fun, jvp, out_tree_store, axis=None, lanes=None):
 
 
 def _to_front(a, d, size):
-    from funclib.primitives._util import bdim_to_front
-    from funclib.primitives.shape import broadcast_in_dim
-
     if d is None:
         return broadcast_in_dim(a, (size,) + tuple(a.shape), tuple(range(1, a.ndim + 1)))
     return bdim_to_front(a, d)
@@ -233,8 +230,6 @@ def _cvjp_abstract(*avals, fun, fwd, bwd, store):
 def _cvjp_jvp(primals, tangents, *, fun, fwd, bwd, store):
     if not any(_is_staged_tangent(t) for t in tangents):
         # forward mode (jvp, jacfwd, hessian): differentiate the primal function itself
-        from .autodiff import jvp as jvp_fn
-
         ts = [instantiate(t) for t in tangents]
         outs, touts = jvp_fn(lambda *xs: fun(*xs), tuple(primals), tuple(ts))
         return list(outs), list(touts)
@@ -255,8 +250,6 @@ def _cvjp_jvp(primals, tangents, *, fun, fwd, bwd, store):
 
 @custom_vjp_call_p.def_vmap
 def _cvjp_vmap(args, dims, *, fun, fwd, bwd, store, axis=None, lanes=None):
-    from .batching import vmap
-
     size = next((a.shape[d] for a, d in zip(args, dims) if d is not None), lanes)
     moved = [_to_front(a, d, size) for a, d in zip(args, dims)]
     bfun = vmap(lambda *xs: fun(*xs), axis_name=axis)
@@ -286,8 +279,6 @@ def _lin_split(args, n_res):
 
 @custom_lin_p.def_impl
 def _lin_impl(*args, fun, bwd, n_res, out_avals):
-    from .autodiff import jvp as jvp_fn
-
     _, primals, tangents = _lin_split([_wrap(a) for a in args], n_res)
     with set_trace(None):
         _, touts = jvp_fn(lambda *xs: fun(*xs), tuple(primals), tuple(tangents))
@@ -302,8 +293,6 @@ def _lin_abstract(*avals, fun, bwd, n_res, out_avals):
 @custom_lin_p.def_jvp
 def _lin_jvp(primals, tangents, *, fun, bwd, n_res, out_avals):
     # custom_lin evaluated forwards is the JVP of the primal function; differentiate that composite
-    from .autodiff import jvp as jvp_fn
-
     def composite(*args):
         _, p, t = _lin_split(list(args), n_res)
         return jvp_fn(lambda *xs: fun(*xs), tuple(p), tuple(t))[1]
@@ -327,8 +316,6 @@ def _lin_transpose(cts, *args, fun, bwd, n_res, out_avals):
 
 @custom_lin_p.def_vmap
 def _lin_vmap(args, dims, *, fun, bwd, n_res, out_avals, axis=None, lanes=None):
-    from .batching import vmap
-
     size = next((a.shape[d] for a, d in zip(args, dims) if d is not None), lanes)
     moved = [_to_front(a, d, size) for a, d in zip(args, dims)]
 

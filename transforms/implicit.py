@@ -24,12 +24,12 @@ from funclib.core import Primitive, ShapedArray, Zero, _wrap, aval_of, is_undefi
 from funclib.errors import FunclibError, NotLinearError
 from funclib.jaxpr import eval_jaxpr
 from funclib.ops.creation import full
-from funclib.primitives._util import bdim_to_front, instantiate, zeros
 from funclib.primitives.elementwise import negative as neg
 from funclib.primitives.elementwise import subtract as sub
-from funclib.primitives.shape import broadcast_in_dim
+from funclib.primitives.shape import bdim_to_front, broadcast_in_dim, instantiate, zeros
 
 from ._api_util import as_tensor_leaf
+from .autodiff import jvp, linear_transpose, linearize
 from .control_flow._common import batch_jaxpr, call, trace_user_body
 from .custom import custom_jvp_call_p
 
@@ -85,7 +85,7 @@ def _lower_ls(eqn, body_program):
     return run
 
 
-custom_linear_solve_p.lowering = _lower_ls
+custom_linear_solve_p.jit_step = _lower_ls
 
 
 @custom_linear_solve_p.def_abstract_eval
@@ -102,8 +102,6 @@ def _ls_abstract(*avals, jaxprs, const_lengths):
 
 @custom_linear_solve_p.def_jvp
 def _ls_jvp(primals, tangents, *, jaxprs, const_lengths):
-    from .autodiff import jvp
-
     x = custom_linear_solve_p.bind(*primals, jaxprs=jaxprs, const_lengths=const_lengths)
     consts, _ = _groups(primals, const_lengths)
     t_consts, t_b = _groups(tangents, const_lengths)
@@ -249,7 +247,6 @@ def custom_linear_solve(
         if symmetric:
             vecmat, vm_j, vm_c = matvec, mv_j, mv_c
         else:
-            from .autodiff import linear_transpose
 
             def vecmat(v):
                 return transposed(v)[0]
@@ -356,8 +353,6 @@ def custom_root(
         return check_out("solve", res) + a_leaves
 
     def lin_solve_flat(*xb):
-        from .autodiff import linearize
-
         x = tree_util.unflatten(tree, list(xb[:n]))
         _, f_jvp = linearize(f, x)
 
@@ -378,8 +373,6 @@ def custom_root(
         return call(s_j, *args[nf : nf + ns], *args[nf + ns + nl :])
 
     def jvp_rule(primals, tangents):
-        from .autodiff import jvp
-
         out = fun(*primals)
         root = out[:n]
         if not nf:

@@ -28,6 +28,7 @@ from funclib.core import (
     _state,
     _wrap,
     aval_of,
+    current_trace,
     is_undefined,
     is_weak,
     set_trace,
@@ -45,9 +46,11 @@ from funclib.jaxpr import (
     trace_to_jaxpr,
 )
 from funclib.passes import dce, optimize
-from funclib.primitives._util import instantiate, zeros
+from funclib.primitives.shape import instantiate, zeros
 
 from ._api_util import as_tensor_leaf, check_argnames
+from .autodiff import backward_pass, jvp
+from .batching import vmap
 from .lowering import compile_program
 from .program import Program
 
@@ -156,8 +159,6 @@ def _derive(jaxpr: Jaxpr, key, build):
 
 @jit_p.def_jvp
 def _jit_jvp(primals, tangents, *, jaxpr, name):
-    from .autodiff import jvp
-
     n = len(primals)
     float_mask = tuple(aval_of(p).dtype in dtypes.INEXACT for p in primals)
 
@@ -182,8 +183,6 @@ def _jit_jvp(primals, tangents, *, jaxpr, name):
 
 @jit_p.def_vmap
 def _jit_vmap(args, dims, *, jaxpr, name, axis=None, lanes=None):
-    from .batching import vmap
-
     size = next((a.shape[d] for a, d in zip(args, dims) if d is not None), lanes)
     dims = tuple(dims)
 
@@ -223,8 +222,6 @@ def _jit_partial_eval(trace: JaxprTrace, args, params):
 
 @jit_p.def_transpose
 def _jit_transpose(cts, *args, jaxpr, name):
-    from .autodiff import backward_pass
-
     lin = tuple(is_undefined(a) for a in args)
     res_vals = [a for a, u in zip(args, lin) if not u]
     lin_avals = [a.aval for a, u in zip(args, lin) if u]
@@ -253,6 +250,18 @@ def _jit_transpose(cts, *args, jaxpr, name):
 
 # ---------------------------------------------------------------------------------------------------------------
 # The user-facing wrapper
+
+
+def _named_axes() -> tuple:
+    """(name, size) of every named vmap axis the call is inside, innermost first."""
+    out = []
+    t = current_trace()
+    while t is not None:
+        axis = getattr(t, "axis", None)
+        if axis is not None and axis.name is not None:
+            out.append((axis.name, axis.size))
+        t = t.parent
+    return tuple(out)
 
 
 class _Entry:
@@ -388,6 +397,10 @@ class Jitted:
                 conv.append(x)
                 sig.append((tuple(x.shape), x.dtype, False))
         key = (in_tree, tuple(sig), tuple((k, w, v) for k, w, v in static))
+        axes = _named_axes()
+        if axes:
+            # collectives bake the sizes of the named vmap axes around the call into the program
+            key += (axes,)
         return key, conv, in_tree, dyn_args, static
 
     # --- tracing ------------------------------------------------------------------------------------------------
@@ -427,12 +440,8 @@ class Jitted:
 
         trace = JitTrace(_state.trace, self._leaf_names(in_tree, args, kwargs), self.__name__)
         ins = [trace.new_arg(a) for a in in_avals]
-        prev = _state.trace
-        _state.trace = trace
-        try:
+        with set_trace(trace):
             outs = flat(*ins)
-        finally:
-            _state.trace = prev
         jaxpr, consts = trace.to_jaxpr(ins, outs)
         weak_out = tuple(o.weak_type for o in outs)
         return ClosedJaxpr(jaxpr, consts), store["tree"], weak_out, _int_checks(jaxpr, trace.narrowing)
@@ -452,8 +461,10 @@ class Jitted:
         return names
 
     def _desc(self, key, names):
-        in_tree, leaf_sig, static = key
+        in_tree, leaf_sig, static = key[:3]
         d = {"tree": str(in_tree)}
+        for name, size in key[3] if len(key) > 3 else ():
+            d[f"vmap axis {name!r}"] = f"size {size}"
         for n, (shape, dt, weak) in zip(names, leaf_sig):
             d[n] = f"a Python {type(dtypes.weak_sample(dt)).__name__}" if weak else ShapedArray(shape, dt).str_short()
         for kind, w, v in static:

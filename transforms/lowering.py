@@ -5,7 +5,7 @@ each planned step executable for the emitter (``kernels.numba_cpu.CPU`` unless a
 ``kernels/backend.py``) and hands them to a ``Program``. Equations that are not fused run as steps of their own:
 ``dot_general`` on BLAS, views, a collective across processes, ``scan``/``while``/``cond`` around their bodies'
 programs (a loop whose bodies lower entirely becomes one generated loop, ``native_loops``), a call primitive's own
-``prim.lowering(eqn, body_program) -> step`` (``checkpoint``, ``checkify``, ``custom_linear_solve``), and every
+``prim.jit_step(eqn, body_program) -> step`` (``checkpoint``, ``checkify``, ``custom_linear_solve``), and every
 other primitive's NumPy impl.
 
 >>> import numpy as np
@@ -110,8 +110,8 @@ def _step(st: PlannedStep, jaxpr: Jaxpr, name: str, emitter: Emitter):
     step = None
     if prim.name in _LOOPS:
         step = _LOOPS[prim.name](eqn, emitter)
-    elif getattr(prim, "lowering", None) is not None:
-        step = prim.lowering(eqn, functools.partial(body_program, emitter=emitter))
+    elif prim.jit_step is not None:
+        step = prim.jit_step(eqn, functools.partial(body_program, emitter=emitter))
     if step is not None:
         return step
     impl = steps.LOWERED[prim.name] if prim.family == "lowered" else prim.rule("impl")

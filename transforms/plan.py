@@ -313,7 +313,7 @@ def plan_program(jaxpr: Jaxpr, emitter: Emitter, guard: bool = True) -> ProgramP
             eqn = item
             ins = [atom_slot(a) for a in eqn.inputs]
             name = eqn.prim.name
-            own = name in _OWN_STEPS or getattr(eqn.prim, "lowering", None) is not None
+            own = name in _OWN_STEPS or eqn.prim.jit_step is not None
             if not own and kernel_name(eqn, emitter) is None:
                 fallbacks.add(name)
             steps.append(PlannedStep("eqn", eqn, ins, out_slots(eqn.outputs), eqn.prim.multiple_results, name))
@@ -361,6 +361,7 @@ class LoweredOp:
     multiple_results = False
     family = "lowered"
     kernel = None
+    jit_step = None
 
     def __init__(self, name: str):
         self.name = name

@@ -17,9 +17,10 @@ import functools
 import types
 from collections.abc import Callable, Sequence
 
+from funclib import dtypes
 from funclib import tree as tree_util
 from funclib.checks import check_callable
-from funclib.core import Primitive, ShapedArray, Tracer, Zero, _state, aval_of, is_undefined, set_trace
+from funclib.core import Primitive, ShapedArray, Tracer, Zero, _state, _wrap, aval_of, is_undefined, set_trace
 from funclib.jaxpr import (
     ClosedJaxpr,
     Eqn,
@@ -31,9 +32,10 @@ from funclib.jaxpr import (
     eval_jaxpr,
     partial_eval_jaxpr,
 )
-from funclib.primitives._util import bdim_to_front, zeros
+from funclib.primitives.shape import bdim_to_front, zeros
 
 from ._api_util import as_tensor_leaf
+from .autodiff import linearize_flat
 from .control_flow._common import batch_jaxpr, closed, dce, jvp_jaxpr, trace_user_body, transpose_call
 from .custom import _check_nondiff, _nondiff_tuple
 
@@ -97,8 +99,6 @@ checkpoint_p.batch_named = True
 
 @checkpoint_p.def_impl
 def _remat_impl(*args, jaxpr, policy):
-    from funclib.core import _wrap
-
     with set_trace(None):
         outs = eval_jaxpr(jaxpr.jaxpr, jaxpr.consts, *[_wrap(a) for a in args])
     return [o._value for o in outs]
@@ -111,7 +111,7 @@ def _lower_remat(eqn, body_program):
     return lambda *args: prog.run(list(args))
 
 
-checkpoint_p.lowering = _lower_remat
+checkpoint_p.jit_step = _lower_remat
 
 
 @checkpoint_p.def_abstract_eval
@@ -332,8 +332,6 @@ def saved_residuals(fun: Callable, *args) -> list[tuple[ShapedArray, str]]:
     >>> fl.saved_residuals(f, fl.ones(3))
     [(ShapedArray(f32[3]), 'argument [0]')]
     """
-    from .autodiff import linearize_flat
-
     check_callable(fun, "saved_residuals")
     leaves, in_tree = tree_util.flatten(tuple(args))
     leaves = [as_tensor_leaf(x, "saved_residuals") for x in leaves]
@@ -341,8 +339,6 @@ def saved_residuals(fun: Callable, *args) -> list[tuple[ShapedArray, str]]:
     outer = JaxprTrace(_state.trace, name="saved_residuals")
     outer.record_source = True
     ins = [outer.new_arg(aval_of(x)) for x in leaves]
-    from funclib import dtypes
-
     mask = [x.dtype in dtypes.INEXACT for x in leaves]
 
     def flat(*xs):

@@ -17,6 +17,8 @@ import numpy as np
 from funclib.errors import FunclibError
 from funclib.primitives.collectives import ExternalAxis
 
+from ._guard import describe_program, program_key
+
 INSTALL_HINT = "pip install funclib[dist]"
 
 
@@ -35,7 +37,7 @@ _world = None  # the World after init()
 def mpi():
     """The ``mpi4py.MPI`` module (importing it initializes MPI), or a DistributedError naming the extra."""
     try:
-        from mpi4py import MPI
+        from mpi4py import MPI  # the dist extra; importing it initializes MPI, so only on first use
     except ImportError as e:
         raise DistributedError(
             f"funclib.distributed needs mpi4py and an MPI library: {INSTALL_HINT} (brings mpi4py and the MPICH "
@@ -189,8 +191,6 @@ class ProcessAxis(ExternalAxis):
 
     def program_guard(self, jaxpr, name: str):
         """A step that checks every rank runs the same program before its first collective (once per call)."""
-        from ._guard import describe_program, program_key
-
         key = program_key(jaxpr)
         agree = self.world.agree
 
@@ -237,7 +237,7 @@ class ProcessAxis(ExternalAxis):
     def _float_op(self, fn):
         op = self.world._max_ops.get(fn)
         if op is None:
-            from mpi4py.util import dtlib
+            from mpi4py.util import dtlib  # the dist extra, loaded with MPI (above)
 
             def combine(inbuf, inoutbuf, datatype):
                 dt = dtlib.to_numpy_dtype(datatype)

@@ -9,6 +9,8 @@ import numpy as np
 
 from funclib.checks import check_int
 
+from ._comm import world
+
 
 class DistributedSampler:
     """The indices of one rank's share of a dataset, reshuffled each epoch with a seed all ranks share.
@@ -44,8 +46,6 @@ class DistributedSampler:
         n = dataset if isinstance(dataset, int) else len(dataset)
         self.n = check_int(n, "DistributedSampler", "the dataset length", min=0)
         if num_replicas is None or rank is None:
-            from ._comm import world
-
             w = world()
             num_replicas = w.size if num_replicas is None else num_replicas
             rank = w.rank if rank is None else rank

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import signal
 import subprocess
 import sys
 
@@ -69,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     if ns.module and ns.script is not None:
         ns.args = [ns.script, *ns.args]
     try:
-        import mpi4py  # noqa: F401
+        import mpi4py  # noqa: F401  (the dist extra: the ranks need it, so say so before starting them)
     except ImportError:
         print(f"funclib.distributed.launch needs mpi4py: {INSTALL_HINT}", file=sys.stderr)
         return 2
@@ -89,8 +90,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _end(proc: subprocess.Popen) -> int:
-    import signal
-
     for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
             os.killpg(proc.pid, sig)

@@ -8,12 +8,13 @@ import math
 
 import numpy as np
 
-from .. import dtypes
+from .. import dtypes, ops
 from ..core import Tensor, Tracer, _wrap
 from ..errors import ShapeError
 from ..ops import creation as C
-from ..ops import elementwise as E
+from ..ops.linalg_basic import diagonal
 from ..ops.manipulation import moveaxis
+from ..ops.reductions import cumprod
 from ..ops.searching import where
 from ..primitives import shape as S
 from ..primitives.elementwise import convert
@@ -273,23 +274,23 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
         return (out, _wrap(np.asarray(step).astype(d if d in dtypes.INEXACT else np.float64))) if retstep else out
     wd = d if d in dtypes.INEXACT else dtypes.default_float
     a, b = C.asarray(start, dtype=wd), C.asarray(stop, dtype=wd)
-    a, b = E.add(a, E.multiply(b, 0)), E.add(b, E.multiply(a, 0))  # broadcast against each other
-    delta = E.subtract(b, a)
+    a, b = ops.add(a, ops.multiply(b, 0)), ops.add(b, ops.multiply(a, 0))  # broadcast against each other
+    delta = ops.subtract(b, a)
     shape = (num,) + tuple(a.shape)
     i = S.broadcast_in_dim(convert(S.iota(dtypes.int64, (num,), 0), wd), shape, (0,))
     if div > 0:
-        step = E.divide(delta, float(div))
-        y = E.add(E.multiply(i, step), a)
+        step = ops.divide(delta, float(div))
+        y = ops.add(ops.multiply(i, step), a)
     else:
-        step = E.multiply(delta, math.nan)
-        y = E.add(E.multiply(i, delta), a)
+        step = ops.multiply(delta, math.nan)
+        y = ops.add(ops.multiply(i, delta), a)
     if endpoint and num > 1:
         head = S.slice_(y, (0,) * y.ndim, (num - 1,) + tuple(a.shape))
         y = S.concatenate([head, S.reshape(b, (1,) + tuple(b.shape))], 0)
     if y.ndim > 1:
         y = moveaxis(y, 0, axis)
     if d in dtypes.INTEGER:
-        y = convert(E.floor(y), d)
+        y = convert(ops.floor(y), d)
     return (y, step) if retstep else y
 
 
@@ -310,8 +311,8 @@ def logspace(start, stop, num=50, endpoint=True, base=10.0, dtype=None, axis=0) 
     base = C.asarray(base, dtype=wd)
     if base.ndim:
         base = S.expand_dims(base, [axis % (base.ndim + 1)])
-    out = E.pow(base, y)
-    return convert(E.floor(out), d) if d in dtypes.INTEGER else out
+    out = ops.pow(base, y)
+    return convert(ops.floor(out), d) if d in dtypes.INTEGER else out
 
 
 def geomspace(start, stop, num=50, endpoint=True, dtype=None, axis=0) -> Tensor:
@@ -330,9 +331,9 @@ def geomspace(start, stop, num=50, endpoint=True, dtype=None, axis=0) -> Tensor:
         return _wrap((np.floor(y) if d in dtypes.INTEGER else y).astype(d))
     wd = d if d in dtypes.INEXACT else dtypes.default_float
     a, b = C.asarray(start, dtype=wd), C.asarray(stop, dtype=wd)
-    sign = E.sign(a)
-    a1, b1 = E.divide(a, sign), E.divide(b, sign)
-    y = logspace(E.log10(a1), E.log10(b1), num=num, endpoint=endpoint, base=10.0, dtype=wd, axis=0)
+    sign = ops.sign(a)
+    a1, b1 = ops.divide(a, sign), ops.divide(b, sign)
+    y = logspace(ops.log10(a1), ops.log10(b1), num=num, endpoint=endpoint, base=10.0, dtype=wd, axis=0)
     rest = tuple(y.shape[1:])
     if num > 0:
         parts = [S.reshape(S.broadcast_to(a1, rest), (1,) + rest)]
@@ -342,10 +343,10 @@ def geomspace(start, stop, num=50, endpoint=True, dtype=None, axis=0) -> Tensor:
         if endpoint and num > 1:
             parts.append(S.reshape(S.broadcast_to(b1, rest), (1,) + rest))
         y = S.concatenate(parts, 0)
-    y = E.multiply(y, sign)
+    y = ops.multiply(y, sign)
     if y.ndim > 1:
         y = moveaxis(y, 0, axis)
-    return convert(E.floor(y), d) if d in dtypes.INTEGER else y
+    return convert(ops.floor(y), d) if d in dtypes.INTEGER else y
 
 
 def eye(N, M=None, k=0, dtype=float, order="C", *, device=None, like=None) -> Tensor:
@@ -424,8 +425,6 @@ def diag(v, k=0) -> Tensor:
     v = _as(v, "diag")
     k = static_int(k, "diag", "k")
     if v.ndim == 2:
-        from ..ops.linalg_basic import diagonal
-
         return diagonal(v, offset=k, axis1=0, axis2=1)
     if v.ndim != 1:
         raise ShapeError(f"numpy.diag: input must be 1-D or 2-D, got shape {tuple(v.shape)}")
@@ -456,7 +455,6 @@ def vander(x, N=None, increasing=False) -> Tensor:
     Tensor([[4, 2, 1],
            [9, 3, 1]], dtype=int64)
     """
-    from ..ops.reductions import cumprod
 
     x = _as(x, "vander")
     if x.ndim != 1:

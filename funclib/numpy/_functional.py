@@ -16,6 +16,8 @@ from .. import dtypes
 from ..primitives import shape as S
 from ..primitives._util import broadcast_shapes
 from ..primitives.elementwise import convert
+from ..transforms import vmap
+from ._ufunc import ufunc
 from ._util import NoValue, asarray, axis_int
 
 __all__ = ["vectorize", "frompyfunc", "apply_along_axis", "apply_over_axes"]
@@ -37,8 +39,6 @@ def _parse(signature: str):
 
 
 def _vmap():
-    from ..transforms import vmap
-
     return vmap
 
 
@@ -179,7 +179,6 @@ def frompyfunc(func, /, nin, nout, *, identity=None):
     >>> hyp.outer(fnp.array([3.0]), fnp.array([4.0, 0.0]))
     Tensor([[5., 3.]], dtype=float32)
     """
-    from ._ufunc import ufunc
 
     nin, nout = int(nin), int(nout)
     if nin < 1 or nout < 1:

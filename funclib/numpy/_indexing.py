@@ -11,15 +11,15 @@ import operator
 
 import numpy as np
 
-from .. import dtypes
+from .. import dtypes, ops
 from ..core import Tensor, _wrap
-from ..ops import elementwise as E
 from ..ops import reductions as R
 from ..ops.indexing import take as _take
 from ..ops.indexing import take_along_axis as _take_along_axis
 from ..ops.manipulation import broadcast_arrays, stack
 from ..ops.searching import nonzero as _nonzero
 from ..ops.searching import where as _where
+from ..ops.sorting import argsort
 from ..primitives import shape as S
 from ..primitives.elementwise import convert
 from ._util import asarray, axis_int, concrete, no_out, static_int
@@ -64,9 +64,9 @@ def _apply_mode(i, n, mode, op):
     if mode not in _MODES:
         raise ValueError(f"numpy.{op}: mode must be one of {_MODES}, got {mode!r}")
     if mode == "wrap":
-        return E.remainder(i, n) if n else i
+        return ops.remainder(i, n) if n else i
     if mode == "clip":
-        return E.clip(i, 0, builtins.max(n - 1, 0))
+        return ops.clip(i, 0, builtins.max(n - 1, 0))
     return i
 
 
@@ -174,14 +174,14 @@ def place(arr, mask, vals, *, inplace=True) -> Tensor:
     _no_inplace("place", inplace)
     x = asarray(arr, "place")
     m = S.broadcast_to(asarray(mask, "place"), tuple(x.shape))
-    m = m if m.dtype == dtypes.bool_ else E.not_equal(m, 0)
+    m = m if m.dtype == dtypes.bool_ else ops.not_equal(m, 0)
     v = S.reshape(asarray(vals, "place"), (-1,))
     if v.shape[0] == 0:
         if type(m) is Tensor and bool(np.any(m.numpy())):
             raise ValueError("numpy.place: cannot insert from an empty array")
         return x
-    rank = E.subtract(R.cumsum(S.reshape(convert(m, dtypes.int64), (-1,)), 0), 1)
-    picked = _take(v, E.remainder(E.maximum(rank, 0), v.shape[0]), axis=0)
+    rank = ops.subtract(R.cumsum(S.reshape(convert(m, dtypes.int64), (-1,)), 0), 1)
+    picked = _take(v, ops.remainder(ops.maximum(rank, 0), v.shape[0]), axis=0)
     picked = convert(picked, x.dtype) if picked.dtype != x.dtype else picked
     return _where(m, S.reshape(picked, tuple(x.shape)), x)
 
@@ -228,7 +228,7 @@ def choose(a, choices, out=None, mode="raise") -> Tensor:
             if v.size and (v.min() < 0 or v.max() >= n):
                 raise ValueError(f"numpy.choose: invalid entry in choice array (must lie in [0, {n}))")
         else:
-            idx = _where(E.less(idx, 0), _c(n, dtypes.int64), idx)  # out of range: IndexError at run time
+            idx = _where(ops.less(idx, 0), _c(n, dtypes.int64), idx)  # out of range: IndexError at run time
     else:
         idx = _apply_mode(idx, n, mode, "choose")
     parts = broadcast_arrays(idx, *cs)
@@ -260,7 +260,7 @@ def compress(condition, a, axis=None, out=None) -> Tensor:
 def extract(condition, arr) -> Tensor:
     """The elements of ``arr`` where ``condition`` is true (both flattened; the condition must be concrete)."""
     c = S.reshape(asarray(condition, "extract"), (-1,))
-    c = c if c.dtype == dtypes.bool_ else E.not_equal(c, 0)
+    c = c if c.dtype == dtypes.bool_ else ops.not_equal(c, 0)
     return compress(c, S.reshape(asarray(arr, "extract"), (-1,)))
 
 
@@ -306,12 +306,12 @@ def piecewise(x, condlist, funclist, *args, **kw) -> Tensor:
           and xt.ndim != 0):
         condlist = [condlist]
     conds = [S.broadcast_to(asarray(c, "piecewise"), tuple(xt.shape)) for c in condlist]
-    conds = [c if c.dtype == dtypes.bool_ else E.not_equal(c, 0) for c in conds]
+    conds = [c if c.dtype == dtypes.bool_ else ops.not_equal(c, 0) for c in conds]
     if len(conds) == n2 - 1:
         anyc = conds[0]
         for c in conds[1:]:
-            anyc = E.logical_or(anyc, c)
-        conds.append(E.logical_not(anyc))
+            anyc = ops.logical_or(anyc, c)
+        conds.append(ops.logical_not(anyc))
     elif len(conds) != n2:
         raise ValueError(f"numpy.piecewise: with {len(conds)} condition(s), either {len(conds)} or "
                          f"{len(conds) + 1} functions are expected")
@@ -326,21 +326,20 @@ def piecewise(x, condlist, funclist, *args, **kw) -> Tensor:
 
 def _static_nonzero(x, size, fill_value):
     """The first ``size`` nonzero positions in C order, padded with ``fill_value``: a static shape."""
-    flat = S.reshape(E.not_equal(x, 0) if x.dtype != dtypes.bool_ else x, (-1,))
+    flat = S.reshape(ops.not_equal(x, 0) if x.dtype != dtypes.bool_ else x, (-1,))
     n = flat.shape[0]
-    from ..ops.sorting import argsort
 
-    order = argsort(convert(E.logical_not(flat), dtypes.int8), axis=0)
+    order = argsort(convert(ops.logical_not(flat), dtypes.int8), axis=0)
     first = order[:size] if size <= n else S.concatenate([order, S.full((size - n,), 0, dtypes.int64)], 0)
     count = R.sum(flat)
-    keep = E.less(_wrap(np.arange(size, dtype=np.int64)), count)
+    keep = ops.less(_wrap(np.arange(size, dtype=np.int64)), count)
     fills = (fill_value,) * x.ndim if not isinstance(fill_value, (tuple, list)) else tuple(fill_value)
     if len(fills) != x.ndim:
         raise ValueError(f"numpy.nonzero: fill_value needs {x.ndim} entries, got {len(fills)}")
     out = []
     for d, f in enumerate(fills):
         stride = int(np.prod(x.shape[d + 1:], dtype=np.int64))
-        coord = E.remainder(E.floor_divide(first, stride), x.shape[d]) if x.shape[d] else first
+        coord = ops.remainder(ops.floor_divide(first, stride), x.shape[d]) if x.shape[d] else first
         out.append(_where(keep, coord, _c(0 if f is None else f, dtypes.int64)))
     return tuple(out)
 
@@ -392,7 +391,7 @@ def where(condition, x=None, y=None, /, *, size=None, fill_value=None):
     if x is None or y is None:
         raise ValueError("numpy.where: either both or neither of x and y should be given")
     c = asarray(condition, "where")
-    c = c if c.dtype == dtypes.bool_ else E.not_equal(c, 0)
+    c = c if c.dtype == dtypes.bool_ else ops.not_equal(c, 0)
     return _where(c, x, y)
 
 
@@ -428,8 +427,8 @@ def ravel_multi_index(multi_index, dims, mode="raise", order="C") -> Tensor:
                     raise ValueError("numpy.ravel_multi_index: invalid entry in coordinates array")
         else:
             i = _apply_mode(i, n, m, "ravel_multi_index")
-        term = E.multiply(i, int(s))
-        total = term if total is None else E.add(total, term)
+        term = ops.multiply(i, int(s))
+        total = term if total is None else ops.add(total, term)
     return total
 
 
@@ -455,8 +454,8 @@ def unravel_index(indices, shape, order="C") -> tuple[Tensor, ...]:
     rest = i
     for k in seq:
         n = dims[k]
-        out[k] = E.remainder(rest, n) if n else rest
-        rest = E.floor_divide(rest, n) if n else rest
+        out[k] = ops.remainder(rest, n) if n else rest
+        rest = ops.floor_divide(rest, n) if n else rest
     return tuple(out)
 
 
@@ -480,7 +479,7 @@ def packbits(a, /, axis=None, bitorder="big") -> Tensor:
     if axis is None:
         x, axis = S.reshape(x, (-1,)), 0
     ax = axis_int(axis, x.ndim, "packbits")
-    bits = convert(E.not_equal(x, 0), dtypes.int64)
+    bits = convert(ops.not_equal(x, 0), dtypes.int64)
     n = bits.shape[ax]
     pad = (-n) % 8
     if pad:
@@ -490,7 +489,7 @@ def packbits(a, /, axis=None, bitorder="big") -> Tensor:
     shape = list(bits.shape)
     shape[ax: ax + 1] = [shape[ax] // 8, 8]
     w = _wrap(_bit_weights(bitorder, "packbits").reshape([8 if i == ax + 1 else 1 for i in range(len(shape))]))
-    return convert(R.sum(E.multiply(S.reshape(bits, tuple(shape)), w), axis=ax + 1), dtypes.uint8)
+    return convert(R.sum(ops.multiply(S.reshape(bits, tuple(shape)), w), axis=ax + 1), dtypes.uint8)
 
 
 def unpackbits(a, /, axis=None, count=None, bitorder="big") -> Tensor:
@@ -510,7 +509,7 @@ def unpackbits(a, /, axis=None, count=None, bitorder="big") -> Tensor:
     shifts = _wrap(np.log2(w).astype(np.uint8))
     xe = S.expand_dims(x, [ax + 1])
     sh = S.reshape(shifts, tuple(8 if i == ax + 1 else 1 for i in range(xe.ndim)))
-    bits = E.bitwise_and(E.bitwise_right_shift(xe, sh), _c(1, dtypes.uint8))
+    bits = ops.bitwise_and(ops.bitwise_right_shift(xe, sh), _c(1, dtypes.uint8))
     shape = list(x.shape)
     shape[ax] *= 8
     bits = S.reshape(bits, tuple(shape))

@@ -12,6 +12,7 @@ from .. import dtypes
 from ..core import Tensor, _wrap
 from ..errors import ShapeError
 from ..ops import manipulation as M
+from ..ops.elementwise import trunc
 from ..ops.indexing import take as _take
 from ..primitives import shape as S
 from ..primitives._util import broadcast_shapes as _bshapes
@@ -611,8 +612,6 @@ def _cast_like(v, d):
     if v.dtype == d:
         return v
     if d in dtypes.INTEGER and v.dtype in dtypes.REAL_FLOATING:
-        from ..ops.elementwise import trunc
-
         v = trunc(v)
     return convert(v, d)
 

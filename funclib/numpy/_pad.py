@@ -10,12 +10,13 @@ import builtins
 
 import numpy as np
 
-from .. import dtypes
+from .. import dtypes, ops
 from ..core import Tensor, _wrap
-from ..ops import elementwise as E
 from ..ops import reductions as R
 from ..primitives import shape as S
 from ..primitives.elementwise import convert
+from ._creation import linspace
+from ._statistics import median
 from ._util import asarray
 
 __all__ = ["pad"]
@@ -88,7 +89,7 @@ def _join(parts, axis):
 
 
 def _round_like(v, d):
-    return convert(E.round(v), d) if d in dtypes.INTEGER and v.dtype != d else v
+    return convert(ops.round(v), d) if d in dtypes.INTEGER and v.dtype != d else v
 
 
 def _stat(mode, chunk, axis, d):
@@ -99,7 +100,6 @@ def _stat(mode, chunk, axis, d):
     c = chunk if chunk.dtype in dtypes.INEXACT else convert(chunk, dtypes.float64)
     if mode == "mean":
         return _round_like(R.mean(c, axis=axis, keepdims=True), d)
-    from ._statistics import median
 
     return _round_like(median(c, axis=axis, keepdims=True), d)
 
@@ -118,7 +118,7 @@ def _reflect_axis(x, axis, left, right, odd, symmetric):
             k = builtins.min(old, left)
             chunk = _rev(_sl(x, axis, 1 - edge, 1 - edge + k), axis)
             if odd:
-                chunk = E.subtract(E.multiply(_sl(x, axis, 0, 1), 2), chunk)
+                chunk = ops.subtract(ops.multiply(_sl(x, axis, 0, 1), 2), chunk)
             parts.append(chunk)
             left -= k
         parts.append(x)
@@ -127,7 +127,7 @@ def _reflect_axis(x, axis, left, right, odd, symmetric):
             hi = n - 1 + edge
             chunk = _rev(_sl(x, axis, hi - k, hi), axis)
             if odd:
-                chunk = E.subtract(E.multiply(_sl(x, axis, n - 1, n), 2), chunk)
+                chunk = ops.subtract(ops.multiply(_sl(x, axis, n - 1, n), 2), chunk)
             parts.append(chunk)
             right -= k
         x = _join(parts, axis)
@@ -154,8 +154,6 @@ def _wrap_axis(x, axis, left, right):
 
 
 def _ramp(end, edge, width, axis, d):
-    from ._creation import linspace
-
     if not width:
         return None
     end_t = end if isinstance(end, Tensor) else _wrap(np.asarray(end))

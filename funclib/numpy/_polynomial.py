@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes
+from .. import dtypes, ops
 from ..core import Tensor, _wrap
-from ..ops import elementwise as E
 from ..ops import reductions as R
+from ..ops.linalg_basic import matmul
 from ..primitives import shape as S
 from ..primitives.elementwise import convert
+from ._creation import vander
+from ._signal import convolve
 from ._util import asarray, concrete, inexact, static_int
+from .linalg import eigvals, inv, lstsq
 
 __all__ = ["poly", "polyadd", "polysub", "polymul", "polydiv", "polyder", "polyint", "polyfit", "polyval", "roots"]
 
@@ -33,9 +36,9 @@ def polyval(p, x) -> Tensor:
     """
     c = _coefs(p, "polyval")
     xv = asarray(x, "polyval")
-    y = E.multiply(xv, 0) if c.shape[0] == 0 else None
+    y = ops.multiply(xv, 0) if c.shape[0] == 0 else None
     for i in range(c.shape[0]):
-        y = S.broadcast_to(c[i], tuple(xv.shape)) if y is None else E.add(E.multiply(y, xv), c[i])
+        y = S.broadcast_to(c[i], tuple(xv.shape)) if y is None else ops.add(ops.multiply(y, xv), c[i])
     return y
 
 
@@ -54,13 +57,13 @@ def polyadd(a1, a2) -> Tensor:
     Tensor([1, 1, 2], dtype=int64)
     """
     a, b = _align(_coefs(a1, "polyadd"), _coefs(a2, "polyadd"))
-    return E.add(a, b)
+    return ops.add(a, b)
 
 
 def polysub(a1, a2) -> Tensor:
     """The difference of two polynomials."""
     a, b = _align(_coefs(a1, "polysub"), _coefs(a2, "polysub"))
-    return E.subtract(a, b)
+    return ops.subtract(a, b)
 
 
 def polymul(a1, a2) -> Tensor:
@@ -69,7 +72,6 @@ def polymul(a1, a2) -> Tensor:
     >>> fnp.polymul(fnp.array([1, 1]), fnp.array([1, -1]))
     Tensor([ 1,  0, -1], dtype=int64)
     """
-    from ._signal import convolve
 
     return convolve(_coefs(a1, "polymul"), _coefs(a2, "polymul"))
 
@@ -86,13 +88,13 @@ def polydiv(u, v):
     d = dtypes.result_type(a, b)
     a, b = convert(a, d) if a.dtype != d else a, convert(b, d) if b.dtype != d else b
     m, n = a.shape[0] - 1, b.shape[0] - 1
-    scale = E.divide(1.0, b[0])
+    scale = ops.divide(1.0, b[0])
     r = a
     q = []
     for k in range(m - n + 1):
-        dk = E.multiply(scale, r[k])
+        dk = ops.multiply(scale, r[k])
         q.append(dk)
-        upd = E.subtract(r[k: k + n + 1], E.multiply(dk, b))
+        upd = ops.subtract(r[k: k + n + 1], ops.multiply(dk, b))
         r = S.concatenate([r[:k], upd, r[k + n + 1:]], 0)
     qv = S.concatenate([S.reshape(t, (1,)) for t in q], 0) if q else S.full((1,), 0, d)
     rv = concrete(r, "polydiv", "compute it eagerly (the remainder's length depends on its values)")
@@ -116,7 +118,7 @@ def polyder(p, m=1) -> Tensor:
         n = c.shape[0] - 1
         if n <= 0:
             return S.full((1,), 0, c.dtype)
-        c = E.multiply(c[:n], _wrap(np.arange(n, 0, -1)))
+        c = ops.multiply(c[:n], _wrap(np.arange(n, 0, -1)))
     return c
 
 
@@ -135,7 +137,7 @@ def polyint(p, m=1, k=None) -> Tensor:
         raise ValueError("numpy.polyint: k must be a scalar or a sequence of length m")
     for i in range(m):
         n = c.shape[0]
-        c = E.divide(c, _wrap(np.arange(n, 0, -1).astype(c.dtype)))
+        c = ops.divide(c, _wrap(np.arange(n, 0, -1).astype(c.dtype)))
         kc = asarray(ks[i], "polyint")
         c = S.concatenate([c, S.reshape(convert(kc, c.dtype) if kc.dtype != c.dtype else kc, (1,))], 0)
     return c
@@ -149,8 +151,6 @@ def polyfit(x, y, deg, rcond=None, full=False, w=None, cov=False):
     >>> fnp.round(fnp.polyfit(fnp.array([0.0, 1.0, 2.0]), fnp.array([1.0, 3.0, 5.0]), 1), 4)
     Tensor([2., 1.], dtype=float32)
     """
-    from ._creation import vander
-    from .linalg import inv, lstsq
 
     order = static_int(deg, "polyfit", "deg") + 1
     if order < 1:
@@ -169,29 +169,28 @@ def polyfit(x, y, deg, rcond=None, full=False, w=None, cov=False):
         wv = inexact(asarray(w, "polyfit"))
         if wv.ndim != 1 or wv.shape[0] != xv.shape[0]:
             raise TypeError("numpy.polyfit: expected w as a 1-D array with the length of x")
-        lhs = E.multiply(lhs, S.reshape(wv, (-1, 1)))
-        rhs = E.multiply(rhs, S.reshape(wv, (-1, 1)) if rhs.ndim == 2 else wv)
-    scale = E.sqrt(R.sum(E.real(E.multiply(lhs, E.conj(lhs))), axis=0))
+        lhs = ops.multiply(lhs, S.reshape(wv, (-1, 1)))
+        rhs = ops.multiply(rhs, S.reshape(wv, (-1, 1)) if rhs.ndim == 2 else wv)
+    scale = ops.sqrt(R.sum(ops.real(ops.multiply(lhs, ops.conj(lhs))), axis=0))
     scale_c = convert(scale, lhs.dtype) if scale.dtype != lhs.dtype else scale
-    c, resids, rank, s = lstsq(E.divide(lhs, scale_c), rhs, rcond)
-    c = E.divide(c, S.reshape(scale_c, (-1,) + (1,) * (c.ndim - 1)))
+    c, resids, rank, s = lstsq(ops.divide(lhs, scale_c), rhs, rcond)
+    c = ops.divide(c, S.reshape(scale_c, (-1,) + (1,) * (c.ndim - 1)))
     if full:
         return c, resids, rank, s, rcond
     if cov:
-        lhs_s = E.divide(lhs, scale_c)
-        from ..ops.linalg_basic import matmul
+        lhs_s = ops.divide(lhs, scale_c)
 
-        base = E.divide(inv(matmul(S.transpose(E.conj(lhs_s), (1, 0)), lhs_s)),
-                        E.multiply(S.reshape(scale_c, (-1, 1)), S.reshape(scale_c, (1, -1))))
+        base = ops.divide(inv(matmul(S.transpose(ops.conj(lhs_s), (1, 0)), lhs_s)),
+                        ops.multiply(S.reshape(scale_c, (-1, 1)), S.reshape(scale_c, (1, -1))))
         if cov == "unscaled":
             fac = 1.0
         else:
             if xv.shape[0] <= order:
                 raise ValueError("numpy.polyfit: the number of data points must exceed order to scale the covariance")
-            fac = E.divide(resids, float(xv.shape[0] - order))
+            fac = ops.divide(resids, float(xv.shape[0] - order))
         if c.ndim == 1:
-            return c, E.multiply(base, fac)
-        return c, E.multiply(S.expand_dims(base, [2]), fac)
+            return c, ops.multiply(base, fac)
+        return c, ops.multiply(S.expand_dims(base, [2]), fac)
     return c
 
 
@@ -204,8 +203,6 @@ def poly(seq_of_zeros) -> Tensor:
     """
     r = asarray(seq_of_zeros, "poly")
     if r.ndim == 2 and r.shape[0] == r.shape[1] and r.shape[0] != 0:
-        from .linalg import eigvals
-
         r = eigvals(r)
     elif r.ndim == 0 or r.ndim == 1:
         r = S.reshape(r, (-1,))
@@ -214,15 +211,14 @@ def poly(seq_of_zeros) -> Tensor:
     if r.shape[0] == 0:
         return _wrap(np.ones((), dtypes.default_float))
     r = inexact(r)
-    from ._signal import convolve
 
     a = _wrap(np.ones((1,), r.dtype))
     for i in range(r.shape[0]):
-        a = convolve(a, S.concatenate([_wrap(np.ones((1,), r.dtype)), S.reshape(E.negative(r[i]), (1,))], 0))
+        a = convolve(a, S.concatenate([_wrap(np.ones((1,), r.dtype)), S.reshape(ops.negative(r[i]), (1,))], 0))
     if a.dtype in dtypes.COMPLEX and type(r) is Tensor:
         v = r.numpy()
         if np.all(np.sort(v) == np.sort(np.conj(v))):
-            a = E.real(a)
+            a = ops.real(a)
     return a
 
 
@@ -247,9 +243,8 @@ def roots(p, *, strip_zeros=True) -> Tensor:
     cd = dtypes.complex_dtype(c.dtype if c.dtype in dtypes.REAL_FLOATING else dtypes.real_dtype(c.dtype))
     if n < 1:
         return S.full((trailing,), 0, cd)
-    from .linalg import eigvals
 
-    top = S.reshape(E.divide(E.negative(c[1:]), c[0]), (1, n))
+    top = S.reshape(ops.divide(ops.negative(c[1:]), c[0]), (1, n))
     below = _wrap(np.eye(n - 1, n, dtype=c.dtype)) if n > 1 else None
     comp = S.concatenate([top, below], 0) if below is not None else top
     w = eigvals(comp)

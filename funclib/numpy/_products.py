@@ -8,13 +8,12 @@ import builtins
 
 import numpy as np
 
-from .. import dtypes
+from .. import dtypes, ops
 from ..core import Tensor
 from ..errors import ShapeError
-from ..ops import elementwise as E
 from ..ops import linalg_basic as L
 from ..ops import reductions as R
-from ..ops.manipulation import moveaxis
+from ..ops.manipulation import broadcast_arrays, moveaxis, stack
 from ..primitives import shape as S
 from ..primitives.elementwise import convert
 from ._ufunc import prepare
@@ -56,7 +55,7 @@ def dot(a, b, out=None) -> Tensor:
     no_out(out, "dot")
     x, y = _pair(a, b, "dot")
     if x.ndim == 0 or y.ndim == 0:
-        return E.multiply(x, y)
+        return ops.multiply(x, y)
     return L.tensordot(x, y, axes=((x.ndim - 1,), (builtins.max(y.ndim - 2, 0),)))
 
 
@@ -70,7 +69,7 @@ def vdot(a, b, /) -> Tensor:
     x, y = S.reshape(x, (-1,)), S.reshape(y, (-1,))
     if x.shape != y.shape:
         raise ShapeError(f"numpy.vdot: the arrays have {x.shape[0]} and {y.shape[0]} elements")
-    return L.tensordot(E.conj(x), y, axes=1)
+    return L.tensordot(ops.conj(x), y, axes=1)
 
 
 def inner(a, b, /) -> Tensor:
@@ -81,7 +80,7 @@ def inner(a, b, /) -> Tensor:
     """
     x, y = _pair(a, b, "inner")
     if x.ndim == 0 or y.ndim == 0:
-        return E.multiply(x, y)
+        return ops.multiply(x, y)
     return L.tensordot(x, y, axes=((x.ndim - 1,), (y.ndim - 1,)))
 
 
@@ -226,7 +225,7 @@ def vecmat(x1, x2, /, out=None, *, axes=NoValue, axis=NoValue, keepdims=False, c
     a, b = _gufunc_prep("vecmat", x1, x2, out, axes, axis, keepdims, casting, order, dtype, signature)
     if a.ndim < 1 or b.ndim < 2:
         raise ShapeError(f"numpy.vecmat: needs (..., n) and (..., n, m), got {tuple(a.shape)} and {tuple(b.shape)}")
-    y = L.matmul(S.reshape(E.conj(a), tuple(a.shape[:-1]) + (1, a.shape[-1])), b)
+    y = L.matmul(S.reshape(ops.conj(a), tuple(a.shape[:-1]) + (1, a.shape[-1])), b)
     return S.reshape(y, tuple(y.shape[:-2]) + (y.shape[-1],))
 
 
@@ -255,7 +254,7 @@ def kron(a, b) -> Tensor:
     y = S.reshape(y, (1,) * (nd - y.ndim) + tuple(y.shape))
     xs = S.reshape(x, tuple(v for n in x.shape for v in (n, 1)))
     ys = S.reshape(y, tuple(v for n in y.shape for v in (1, n)))
-    return S.reshape(E.multiply(xs, ys), tuple(m * n for m, n in zip(x.shape, y.shape)))
+    return S.reshape(ops.multiply(xs, ys), tuple(m * n for m, n in zip(x.shape, y.shape)))
 
 
 def diagonal(a, offset=0, axis1=0, axis2=1) -> Tensor:
@@ -300,21 +299,20 @@ def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None) -> Tensor:
 
     x0, x1, x2 = (comp(x, i) for i in range(3))
     y0, y1, y2 = (comp(y, i) for i in range(3))
-    z = E.subtract(E.multiply(x0, y1), E.multiply(x1, y0))
+    z = ops.subtract(ops.multiply(x0, y1), ops.multiply(x1, y0))
     if na == 2 and nb == 2:
         return z
 
     def mul(u, v):
-        return None if u is None or v is None else E.multiply(u, v)
+        return None if u is None or v is None else ops.multiply(u, v)
 
     def sub(u, v):
         if v is None:
             return u
-        return E.negative(v) if u is None else E.subtract(u, v)
+        return ops.negative(v) if u is None else ops.subtract(u, v)
 
     cx = sub(mul(x1, y2), mul(x2, y1))
     cy = sub(mul(x2, y0), mul(x0, y2))
-    from ..ops.manipulation import broadcast_arrays, stack
 
     c = stack(broadcast_arrays(cx, cy, z), axis=-1)
     return moveaxis(c, -1, axis_int(axisc, c.ndim, "cross"))

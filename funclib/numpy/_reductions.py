@@ -7,10 +7,9 @@ import builtins
 
 import numpy as np
 
-from .. import dtypes
+from .. import dtypes, ops
 from ..core import Tensor, _wrap
 from ..errors import DTypeError
-from ..ops import elementwise as E
 from ..ops import reductions as R
 from ..ops.searching import count_nonzero as _count_nonzero
 from ..ops.searching import where as _where
@@ -76,7 +75,7 @@ def sum(a, axis=None, dtype=None, out=None, keepdims=NoValue, initial=NoValue, w
     if where is not NoValue:
         x = _where(_mask(where, x, "sum"), x, _const(0, x.dtype))
     y = R.sum(x, axis=axes_tuple(axis, x.ndim, "sum"), dtype=dtype, keepdims=keepdims_arg(keepdims))
-    return E.add(y, initial) if initial is not NoValue else y
+    return ops.add(y, initial) if initial is not NoValue else y
 
 
 def prod(a, axis=None, dtype=None, out=None, keepdims=NoValue, initial=NoValue, where=NoValue) -> Tensor:
@@ -90,7 +89,7 @@ def prod(a, axis=None, dtype=None, out=None, keepdims=NoValue, initial=NoValue, 
     if where is not NoValue:
         x = _where(_mask(where, x, "prod"), x, _const(1, x.dtype))
     y = R.prod(x, axis=axes_tuple(axis, x.ndim, "prod"), dtype=dtype, keepdims=keepdims_arg(keepdims))
-    return E.multiply(y, initial) if initial is not NoValue else y
+    return ops.multiply(y, initial) if initial is not NoValue else y
 
 
 def _float_for(x, dtype, op):
@@ -129,7 +128,7 @@ def mean(a, axis=None, dtype=None, out=None, keepdims=NoValue, *, where=NoValue)
         x = _where(mask, x, _const(0, x.dtype))
     s = R.sum(x, axis=axes, keepdims=kd)
     n = _masked_count(x, mask, axes, kd)
-    return E.divide(s, n if isinstance(n, Tensor) else _const(n, s.dtype))
+    return ops.divide(s, n if isinstance(n, Tensor) else _const(n, s.dtype))
 
 
 def _var(x, axis, dtype, ddof, keepdims, where, mean_, correction, op, nan=False):
@@ -141,26 +140,26 @@ def _var(x, axis, dtype, ddof, keepdims, where, mean_, correction, op, nan=False
     axes = axes_tuple(axis, x.ndim, op)
     mask = None if where is NoValue else _mask(where, x, op)
     if nan:
-        ok = E.logical_not(E.isnan(x))
-        mask = ok if mask is None else E.logical_and(mask, ok)
+        ok = ops.logical_not(ops.isnan(x))
+        mask = ok if mask is None else ops.logical_and(mask, ok)
     # left-out values (NaN for the nan variants) are replaced before any arithmetic: a NaN multiplied by a zero
     # cotangent would still give NaN gradients
     xz = x if mask is None else _where(mask, x, _const(0, x.dtype))
     n = _masked_count(x, mask, axes, True)
     if mean_ is NoValue:
-        m = E.divide(R.sum(xz, axis=axes, keepdims=True), n if isinstance(n, Tensor) else _const(n, x.dtype))
+        m = ops.divide(R.sum(xz, axis=axes, keepdims=True), n if isinstance(n, Tensor) else _const(n, x.dtype))
     else:
         m = asarray(mean_, op)
-    dev = E.subtract(xz, m)
-    sq = E.real(E.multiply(dev, E.conj(dev))) if x.dtype in dtypes.COMPLEX else E.multiply(dev, dev)
+    dev = ops.subtract(xz, m)
+    sq = ops.real(ops.multiply(dev, ops.conj(dev))) if x.dtype in dtypes.COMPLEX else ops.multiply(dev, dev)
     if mask is not None:
         sq = _where(mask, sq, _const(0, sq.dtype))
     s = R.sum(sq, axis=axes, keepdims=True)
     # NumPy divides by max(n - ddof, 0): too few values give inf (or nan for 0 / 0)
-    denom = E.maximum(E.subtract(n, ddof), _const(0, s.dtype)) if isinstance(n, Tensor) else _const(
+    denom = ops.maximum(ops.subtract(n, ddof), _const(0, s.dtype)) if isinstance(n, Tensor) else _const(
         builtins.max(n - ddof, 0), s.dtype)
     with np.errstate(divide="ignore", invalid="ignore"):
-        v = E.divide(s, denom if denom.dtype == s.dtype else convert(denom, s.dtype))
+        v = ops.divide(s, denom if denom.dtype == s.dtype else convert(denom, s.dtype))
     return v if keepdims_arg(keepdims) else S.reshape(v, tuple(d for i, d in enumerate(x.shape) if i not in axes))
 
 
@@ -184,7 +183,7 @@ def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=NoValue, *, where=N
     Tensor(1., dtype=float32)
     """
     no_out(out, "std")
-    return E.sqrt(_var(asarray(a, "std"), axis, dtype, ddof, keepdims, where, mean, correction, "std"))
+    return ops.sqrt(_var(asarray(a, "std"), axis, dtype, ddof, keepdims, where, mean, correction, "std"))
 
 
 def _extreme(a, axis, keepdims, initial, where, op, big):
@@ -197,7 +196,7 @@ def _extreme(a, axis, keepdims, initial, where, op, big):
             x = _where(_mask(where, x, op), x, _const(not big, x.dtype))
         y = red(x, axis=axes, keepdims=kd)
         if initial is not NoValue:
-            y = (E.logical_or if big else E.logical_and)(y, bool(initial))
+            y = (ops.logical_or if big else ops.logical_and)(y, bool(initial))
         return y
     if x.dtype in dtypes.COMPLEX:
         raise DTypeError(f"numpy.{op}: complex values have no order here; reduce fnp.real(x) or fnp.abs(x)")
@@ -214,7 +213,7 @@ def _extreme(a, axis, keepdims, initial, where, op, big):
         return S.full(shape, initial, x.dtype)
     y = (R.max if big else R.min)(x, axis=axes, keepdims=kd)
     if initial is not NoValue:
-        y = (E.maximum if big else E.minimum)(y, _const(initial, y.dtype))
+        y = (ops.maximum if big else ops.minimum)(y, _const(initial, y.dtype))
     return y
 
 
@@ -258,7 +257,7 @@ def ptp(a, axis=None, out=None, keepdims=NoValue) -> Tensor:
     Tensor(7, dtype=int64)
     """
     no_out(out, "ptp")
-    return E.subtract(max(a, axis, keepdims=keepdims), min(a, axis, keepdims=keepdims))
+    return ops.subtract(max(a, axis, keepdims=keepdims), min(a, axis, keepdims=keepdims))
 
 
 def _arg(fn, a, axis, keepdims, op):
@@ -290,7 +289,7 @@ def argmin(a, axis=None, out=None, *, keepdims=NoValue) -> Tensor:
 def _logic(fn, a, axis, keepdims, where, op, fill):
     x = asarray(a, op)
     if where is not NoValue:
-        b = x if x.dtype == dtypes.bool_ else E.not_equal(x, 0)
+        b = x if x.dtype == dtypes.bool_ else ops.not_equal(x, 0)
         x = _where(_mask(where, x, op), b, _const(fill, dtypes.bool_))
     return fn(x, axis=axes_tuple(axis, x.ndim, op), keepdims=keepdims_arg(keepdims))
 
@@ -388,7 +387,7 @@ def _nan_filled(a, value, op):
     x = asarray(a, op)
     if x.dtype not in dtypes.INEXACT:
         return x
-    return _where(E.isnan(x), _const(value, x.dtype), x)
+    return _where(ops.isnan(x), _const(value, x.dtype), x)
 
 
 def nansum(a, axis=None, dtype=None, out=None, keepdims=NoValue, initial=NoValue, where=NoValue) -> Tensor:
@@ -415,13 +414,13 @@ def nanmean(a, axis=None, dtype=None, out=None, keepdims=NoValue, *, where=NoVal
     """
     no_out(out, "nanmean")
     x = _float_for(asarray(a, "nanmean"), dtype, "nanmean")
-    ok = E.logical_not(E.isnan(x))
+    ok = ops.logical_not(ops.isnan(x))
     if where is not NoValue:
-        ok = E.logical_and(ok, _mask(where, x, "nanmean"))
+        ok = ops.logical_and(ok, _mask(where, x, "nanmean"))
     axes = axes_tuple(axis, x.ndim, "nanmean")
     kd = keepdims_arg(keepdims)
     s = R.sum(_where(ok, x, _const(0, x.dtype)), axis=axes, keepdims=kd)
-    return E.divide(s, _masked_count(x, ok, axes, kd))
+    return ops.divide(s, _masked_count(x, ok, axes, kd))
 
 
 def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=NoValue, *, where=NoValue, mean=NoValue,
@@ -435,7 +434,7 @@ def nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims=NoValue, *, wher
            correction=NoValue) -> Tensor:
     """``std`` of the non-NaN elements."""
     no_out(out, "nanstd")
-    return E.sqrt(_var(asarray(a, "nanstd"), axis, dtype, ddof, keepdims, where, mean, correction, "nanstd",
+    return ops.sqrt(_var(asarray(a, "nanstd"), axis, dtype, ddof, keepdims, where, mean, correction, "nanstd",
                        nan=True))
 
 
@@ -443,12 +442,12 @@ def _nan_extreme(a, axis, keepdims, initial, where, op, big):
     x = asarray(a, op)
     if x.dtype not in dtypes.REAL_FLOATING:
         return _extreme(x, axis, keepdims, initial, where, op, big)
-    nan = E.isnan(x)
+    nan = ops.isnan(x)
     filled = _where(nan, _const(-np.inf if big else np.inf, x.dtype), x)
     y = _extreme(filled, axis, keepdims, initial, where, op, big)
     axes = axes_tuple(axis, x.ndim, op)
-    valid = E.logical_not(nan) if where is NoValue else E.logical_and(E.logical_not(nan), _mask(where, x, op))
-    none = E.logical_not(R.any(valid, axis=axes, keepdims=keepdims_arg(keepdims)))
+    valid = ops.logical_not(nan) if where is NoValue else ops.logical_and(ops.logical_not(nan), _mask(where, x, op))
+    none = ops.logical_not(R.any(valid, axis=axes, keepdims=keepdims_arg(keepdims)))
     if initial is not NoValue:
         return y
     return _where(none, _const(np.nan, x.dtype), y)
@@ -474,7 +473,7 @@ def _nan_arg(a, axis, keepdims, op, big):
     x = asarray(a, op)
     if x.dtype not in dtypes.REAL_FLOATING:
         return _arg(R.argmax if big else R.argmin, x, axis, keepdims, op)
-    nan = E.isnan(x)
+    nan = ops.isnan(x)
     filled = _where(nan, _const(-np.inf if big else np.inf, x.dtype), x)
     idx = _arg(R.argmax if big else R.argmin, filled, axis, keepdims, op)
     all_nan = R.all(nan, axis=None if axis is None else axis_int(axis, x.ndim, op), keepdims=keepdims_arg(keepdims))

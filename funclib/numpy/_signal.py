@@ -9,15 +9,20 @@ import math
 
 import numpy as np
 
-from .. import dtypes
+from .. import dtypes, ops
 from ..core import Tensor, Tracer, _wrap
-from ..ops import elementwise as E
+from ..ops import fft as F
 from ..ops import reductions as R
 from ..ops.indexing import take
+from ..ops.linalg_basic import matmul
 from ..ops.searching import searchsorted
 from ..ops.searching import where as _where
 from ..primitives import shape as S
+from ..primitives.conv import conv_patches
 from ..primitives.elementwise import convert
+from ..primitives.sort import sort as _sort_multi
+from ._elementwise import i0
+from ._manipulation import concatenate
 from ._util import NoValue, asarray, axis_int, concrete, inexact, static_int
 
 __all__ = [
@@ -79,15 +84,13 @@ def diff(a, n=1, axis=-1, prepend=NoValue, append=NoValue) -> Tensor:
     if append is not NoValue:
         parts.append(_edge_piece(append, x, ax))
     if len(parts) > 1:
-        from ._manipulation import concatenate
-
         x = concatenate(parts, axis=ax)
     for _ in range(n):
         m = x.shape[ax]
         if m == 0:
             break
         hi, lo = _sl(x, ax, 1, m), _sl(x, ax, 0, m - 1)
-        x = E.not_equal(hi, lo) if x.dtype == dtypes.bool_ else E.subtract(hi, lo)
+        x = ops.not_equal(hi, lo) if x.dtype == dtypes.bool_ else ops.subtract(hi, lo)
     return x
 
 
@@ -156,35 +159,39 @@ def _grad_axis(f, ax, dx, edge_order):
     if uniform:
         h = dx if isinstance(dx, Tensor) else _c(dx, d)
         h = convert(h, d) if h.dtype != d else h
-        mid = E.divide(E.subtract(at(2, n), at(0, n - 2)), E.multiply(h, 2.0))
+        mid = ops.divide(ops.subtract(at(2, n), at(0, n - 2)), ops.multiply(h, 2.0))
         if edge_order == 1:
-            first = E.divide(E.subtract(at(1), at(0)), h)
-            last = E.divide(E.subtract(at(n - 1), at(n - 2)), h)
+            first = ops.divide(ops.subtract(at(1), at(0)), h)
+            last = ops.divide(ops.subtract(at(n - 1), at(n - 2)), h)
         else:
-            first = E.divide(E.add(E.add(E.multiply(at(0), -1.5), E.multiply(at(1), 2.0)), E.multiply(at(2), -0.5)), h)
-            last = E.divide(E.add(E.add(E.multiply(at(n - 3), 0.5), E.multiply(at(n - 2), -2.0)),
-                                  E.multiply(at(n - 1), 1.5)), h)
+            first = ops.divide(
+                ops.add(ops.add(ops.multiply(at(0), -1.5), ops.multiply(at(1), 2.0)), ops.multiply(at(2), -0.5)), h
+            )
+            last = ops.divide(ops.add(ops.add(ops.multiply(at(n - 3), 0.5), ops.multiply(at(n - 2), -2.0)),
+                                  ops.multiply(at(n - 1), 1.5)), h)
     else:
         h = convert(dx, d) if dx.dtype != d else dx
         h1, h2 = h[: n - 2], h[1:]
-        a = along(E.divide(E.negative(h2), E.multiply(h1, E.add(h1, h2))))
-        b = along(E.divide(E.subtract(h2, h1), E.multiply(h1, h2)))
-        c = along(E.divide(h1, E.multiply(h2, E.add(h1, h2))))
-        mid = E.add(E.add(E.multiply(a, at(0, n - 2)), E.multiply(b, at(1, n - 1))), E.multiply(c, at(2, n)))
+        a = along(ops.divide(ops.negative(h2), ops.multiply(h1, ops.add(h1, h2))))
+        b = along(ops.divide(ops.subtract(h2, h1), ops.multiply(h1, h2)))
+        c = along(ops.divide(h1, ops.multiply(h2, ops.add(h1, h2))))
+        mid = ops.add(ops.add(ops.multiply(a, at(0, n - 2)), ops.multiply(b, at(1, n - 1))), ops.multiply(c, at(2, n)))
         if edge_order == 1:
-            first = E.divide(E.subtract(at(1), at(0)), h[0])
-            last = E.divide(E.subtract(at(n - 1), at(n - 2)), h[n - 2])
+            first = ops.divide(ops.subtract(at(1), at(0)), h[0])
+            last = ops.divide(ops.subtract(at(n - 1), at(n - 2)), h[n - 2])
         else:
             d1, d2 = h[0], h[1]
-            a0 = E.negative(E.divide(E.add(E.multiply(d1, 2.0), d2), E.multiply(d1, E.add(d1, d2))))
-            b0 = E.divide(E.add(d1, d2), E.multiply(d1, d2))
-            c0 = E.negative(E.divide(d1, E.multiply(d2, E.add(d1, d2))))
-            first = E.add(E.add(E.multiply(a0, at(0)), E.multiply(b0, at(1))), E.multiply(c0, at(2)))
+            a0 = ops.negative(ops.divide(ops.add(ops.multiply(d1, 2.0), d2), ops.multiply(d1, ops.add(d1, d2))))
+            b0 = ops.divide(ops.add(d1, d2), ops.multiply(d1, d2))
+            c0 = ops.negative(ops.divide(d1, ops.multiply(d2, ops.add(d1, d2))))
+            first = ops.add(ops.add(ops.multiply(a0, at(0)), ops.multiply(b0, at(1))), ops.multiply(c0, at(2)))
             d1, d2 = h[n - 3], h[n - 2]
-            a1 = E.divide(d2, E.multiply(d1, E.add(d1, d2)))
-            b1 = E.negative(E.divide(E.add(d2, d1), E.multiply(d1, d2)))
-            c1 = E.divide(E.add(E.multiply(d2, 2.0), d1), E.multiply(d2, E.add(d1, d2)))
-            last = E.add(E.add(E.multiply(a1, at(n - 3)), E.multiply(b1, at(n - 2))), E.multiply(c1, at(n - 1)))
+            a1 = ops.divide(d2, ops.multiply(d1, ops.add(d1, d2)))
+            b1 = ops.negative(ops.divide(ops.add(d2, d1), ops.multiply(d1, d2)))
+            c1 = ops.divide(ops.add(ops.multiply(d2, 2.0), d1), ops.multiply(d2, ops.add(d1, d2)))
+            last = ops.add(
+                ops.add(ops.multiply(a1, at(n - 3)), ops.multiply(b1, at(n - 2))), ops.multiply(c1, at(n - 1))
+            )
     return S.concatenate([first, mid, last], ax)
 
 
@@ -232,8 +239,8 @@ def trapezoid(y, x=None, dx=1.0, axis=-1) -> Tensor:
         else:
             d = diff(xv, axis=ax)
     n = yv.shape[ax]
-    avg = E.divide(E.add(_sl(yv, ax, 1, n), _sl(yv, ax, 0, n - 1)), 2.0)
-    return R.sum(E.multiply(d, avg), axis=ax)
+    avg = ops.divide(ops.add(_sl(yv, ax, 1, n), _sl(yv, ax, 0, n - 1)), 2.0)
+    return R.sum(ops.multiply(d, avg), axis=ax)
 
 
 def interp(x, xp, fp, left=None, right=None, period=None) -> Tensor:
@@ -262,13 +269,12 @@ def interp(x, xp, fp, left=None, right=None, period=None) -> Tensor:
             raise ValueError("numpy.interp: period must be a non-zero value")
         period = builtins.abs(period)
         left = right = None
-        xv = E.remainder(xv, period)
-        xpv = E.remainder(xpv, period)
-        from ..primitives.sort import sort as _sort_multi
+        xv = ops.remainder(xv, period)
+        xpv = ops.remainder(xpv, period)
 
         xpv, fpv = _sort_multi([xpv, fpv], 0, num_keys=1)
         n = xpv.shape[0]
-        xpv = S.concatenate([E.subtract(xpv[n - 1:], period), xpv, E.add(xpv[:1], period)], 0)
+        xpv = S.concatenate([ops.subtract(xpv[n - 1:], period), xpv, ops.add(xpv[:1], period)], 0)
         fpv = S.concatenate([fpv[n - 1:], fpv, fpv[:1]], 0)
     n = xpv.shape[0]
     lval = fpv[0] if left is None else convert(asarray(left, "interp"), fd)
@@ -276,22 +282,22 @@ def interp(x, xp, fp, left=None, right=None, period=None) -> Tensor:
     if n == 1:
         mid = S.broadcast_to(fpv[0], tuple(xv.shape))
     else:
-        j = E.clip(E.subtract(searchsorted(xpv, xv, side="right"), 1), 0, n - 2)
-        x0, x1 = take(xpv, j), take(xpv, E.add(j, 1))
-        f0, f1 = take(fpv, j), take(fpv, E.add(j, 1))
-        same = E.equal(x1, x0)
-        slope = E.divide(E.subtract(f1, f0), convert(_where(same, _c(1, rd), E.subtract(x1, x0)), fd))
-        y = E.add(E.multiply(slope, convert(E.subtract(xv, x0), fd)), f0)
+        j = ops.clip(ops.subtract(searchsorted(xpv, xv, side="right"), 1), 0, n - 2)
+        x0, x1 = take(xpv, j), take(xpv, ops.add(j, 1))
+        f0, f1 = take(fpv, j), take(fpv, ops.add(j, 1))
+        same = ops.equal(x1, x0)
+        slope = ops.divide(ops.subtract(f1, f0), convert(_where(same, _c(1, rd), ops.subtract(x1, x0)), fd))
+        y = ops.add(ops.multiply(slope, convert(ops.subtract(xv, x0), fd)), f0)
         # NumPy's fallbacks where the slope formula meets infinities: from the right end, then a flat segment
-        y_nan = E.isnan(y) if fd not in dtypes.COMPLEX else E.isnan(E.real(y))
-        y2 = E.add(E.multiply(slope, convert(E.subtract(xv, x1), fd)), f1)
+        y_nan = ops.isnan(y) if fd not in dtypes.COMPLEX else ops.isnan(ops.real(y))
+        y2 = ops.add(ops.multiply(slope, convert(ops.subtract(xv, x1), fd)), f1)
         y = _where(y_nan, y2, y)
-        y = _where(E.logical_and(E.isnan(y) if fd not in dtypes.COMPLEX else E.isnan(E.real(y)), E.equal(f0, f1)),
-                   f0, y)
-        mid = _where(E.equal(xv, x0), f0, y)
-    out = _where(E.less(xv, xpv[0]), lval, mid)
-    out = _where(E.greater(xv, xpv[n - 1]), rval, out)
-    return _where(E.equal(xv, xpv[n - 1]), fpv[n - 1], out)
+        still_nan = ops.isnan(y) if fd not in dtypes.COMPLEX else ops.isnan(ops.real(y))
+        y = _where(ops.logical_and(still_nan, ops.equal(f0, f1)), f0, y)
+        mid = _where(ops.equal(xv, x0), f0, y)
+    out = _where(ops.less(xv, xpv[0]), lval, mid)
+    out = _where(ops.greater(xv, xpv[n - 1]), rval, out)
+    return _where(ops.equal(xv, xpv[n - 1]), fpv[n - 1], out)
 
 
 # above this many window entries the direct sum's patch matrix no longer fits in cache: use the FFT
@@ -321,9 +327,6 @@ def _correlate_full(a, v):
     im2col, channels first: ``m`` contiguous rows) times ``v``. For long floating-point inputs, by FFT, whose
     rounding is relative to the largest output rather than to each one.
     """
-    from ..ops import fft as F
-    from ..ops.linalg_basic import matmul
-    from ..primitives.conv import conv_patches
 
     n, m = a.shape[0], v.shape[0]
     length = n + m - 1
@@ -333,9 +336,9 @@ def _correlate_full(a, v):
     vr = S.rev(v, (0,))
     size = _fast_len(length)
     if a.dtype in dtypes.COMPLEX:
-        full = F.ifft(E.multiply(F.fft(a, n=size), F.fft(vr, n=size)), n=size)
+        full = F.ifft(ops.multiply(F.fft(a, n=size), F.fft(vr, n=size)), n=size)
     else:
-        full = F.irfft(E.multiply(F.rfft(a, n=size), F.rfft(vr, n=size)), n=size)
+        full = F.irfft(ops.multiply(F.rfft(a, n=size), F.rfft(vr, n=size)), n=size)
     return full[:length]
 
 
@@ -373,7 +376,7 @@ def correlate(a, v, mode="valid") -> Tensor:
     """
     x, y = _prep_pair(a, v, "correlate")
     n, m = x.shape[0], y.shape[0]
-    full = _correlate_full(x, E.conj(y))
+    full = _correlate_full(x, ops.conj(y))
     same = (m - 1) // 2 if n >= m else (n - 1) - (n - 1) // 2
     return _mode_window(full, n, m, mode, "correlate", same)
 
@@ -413,16 +416,16 @@ def unwrap(p, discont=None, axis=-1, *, period=2 * math.pi) -> Tensor:
     else:
         high, ambiguous = period / 2, True
     low = -high
-    ddmod = E.add(E.remainder(E.subtract(dd, low), period), low)
+    ddmod = ops.add(ops.remainder(ops.subtract(dd, low), period), low)
     if ambiguous:
-        ddmod = _where(E.logical_and(E.equal(ddmod, low), E.greater(dd, 0)), _c(high, d), ddmod)
-    corr = E.subtract(ddmod, dd)
-    corr = _where(E.less(E.abs(dd), discont), _c(0, d), corr)
+        ddmod = _where(ops.logical_and(ops.equal(ddmod, low), ops.greater(dd, 0)), _c(high, d), ddmod)
+    corr = ops.subtract(ddmod, dd)
+    corr = _where(ops.less(ops.abs(dd), discont), _c(0, d), corr)
     xs = convert(x, d) if x.dtype != d else x
     n = xs.shape[ax]
     if n == 0:
         return xs
-    rest = E.add(_sl(xs, ax, 1, n), R.cumsum(corr, ax))
+    rest = ops.add(_sl(xs, ax, 1, n), R.cumsum(corr, ax))
     return S.concatenate([_sl(xs, ax, 0, 1), rest], ax)
 
 
@@ -468,7 +471,6 @@ def kaiser(M, beta) -> Tensor:
     M = static_int(M, "kaiser", "M")
     if not isinstance(beta, Tracer):
         return _wrap(np.kaiser(M, float(concrete(beta, "kaiser", ""))).astype(dtypes.default_float))
-    from ._elementwise import i0
 
     b = inexact(beta)
     if M < 1:
@@ -478,5 +480,5 @@ def kaiser(M, beta) -> Tensor:
     alpha = (M - 1) / 2.0
     n = np.arange(M, dtype=np.float64)
     r = _wrap(np.sqrt(np.clip(1 - ((n - alpha) / alpha) ** 2, 0, None)).astype(b.dtype))
-    return E.divide(i0(E.multiply(b, r)), i0(b))
+    return ops.divide(i0(ops.multiply(b, r)), i0(b))
 

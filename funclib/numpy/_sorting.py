@@ -10,17 +10,19 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes
+from .. import dtypes, ops
 from ..core import Tensor, _wrap
 from ..errors import DTypeError
-from ..ops import elementwise as E
 from ..ops import reductions as R
 from ..ops import sets as _sets
-from ..ops.indexing import take
+from ..ops.indexing import take, take_along_axis
+from ..ops.manipulation import broadcast_arrays
 from ..ops.searching import searchsorted as _searchsorted
+from ..ops.sorting import argsort as _argsort
 from ..primitives import shape as S
 from ..primitives.elementwise import convert
 from ..primitives.sort import sort as _sort_prim
+from ._manipulation import concatenate
 from ._util import asarray, axis_int, concrete, static_int
 
 __all__ = [
@@ -63,7 +65,7 @@ def _prep(a, axis, kind, order, op):
 
 def _keys(x):
     if x.dtype in dtypes.COMPLEX:
-        return [E.real(x), E.imag(x)]
+        return [ops.real(x), ops.imag(x)]
     return [convert(x, dtypes.int8) if x.dtype == dtypes.bool_ else x]
 
 
@@ -103,7 +105,6 @@ def lexsort(keys, axis=-1) -> Tensor:
     ks = [asarray(k, "lexsort") for k in ks]
     if not ks:
         raise TypeError("numpy.lexsort: need at least one key")
-    from ..ops.manipulation import broadcast_arrays
 
     ks = broadcast_arrays(*ks)
     if ks[0].ndim == 0:
@@ -243,7 +244,6 @@ def union1d(ar1, ar2) -> Tensor:
     >>> fnp.union1d(fnp.array([1, 3]), fnp.array([2, 3]))
     Tensor([1, 2, 3], dtype=int64)
     """
-    from ._manipulation import concatenate
 
     both = concatenate((S.reshape(asarray(ar1, "union1d"), (-1,)), S.reshape(asarray(ar2, "union1d"), (-1,))))
     return unique(both)
@@ -272,7 +272,6 @@ def setxor1d(ar1, ar2, assume_unique=False) -> Tensor:
     >>> fnp.setxor1d(fnp.array([1, 2, 3]), fnp.array([2, 3, 4]))
     Tensor([1, 4], dtype=int64)
     """
-    from ._manipulation import concatenate
 
     both = concatenate((S.reshape(asarray(ar1, "setxor1d"), (-1,)), S.reshape(asarray(ar2, "setxor1d"), (-1,))))
     v = concrete(both, "setxor1d", _FIX)
@@ -294,9 +293,9 @@ def isin(element, test_elements, assume_unique=False, invert=False, *, kind=None
     x, t = asarray(element, "isin"), S.reshape(asarray(test_elements, "isin"), (-1,))
     if type(x) is Tensor and type(t) is Tensor:
         return _wrap(np.isin(x.numpy(), t.numpy(), invert=invert))
-    hit = R.any(E.equal(S.expand_dims(x, [x.ndim]), t), axis=-1) if t.shape[0] else S.full(
+    hit = R.any(ops.equal(S.expand_dims(x, [x.ndim]), t), axis=-1) if t.shape[0] else S.full(
         tuple(x.shape), False, dtypes.bool_)
-    return E.logical_not(hit) if invert else hit
+    return ops.logical_not(hit) if invert else hit
 
 
 def top_k(operand, k):
@@ -312,10 +311,8 @@ def top_k(operand, k):
     n = x.shape[-1]
     if not 0 <= k <= n:
         raise ValueError(f"numpy.top_k: k={k} must lie in [0, {n}]")
-    from ..ops.sorting import argsort as _argsort
 
     idx = _argsort(x, axis=-1, descending=True)[..., :k]
-    from ..ops.indexing import take_along_axis
 
     return take_along_axis(x, idx, axis=-1), idx
 

@@ -13,17 +13,20 @@ import math
 
 import numpy as np
 
-from .. import dtypes
+from .. import dtypes, ops
 from ..core import Tensor, Tracer, _wrap
 from ..errors import DTypeError, ShapeError
-from ..ops import elementwise as E
 from ..ops import reductions as R
 from ..ops.indexing import take, take_along_axis
+from ..ops.linalg_basic import diagonal, matmul
+from ..ops.searching import searchsorted
 from ..ops.searching import where as _where
 from ..ops.sorting import sort as _sort
 from ..primitives import shape as S
-from ..primitives.elementwise import convert
-from ._util import asarray, axes_tuple, concrete, inexact, no_out, static_int
+from ..primitives.elementwise import complex_from, convert
+from ..primitives.sort import sort as _sort_multi
+from ._creation import linspace
+from ._util import asarray, axes_tuple, concrete, inexact, keepdims_arg, no_out, static_int
 
 __all__ = [
     "median",
@@ -78,9 +81,9 @@ def _finish(res, x, axes, rshape, qshape, keepdims):
 
 
 def _lerp(a, b, t):
-    d = E.subtract(b, a)
-    return _where(E.greater_equal(t, 0.5), E.subtract(b, E.multiply(d, E.subtract(1.0, t))),
-                  E.add(a, E.multiply(d, t)))
+    d = ops.subtract(b, a)
+    return _where(ops.greater_equal(t, 0.5), ops.subtract(b, ops.multiply(d, ops.subtract(1.0, t))),
+                  ops.add(a, ops.multiply(d, t)))
 
 
 def _positions(method, n, q):
@@ -88,47 +91,47 @@ def _positions(method, n, q):
     broadcasting against ``q``), or ``(index, None, None)`` for the methods that pick one element."""
     nf = convert(n, _F64) if isinstance(n, Tensor) else _c(n, _F64)
     if method == "inverted_cdf":
-        i = E.subtract(E.multiply(nf, q), 1.0)
-        prev = E.floor(i)
-        idx = _where(E.equal(E.subtract(i, prev), 0), prev, E.add(prev, 1.0))
-        return E.maximum(idx, 0.0), None, None
+        i = ops.subtract(ops.multiply(nf, q), 1.0)
+        prev = ops.floor(i)
+        idx = _where(ops.equal(ops.subtract(i, prev), 0), prev, ops.add(prev, 1.0))
+        return ops.maximum(idx, 0.0), None, None
     if method == "closest_observation":
-        i = E.subtract(E.multiply(nf, q), 1.5)
-        prev = E.floor(i)
-        odd = E.equal(E.remainder(prev, 2.0), 1.0)
-        idx = _where(E.logical_and(E.equal(E.subtract(i, prev), 0), odd), prev, E.add(prev, 1.0))
-        return E.maximum(idx, 0.0), None, None
-    lin = E.multiply(E.subtract(nf, 1.0), q)
+        i = ops.subtract(ops.multiply(nf, q), 1.5)
+        prev = ops.floor(i)
+        odd = ops.equal(ops.remainder(prev, 2.0), 1.0)
+        idx = _where(ops.logical_and(ops.equal(ops.subtract(i, prev), 0), odd), prev, ops.add(prev, 1.0))
+        return ops.maximum(idx, 0.0), None, None
+    lin = ops.multiply(ops.subtract(nf, 1.0), q)
     if method == "lower":
-        return E.floor(lin), None, None
+        return ops.floor(lin), None, None
     if method == "higher":
-        return E.ceil(lin), None, None
+        return ops.ceil(lin), None, None
     if method == "nearest":
-        return E.round(lin), None, None
+        return ops.round(lin), None, None
     if method in ("linear", "midpoint"):
-        vi = lin if method == "linear" else E.multiply(E.add(E.floor(lin), E.ceil(lin)), 0.5)
+        vi = lin if method == "linear" else ops.multiply(ops.add(ops.floor(lin), ops.ceil(lin)), 0.5)
     elif method == "averaged_inverted_cdf":
-        vi = E.subtract(E.multiply(nf, q), 1.0)
+        vi = ops.subtract(ops.multiply(nf, q), 1.0)
     else:
         alpha, beta = _CONTINUOUS[method]
-        vi = E.subtract(E.add(E.multiply(nf, q), E.add(alpha, E.multiply(q, 1 - alpha - beta))), 1.0)
-    prev = E.floor(vi)
-    nxt = E.add(prev, 1.0)
-    last = E.subtract(nf, 1.0)
-    above = E.greater_equal(vi, last)
-    below = E.less(vi, 0.0)
+        vi = ops.subtract(ops.add(ops.multiply(nf, q), ops.add(alpha, ops.multiply(q, 1 - alpha - beta))), 1.0)
+    prev = ops.floor(vi)
+    nxt = ops.add(prev, 1.0)
+    last = ops.subtract(nf, 1.0)
+    above = ops.greater_equal(vi, last)
+    below = ops.less(vi, 0.0)
     prev = _where(above, last, _where(below, _c(0, _F64), prev))
     nxt = _where(above, last, _where(below, _c(0, _F64), nxt))
-    gamma = E.subtract(vi, prev)
+    gamma = ops.subtract(vi, prev)
     if method == "averaged_inverted_cdf":
-        gamma = _where(E.equal(gamma, 0), _c(0.5, _F64), _c(1.0, _F64))
+        gamma = _where(ops.equal(gamma, 0), _c(0.5, _F64), _c(1.0, _F64))
     elif method == "midpoint":
-        gamma = _where(E.equal(E.remainder(vi, 1.0), 0), _c(0.0, _F64), _c(0.5, _F64))
+        gamma = _where(ops.equal(ops.remainder(vi, 1.0), 0), _c(0.0, _F64), _c(0.5, _F64))
     return prev, nxt, gamma
 
 
 def _as_index(p, n_static):
-    return convert(E.clip(p, 0.0, float(builtins.max(n_static - 1, 0))), dtypes.int64)
+    return convert(ops.clip(p, 0.0, float(builtins.max(n_static - 1, 0))), dtypes.int64)
 
 
 def _pick(s, pos, shape):
@@ -147,7 +150,7 @@ def _q_values(q, op, scale):
     else:
         qt = _wrap(np.asarray(q, dtype=np.float64))
     if scale != 1:
-        qt = E.divide(qt, float(scale))
+        qt = ops.divide(qt, float(scale))
     if not isinstance(qt, Tracer):
         v = qt.numpy()
         if v.size and not (np.all(v >= 0) and np.all(v <= 1)):
@@ -176,7 +179,7 @@ def _quantile(a, q, axis, method, keepdims, weights, op, nan=False, scale=1):
         res = _weighted(x, xm, weights, qv, axes, rshape, method, op)
     else:
         s = _sort(xm, axis=-1)
-        count = R.sum(E.logical_not(E.isnan(xm)), axis=-1, keepdims=True) if (
+        count = R.sum(ops.logical_not(ops.isnan(xm)), axis=-1, keepdims=True) if (
             nan and x.dtype in dtypes.INEXACT) else n
         prev, nxt, gamma = _positions(method, count, qv)
         nq = builtins.max(1, int(np.prod(qshape, dtype=np.int64)))
@@ -190,9 +193,9 @@ def _quantile(a, q, axis, method, keepdims, weights, op, nan=False, scale=1):
             res = _lerp(lo, hi, g if g.dtype == lo.dtype else convert(g, lo.dtype))
         if x.dtype in dtypes.INEXACT:
             if nan and isinstance(count, Tensor):
-                bad = E.equal(count, 0)
+                bad = ops.equal(count, 0)
             else:
-                bad = E.isnan(s[..., -1:])
+                bad = ops.isnan(s[..., -1:])
             res = _where(bad, _c(np.nan, res.dtype), res)
     return _finish(res, x, axes, rshape, qshape, keepdims)
 
@@ -206,22 +209,21 @@ def _weighted(x, xm, weights, qv, axes, rshape, method, op):
             raise ShapeError(f"numpy.{op}: weights of shape {tuple(w.shape)} must match the data "
                              f"{tuple(x.shape)} or be 1-D along the one reduced axis")
         w = S.broadcast_in_dim(w, tuple(x.shape), (axes[0],))
-    if type(w) is Tensor and bool(concrete(R.any(E.less(w, 0)), op, "")):
+    if type(w) is Tensor and bool(concrete(R.any(ops.less(w, 0)), op, "")):
         raise ValueError(f"numpy.{op}: weights must be non-negative")
     wm, _ = _to_last(inexact(w), axes)
-    from ..primitives.sort import sort as _sort_multi
 
     s, ws = _sort_multi([xm, wm if wm.dtype == xm.dtype else convert(wm, xm.dtype)], xm.ndim - 1, num_keys=1)
     cdf = R.cumsum(convert(ws, _F64), axis=-1)
-    cdf = E.divide(cdf, cdf[..., -1:])
-    cdf = _where(E.equal(cdf, 0), _c(-1.0, _F64), cdf)
+    cdf = ops.divide(cdf, cdf[..., -1:])
+    cdf = _where(ops.equal(cdf, 0), _c(-1.0, _F64), cdf)
     n = xm.shape[-1]
     # the first position whose cumulative weight reaches q (searchsorted, side='left')
-    below = E.less(S.expand_dims(cdf, [cdf.ndim - 1]), S.expand_dims(qv, [qv.ndim]))
-    idx = E.minimum(R.sum(below, axis=-1), n - 1)
+    below = ops.less(S.expand_dims(cdf, [cdf.ndim - 1]), S.expand_dims(qv, [qv.ndim]))
+    idx = ops.minimum(R.sum(below, axis=-1), n - 1)
     shape = rshape + (idx.shape[-1],)
     res = take_along_axis(s, S.broadcast_to(idx, shape), axis=-1)
-    return _where(E.isnan(s[..., -1:]), _c(np.nan, res.dtype), res) if res.dtype in dtypes.INEXACT else res
+    return _where(ops.isnan(s[..., -1:]), _c(np.nan, res.dtype), res) if res.dtype in dtypes.INEXACT else res
 
 
 def quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear", keepdims=False, *,
@@ -279,16 +281,16 @@ def _median(a, axis, keepdims, op, nan):
         raise ValueError(f"numpy.{op}: cannot take the median of an empty slice")
     s = _sort(xm, axis=-1)
     if nan:
-        cnt = R.sum(E.logical_not(E.isnan(xm)), axis=-1, keepdims=True)
-        lo_i = E.clip(E.floor_divide(E.subtract(cnt, 1), 2), 0, n - 1)
-        hi_i = E.clip(E.floor_divide(cnt, 2), 0, n - 1)
-        bad = E.equal(cnt, 0)
+        cnt = R.sum(ops.logical_not(ops.isnan(xm)), axis=-1, keepdims=True)
+        lo_i = ops.clip(ops.floor_divide(ops.subtract(cnt, 1), 2), 0, n - 1)
+        hi_i = ops.clip(ops.floor_divide(cnt, 2), 0, n - 1)
+        bad = ops.equal(cnt, 0)
     else:
         lo_i = _wrap(np.full((1,) * len(rshape) + (1,), (n - 1) // 2, np.int64))
         hi_i = _wrap(np.full((1,) * len(rshape) + (1,), n // 2, np.int64))
-        bad = E.isnan(s[..., -1:])
+        bad = ops.isnan(s[..., -1:])
     lo, hi = _pick(s, lo_i, rshape + (1,)), _pick(s, hi_i, rshape + (1,))
-    mid = _where(E.equal(lo_i, hi_i), lo, E.divide(E.add(lo, hi), 2.0))
+    mid = _where(ops.equal(lo_i, hi_i), lo, ops.divide(ops.add(lo, hi), 2.0))
     mid = _where(bad, _c(np.nan, mid.dtype), mid)
     return _finish(mid, x, axes, rshape, (), keepdims)
 
@@ -307,7 +309,6 @@ def median(a, axis=None, out=None, overwrite_input=False, keepdims=False) -> Ten
 def nanmedian(a, axis=None, out=None, overwrite_input=False, keepdims=False) -> Tensor:
     """The median of the non-NaN elements (NaN for slices with none)."""
     no_out(out, "nanmedian")
-    from ._util import keepdims_arg
 
     return _median(a, axis, keepdims_arg(keepdims), "nanmedian", True)
 
@@ -319,7 +320,6 @@ def average(a, axis=None, weights=None, returned=False, *, keepdims=np._NoValue)
     >>> fnp.average([1.0, 2.0, 3.0], weights=[3.0, 0.0, 1.0])
     Tensor(1.5, dtype=float32)
     """
-    from ._util import keepdims_arg
 
     x = asarray(a, "average")
     kd = keepdims_arg(keepdims)
@@ -346,9 +346,9 @@ def average(a, axis=None, weights=None, returned=False, *, keepdims=np._NoValue)
             raise ValueError(f"numpy.average: {w.shape[0]} weights for an axis of length {x.shape[axes[0]]}")
         w = S.broadcast_in_dim(w, tuple(x.shape), (axes[0],))
     scl = R.sum(w, axis=axes, keepdims=kd)
-    if type(scl) is Tensor and bool(concrete(R.any(E.equal(scl, 0)), "average", "")):
+    if type(scl) is Tensor and bool(concrete(R.any(ops.equal(scl, 0)), "average", "")):
         raise ZeroDivisionError("numpy.average: weights sum to zero, can't be normalized")
-    avg = E.divide(R.sum(E.multiply(x, w), axis=axes, keepdims=kd), scl)
+    avg = ops.divide(R.sum(ops.multiply(x, w), axis=axes, keepdims=kd), scl)
     return (avg, S.broadcast_to(scl, tuple(avg.shape))) if returned else avg
 
 
@@ -401,28 +401,27 @@ def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=N
         if aw.ndim > 1 or aw.shape[0] != n:
             raise RuntimeError(f"numpy.cov: aweights must be 1-D with {n} entries")
         aw = convert(aw, d) if aw.dtype != d else aw
-        w = aw if w is None else E.multiply(w, aw)
+        w = aw if w is None else ops.multiply(w, aw)
     if w is None:
         avg = R.mean(X, axis=1, keepdims=True)
         fact = _c(builtins.max(n - ddof, 0), dtypes.real_dtype(d))
-        Xc = E.subtract(X, avg)
+        Xc = ops.subtract(X, avg)
         XT = S.transpose(Xc, (1, 0))
     else:
         w_sum = R.sum(w)
-        avg = E.divide(R.sum(E.multiply(X, w), axis=1, keepdims=True), w_sum)
+        avg = ops.divide(R.sum(ops.multiply(X, w), axis=1, keepdims=True), w_sum)
         if ddof == 0:
             fact = w_sum
         elif aweights is None:
-            fact = E.subtract(w_sum, ddof)
+            fact = ops.subtract(w_sum, ddof)
         else:
-            fact = E.subtract(w_sum, E.divide(E.multiply(R.sum(E.multiply(w, aw)), ddof), w_sum))
-        fact = E.real(E.maximum(E.real(fact), 0.0)) if fact.dtype in dtypes.COMPLEX else E.maximum(fact, 0.0)
-        Xc = E.subtract(X, avg)
-        XT = S.transpose(E.multiply(Xc, w), (1, 0))
-    from ..ops.linalg_basic import matmul
+            fact = ops.subtract(w_sum, ops.divide(ops.multiply(R.sum(ops.multiply(w, aw)), ddof), w_sum))
+        fact = ops.real(ops.maximum(ops.real(fact), 0.0)) if fact.dtype in dtypes.COMPLEX else ops.maximum(fact, 0.0)
+        Xc = ops.subtract(X, avg)
+        XT = S.transpose(ops.multiply(Xc, w), (1, 0))
 
-    c = matmul(Xc, E.conj(XT))
-    c = E.divide(c, fact if fact.dtype == c.dtype else convert(fact, c.dtype))
+    c = matmul(Xc, ops.conj(XT))
+    c = ops.divide(c, fact if fact.dtype == c.dtype else convert(fact, c.dtype))
     return S.squeeze(c, tuple(i for i, s in enumerate(c.shape) if s == 1))
 
 
@@ -436,17 +435,14 @@ def corrcoef(x, y=None, rowvar=True, *, dtype=None) -> Tensor:
     """
     c = cov(x, y, rowvar, dtype=dtype)
     if c.ndim == 0:
-        return E.divide(c, c)
-    from ..ops.linalg_basic import diagonal
+        return ops.divide(c, c)
 
-    sd = E.sqrt(E.real(diagonal(c)))
+    sd = ops.sqrt(ops.real(diagonal(c)))
     sd = convert(sd, c.dtype) if sd.dtype != c.dtype else sd
-    c = E.divide(E.divide(c, S.reshape(sd, (-1, 1))), S.reshape(sd, (1, -1)))
+    c = ops.divide(ops.divide(c, S.reshape(sd, (-1, 1))), S.reshape(sd, (1, -1)))
     if c.dtype in dtypes.COMPLEX:
-        from ..primitives.elementwise import complex_from
-
-        return complex_from(E.clip(E.real(c), -1.0, 1.0), E.clip(E.imag(c), -1.0, 1.0))
-    return E.clip(c, -1.0, 1.0)
+        return complex_from(ops.clip(ops.real(c), -1.0, 1.0), ops.clip(ops.imag(c), -1.0, 1.0))
+    return ops.clip(c, -1.0, 1.0)
 
 
 def _outer_edges(x, range_, op):
@@ -471,13 +467,12 @@ def _outer_edges(x, range_, op):
         if lo == hi:
             lo, hi = lo - 0.5, hi + 0.5
         return lo, hi
-    same = E.equal(lo, hi)
-    return _where(same, E.subtract(lo, 0.5), lo), _where(same, E.add(hi, 0.5), hi)
+    same = ops.equal(lo, hi)
+    return _where(same, ops.subtract(lo, 0.5), lo), _where(same, ops.add(hi, 0.5), hi)
 
 
 def _edges(x, bins, range_, weights, op):
     """``(edges, uniform)``: the bin edges, and whether they are evenly spaced from ``linspace``."""
-    from ._creation import linspace
 
     if isinstance(bins, str):
         v = concrete(x, op, "pass an integer number of bins or explicit edges")
@@ -506,21 +501,18 @@ def _bin_index(x, edges, uniform):
     hi = edges[nb]
     if uniform:
         # arithmetic first, then the comparisons with the edges themselves settle rounding at the borders
-        norm = E.divide(float(nb), E.subtract(hi, lo))
-        f = E.multiply(E.subtract(x, lo), norm)
-        i = E.clip(convert(E.floor(_where(E.isfinite(f), f, _c(0, f.dtype))), dtypes.int64), 0, nb - 1)
-        from ..ops.indexing import take
+        norm = ops.divide(float(nb), ops.subtract(hi, lo))
+        f = ops.multiply(ops.subtract(x, lo), norm)
+        i = ops.clip(convert(ops.floor(_where(ops.isfinite(f), f, _c(0, f.dtype))), dtypes.int64), 0, nb - 1)
 
         left = take(edges, i)
-        right = take(edges, E.add(i, 1))
-        i = _where(E.less(x, left), E.subtract(i, 1), i)
-        i = _where(E.logical_and(E.greater_equal(x, right), E.not_equal(i, nb - 1)), E.add(i, 1), i)
+        right = take(edges, ops.add(i, 1))
+        i = _where(ops.less(x, left), ops.subtract(i, 1), i)
+        i = _where(ops.logical_and(ops.greater_equal(x, right), ops.not_equal(i, nb - 1)), ops.add(i, 1), i)
     else:
-        from ..ops.searching import searchsorted
-
-        i = E.subtract(searchsorted(edges, x, side="right"), 1)
-        i = _where(E.equal(x, hi), _c(nb - 1, dtypes.int64), i)
-    inside = E.logical_and(E.greater_equal(x, lo), E.less_equal(x, hi))
+        i = ops.subtract(searchsorted(edges, x, side="right"), 1)
+        i = _where(ops.equal(x, hi), _c(nb - 1, dtypes.int64), i)
+    inside = ops.logical_and(ops.greater_equal(x, lo), ops.less_equal(x, hi))
     return _where(inside, i, _c(nb, dtypes.int64))
 
 
@@ -554,8 +546,8 @@ def histogram(a, bins=10, range=None, density=None, weights=None) -> tuple[Tenso
     if density:
         d = edges.dtype if edges.dtype in dtypes.INEXACT else dtypes.default_float
         hf = convert(hist, d) if hist.dtype != d else hist
-        widths = E.subtract(edges[1:], edges[:-1])
-        return E.divide(E.divide(hf, convert(widths, d) if widths.dtype != d else widths), R.sum(hf)), edges
+        widths = ops.subtract(edges[1:], edges[:-1])
+        return ops.divide(ops.divide(hf, convert(widths, d) if widths.dtype != d else widths), R.sum(hf)), edges
     return hist, edges
 
 
@@ -600,9 +592,9 @@ def histogramdd(sample, bins=10, range=None, density=None, weights=None):
         sizes.append(e.shape[0] - 1)
     flat, outside = None, None
     for i, n in zip(idx, sizes):
-        out_i = E.equal(i, n)
-        outside = out_i if outside is None else E.logical_or(outside, out_i)
-        flat = i if flat is None else E.add(E.multiply(flat, n), i)
+        out_i = ops.equal(i, n)
+        outside = out_i if outside is None else ops.logical_or(outside, out_i)
+        flat = i if flat is None else ops.add(ops.multiply(flat, n), i)
     total = int(np.prod(sizes, dtype=np.int64))
     flat = _where(outside, _c(total, dtypes.int64), flat)
     w = None if weights is None else S.reshape(asarray(weights, "histogramdd"), (-1,))
@@ -612,12 +604,12 @@ def histogramdd(sample, bins=10, range=None, density=None, weights=None):
         hist = convert(hist, d if d in dtypes.INEXACT else dtypes.default_float)
     hist = S.reshape(hist, tuple(sizes))
     if density:
-        hist = E.divide(hist, R.sum(hist))
+        hist = ops.divide(hist, R.sum(hist))
         for k, e in enumerate(edges):
-            widths = E.subtract(e[1:], e[:-1])
+            widths = ops.subtract(e[1:], e[:-1])
             shape = [1] * D
             shape[k] = sizes[k]
-            hist = E.divide(hist, S.reshape(convert(widths, hist.dtype), tuple(shape)))
+            hist = ops.divide(hist, S.reshape(convert(widths, hist.dtype), tuple(shape)))
     return hist, edges
 
 
@@ -659,7 +651,7 @@ def bincount(x, /, weights=None, minlength=0, *, length=None) -> Tensor:
         if tuple(w.shape) != tuple(v.shape):
             raise ValueError("numpy.bincount: weights must have the shape of x")
     vi = convert(v, dtypes.int64)
-    ok = E.logical_and(E.greater_equal(vi, 0), E.less(vi, length))
+    ok = ops.logical_and(ops.greater_equal(vi, 0), ops.less(vi, length))
     return _count(_where(ok, vi, _c(length, dtypes.int64)), w, length)
 
 
@@ -670,7 +662,6 @@ def digitize(x, bins, right=False) -> Tensor:
     >>> fnp.digitize(fnp.array([0.5, 1.5, 3.0]), fnp.array([0.0, 1.0, 2.0]))
     Tensor([1, 2, 3], dtype=int64)
     """
-    from ..ops.searching import searchsorted
 
     v = asarray(x, "digitize")
     b = asarray(bins, "digitize")
@@ -680,7 +671,7 @@ def digitize(x, bins, right=False) -> Tensor:
         raise TypeError("numpy.digitize: x may not be complex")
     n = b.shape[0]
     inc = searchsorted(b, v, side="left" if right else "right")
-    dec = E.subtract(n, searchsorted(S.rev(b, (0,)), v, side="right" if right else "left"))
+    dec = ops.subtract(n, searchsorted(S.rev(b, (0,)), v, side="right" if right else "left"))
     if type(b) is Tensor:
         d = np.diff(b.numpy())
         if np.all(d >= 0):
@@ -688,4 +679,4 @@ def digitize(x, bins, right=False) -> Tensor:
         if np.all(d <= 0):
             return dec
         raise ValueError("numpy.digitize: bins must be monotonically increasing or decreasing")
-    return _where(E.less_equal(b[0], b[n - 1]), inc, dec) if n else inc
+    return _where(ops.less_equal(b[0], b[n - 1]), inc, dec) if n else inc

@@ -16,9 +16,15 @@ import numpy as np
 
 from .. import dtypes
 from ..core import Tensor, Tracer, concrete_or_none
+from ..errors import DataDependentShapeError
 from ..ops import creation as C
+from ..ops.elementwise import negative
+from ..ops.manipulation import moveaxis, stack
+from ..ops.searching import where as _where
 from ..primitives import shape as S
 from ..primitives.elementwise import convert
+from ..primitives.reduce import cumulative
+from ..transforms import scan
 from ._util import NoValue, asarray, axes_tuple, check_ufunc_kw, is_python_scalar, no_out
 
 __all__ = ["ufunc"]
@@ -123,7 +129,6 @@ def _tree_reduce(fn, x):
 
 def _fold(fn, x, init):
     """Left fold over axis 0: ``fn(...fn(fn(init, x[0]), x[1])..., x[-1])``, with ``fl.scan``."""
-    from ..transforms import scan
 
     if x.shape[0] == 0:
         return init
@@ -183,7 +188,6 @@ class ufunc:
         if where is not True:
             if fill is None:
                 raise ValueError(f"numpy.{name}: where= needs an identity or initial= to fill the masked elements")
-            from ..ops.searching import where as _where
 
             mask = S.broadcast_to(asarray(where, name), tuple(x.shape))
             x = _where(mask, x, C.asarray(fill, dtype=x.dtype))
@@ -225,10 +229,7 @@ class ufunc:
         if x.shape[ax] == 0:
             return x
         if self._associative:
-            from ..ops.reductions import _assoc_scan
-
-            return _assoc_scan(self._fn, x, ax)
-        from ..transforms import scan
+            return cumulative(self._fn, x, ax)
 
         moved = _moveaxis_front(x, ax)
 
@@ -238,7 +239,6 @@ class ufunc:
 
         _, ys = scan(step, moved[0], moved[1:])
         ys = S.concatenate([S.expand_dims(moved[0], [0]), ys], 0)
-        from ..ops.manipulation import moveaxis
 
         return moveaxis(ys, 0, ax)
 
@@ -276,7 +276,6 @@ class ufunc:
         for i, lo in enumerate(idx):
             hi = int(idx[i + 1]) if i + 1 < idx.size else n
             pieces.append(self.reduce(moved[int(lo):hi], axis=0) if hi > lo else moved[int(lo)])
-        from ..ops.manipulation import moveaxis, stack
 
         return moveaxis(stack(pieces, axis=0), 0, ax)
 
@@ -301,8 +300,6 @@ class ufunc:
         if self.__name__ == "add":
             return ref.add(b)
         if self.__name__ == "subtract":
-            from ..ops.elementwise import negative
-
             return ref.add(negative(asarray(b, name)))
         _require_unique(indices, x, name)
         cur = ref.get()
@@ -314,8 +311,6 @@ def _concrete_indices(indices, name):
     if isinstance(indices, Tracer):
         c = concrete_or_none(indices)
         if c is None:
-            from ..errors import DataDependentShapeError
-
             raise DataDependentShapeError(f"numpy.{name}: indices decide the output shape and must be concrete")
         indices = c
     return indices.numpy() if isinstance(indices, Tensor) else np.asarray(indices)

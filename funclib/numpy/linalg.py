@@ -20,17 +20,18 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .. import dtypes
+from .. import dtypes, ops
 from ..core import Tensor, Tracer, _wrap, concrete_or_none
-from ..ops import elementwise as E
 from ..ops import linalg as L
 from ..ops import reductions as R
 from ..ops.indexing import take_along_axis
 from ..ops.manipulation import moveaxis
 from ..ops.searching import where as _where
+from ..ops.sorting import argsort, sort
 from ..primitives import linalg as P
 from ..primitives import shape as S
 from ..primitives.elementwise import convert
+from ._products import tensordot as _td
 from ._util import NoValue, asarray, axis_int, inexact, no_out, static_int
 
 __all__ = [
@@ -179,14 +180,14 @@ def svd(a, full_matrices=True, compute_uv=True, hermitian=False):
     x = _mat(a, "svd", square=hermitian)
     if hermitian:
         if not compute_uv:
-            s = E.abs(P.eigh(x)[0])
+            s = ops.abs(P.eigh(x)[0])
             return S.rev(_sort_last(s), (s.ndim - 1,))
         w, u = P.eigh(x)
-        sgn, s = E.sign(w), E.abs(w)
+        sgn, s = ops.sign(w), ops.abs(w)
         order = S.rev(_argsort_last(s), (s.ndim - 1,))
         sgn, s = take_along_axis(sgn, order, axis=-1), take_along_axis(s, order, axis=-1)
         u = take_along_axis(u, S.broadcast_to(S.expand_dims(order, [order.ndim - 1]), tuple(u.shape)), axis=-1)
-        vt = P._H(E.multiply(u, convert(S.expand_dims(sgn, [sgn.ndim - 1]), u.dtype)))
+        vt = P._H(ops.multiply(u, convert(S.expand_dims(sgn, [sgn.ndim - 1]), u.dtype)))
         return SVDResult(u, s, vt)
     if not compute_uv:
         return L.svdvals(x)
@@ -194,14 +195,10 @@ def svd(a, full_matrices=True, compute_uv=True, hermitian=False):
 
 
 def _sort_last(x):
-    from ..ops.sorting import sort
-
     return sort(x, axis=-1)
 
 
 def _argsort_last(x):
-    from ..ops.sorting import argsort
-
     return argsort(x, axis=-1)
 
 
@@ -265,18 +262,18 @@ def lstsq(a, b, rcond=None):
         raise LinAlgError(f"numpy.linalg.lstsq: incompatible dimensions {tuple(A.shape)} and {tuple(B.shape)}")
     rc = _rcond_default(A) if rcond is None else rcond
     u, s, vh = P.svd(A, full_matrices=False)
-    keep = E.greater(s, E.multiply(R.max(s), rc)) if s.shape[0] else s
-    s_inv = _where(keep, E.divide(1.0, _where(keep, s, _wrap(np.ones((), s.dtype)))), _wrap(np.zeros((), s.dtype)))
+    keep = ops.greater(s, ops.multiply(R.max(s), rc)) if s.shape[0] else s
+    s_inv = _where(keep, ops.divide(1.0, _where(keep, s, _wrap(np.ones((), s.dtype)))), _wrap(np.zeros((), s.dtype)))
     s_inv = convert(s_inv, d) if d in dtypes.COMPLEX else s_inv
-    x = L.matmul(P._H(vh), E.multiply(S.reshape(s_inv, (-1, 1)), L.matmul(P._H(u), Bm)))
+    x = L.matmul(P._H(vh), ops.multiply(S.reshape(s_inv, (-1, 1)), L.matmul(P._H(u), Bm)))
     rank = R.sum(convert(keep, dtypes.int32), dtype=dtypes.int32) if s.shape[0] else _wrap(np.asarray(0, np.int32))
     k = Bm.shape[1]
     if m > n:
-        r = E.subtract(Bm, L.matmul(A, x))
-        resid = R.sum(E.real(E.multiply(r, E.conj(r))), axis=0)
+        r = ops.subtract(Bm, L.matmul(A, x))
+        resid = R.sum(ops.real(ops.multiply(r, ops.conj(r))), axis=0)
         known = concrete_or_none(rank)
         if known is None:
-            resid = _where(E.equal(rank, n), resid, _wrap(np.full((), np.nan, resid.dtype)))
+            resid = _where(ops.equal(rank, n), resid, _wrap(np.full((), np.nan, resid.dtype)))
         elif int(known) != n:
             resid = S.full((0,), 0, resid.dtype)
     else:
@@ -320,19 +317,19 @@ def matrix_rank(A, tol=None, hermitian=False, *, rtol=None) -> Tensor:
     """
     x = asarray(A, "matrix_rank")
     if x.ndim < 2:
-        return convert(R.any(E.not_equal(x, 0)), dtypes.int64)
+        return convert(R.any(ops.not_equal(x, 0)), dtypes.int64)
     x = inexact(x)
     if tol is not None and rtol is not None:
         raise ValueError("numpy.linalg.matrix_rank: tol and rtol can't be both set")
-    s = E.abs(P.eigh(x)[0]) if hermitian else L.svdvals(x)
+    s = ops.abs(P.eigh(x)[0]) if hermitian else L.svdvals(x)
     if tol is None:
         r = _rcond_default(x) if rtol is None else rtol
         r = S.expand_dims(asarray(r, "matrix_rank"), [-1]) if isinstance(r, Tensor) else r
-        cut = E.multiply(R.max(s, axis=-1, keepdims=True), r)
+        cut = ops.multiply(R.max(s, axis=-1, keepdims=True), r)
     else:
         t = asarray(tol, "matrix_rank")
         cut = S.expand_dims(t, [t.ndim]) if t.ndim else t
-    return R.sum(convert(E.greater(s, cut), dtypes.int64), axis=-1)
+    return R.sum(convert(ops.greater(s, cut), dtypes.int64), axis=-1)
 
 
 def cond(x, p=None) -> Tensor:
@@ -348,8 +345,8 @@ def cond(x, p=None) -> Tensor:
         k = s.shape[-1]
         hi, lo = s[..., 0], s[..., k - 1]
         with np.errstate(divide="ignore", invalid="ignore"):
-            return E.divide(hi, lo) if p != -2 else E.divide(lo, hi)
-    return E.multiply(norm(a, p, axis=(-2, -1)), norm(inv(a), p, axis=(-2, -1)))
+            return ops.divide(hi, lo) if p != -2 else ops.divide(lo, hi)
+    return ops.multiply(norm(a, p, axis=(-2, -1)), norm(inv(a), p, axis=(-2, -1)))
 
 
 def norm(x, ord=None, axis=None, keepdims=False) -> Tensor:
@@ -525,7 +522,6 @@ def outer(x1, x2, /) -> Tensor:
 
 def tensordot(x1, x2, /, *, axes=2) -> Tensor:
     """The sum product over ``axes`` (see ``fnp.tensordot``)."""
-    from ._products import tensordot as _td
 
     return _td(x1, x2, axes)
 

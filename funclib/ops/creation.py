@@ -9,13 +9,25 @@ import numpy as np
 
 from .. import dtypes
 from ..checks import check_int, check_number, check_shape, describe
-from ..core import Tensor, Tracer, _state, _wrap, strengthen
-from ..errors import DTypeError, OutOfRangeError, ShapeError
-from ..kernels import lowp
+from ..core import (
+    PY_SCALARS,
+    Tensor,
+    Tracer,
+    _state,
+    _wrap,
+    array_from,
+    check_no_imaginary,
+    check_scalar_fits,
+    holds_tracer,
+    numpy_cast,
+    remember_dlpack_source,
+    strengthen,
+)
+from ..errors import DTypeError, ShapeError
+from ..namespace import public, tensor_method
 from ..primitives import shape as S
-from ..primitives.elementwise import convert
-
-_PY_SCALARS = (builtins.bool, builtins.int, builtins.float, builtins.complex)
+from ..primitives.elementwise import add, convert, greater_equal, less_equal, multiply, stack_values, subtract
+from .searching import where
 
 
 def _check_device(device, op):
@@ -23,34 +35,7 @@ def _check_device(device, op):
         raise ValueError(f"{op}: unknown device {device!r}; funclib tensors live on 'cpu'")
 
 
-def _infer_python_dtype(obj) -> np.dtype | None:
-    """The Array API default dtype for nested Python scalars (None if ``obj`` holds non-Python values)."""
-    kinds = set()
-
-    def walk(o):
-        if isinstance(o, (list, tuple)):
-            for e in o:
-                if not walk(e):
-                    return False
-            return True
-        if type(o) in _PY_SCALARS:
-            kinds.add(type(o))
-            return True
-        return False
-
-    if not walk(obj):
-        return None
-    if builtins.complex in kinds:
-        return dtypes.default_complex
-    if builtins.float in kinds:
-        return dtypes.default_float
-    if builtins.int in kinds:
-        return dtypes.default_int
-    if builtins.bool in kinds:
-        return dtypes.bool_
-    return dtypes.default_float  # empty list
-
-
+@public
 def asarray(obj, /, *, dtype=None, device=None, copy: bool | None = None) -> Tensor:
     """Convert ``obj`` (a Tensor, NumPy array, nested sequence or Python scalar) to a Tensor.
 
@@ -61,110 +46,21 @@ def asarray(obj, /, *, dtype=None, device=None, copy: bool | None = None) -> Ten
     Tensor([1., 2.], dtype=float32)
     """
     _check_device(device, "asarray")
-    want = dtypes.canonicalize(dtype) if dtype is not None else None
-    if isinstance(obj, Tensor):
+    if isinstance(obj, Tracer):
+        want = dtypes.canonicalize(dtype) if dtype is not None else None
         if obj.weak_type:  # a Python scalar traced by jit: what asarray makes of the scalar itself
             return strengthen(obj) if want is None else convert(obj, want)
         if want is None or obj.dtype == want:
             return obj
         if copy is False:
-            raise ValueError(
-                f"asarray: converting {obj.dtype.name} to {want.name} needs a copy, but copy=False"
-            )
-        _check_no_imaginary(obj.dtype in dtypes.COMPLEX, want, "asarray")
+            raise ValueError(f"asarray: converting {obj.dtype.name} to {want.name} needs a copy, but copy=False")
+        check_no_imaginary(obj.dtype in dtypes.COMPLEX, want, "asarray")
         return convert(obj, want)
-    if type(obj) in _PY_SCALARS:
-        d = want or dtypes.python_scalar_dtype(obj)
-        _check_scalar_fits(obj, d)
-        _check_no_imaginary(type(obj) is builtins.complex, d, "asarray")
-        return _wrap(_np_as(obj, d))
-    if isinstance(obj, (np.ndarray, np.generic)):
-        arr = np.asarray(obj)
-        if arr.dtype not in dtypes._KNOWN and arr.dtype.byteorder not in ("=", "|"):
-            arr = arr.astype(arr.dtype.newbyteorder("="))
-        if arr.dtype not in dtypes._KNOWN:
-            raise DTypeError(f"asarray: NumPy dtype {arr.dtype} is not supported by funclib")
-        if want is not None and arr.dtype != want:
-            if copy is False:
-                raise ValueError("asarray: the dtype conversion needs a copy, but copy=False")
-            _check_no_imaginary(arr.dtype in dtypes.COMPLEX, want, "asarray")
-            return _wrap(_np_as(arr, want))
-        if isinstance(obj, np.generic) or not arr.flags.writeable:
-            if copy:
-                return _wrap(arr.copy())
-            return _wrap(arr)
-        if copy is False:
-            raise ValueError(
-                "asarray: copy=False would share a writable NumPy buffer with an immutable Tensor; make the "
-                "array read-only first (arr.flags.writeable = False) or allow a copy"
-            )
-        return _wrap(arr.copy())
-    if hasattr(obj, "__dlpack__") and not isinstance(obj, (list, tuple)):
-        arr = np.from_dlpack(obj)
-        return asarray(arr if not arr.flags.writeable else arr.copy(), dtype=dtype)
-    if isinstance(obj, (list, tuple)):
-        if any(isinstance(e, Tracer) for e in _iter_flat(obj)):
-            from .manipulation import stack
-
-            return stack([asarray(e, dtype=dtype) for e in obj])
-        if any(isinstance(e, Tensor) for e in _iter_flat(obj)):
-            obj = _tensors_to_numpy(obj)
-        d = want or _infer_python_dtype(obj)
-        try:
-            arr = _np_as(obj, d)
-        except (ValueError, OverflowError) as e:
-            raise ValueError(f"asarray: cannot convert the sequence to a tensor: {e}") from None
-        if d is None:
-            d0 = dtypes.canonicalize(arr.dtype) if arr.dtype in dtypes._KNOWN else None
-            if d0 is None:
-                raise DTypeError(
-                    f"asarray: the sequence holds values of unsupported type (NumPy dtype {arr.dtype})"
-                )
-        return _wrap(arr)
-    if hasattr(obj, "__array__"):
-        return asarray(np.asarray(obj), dtype=dtype, copy=copy)
-    try:
-        view = memoryview(obj)
-    except TypeError:
-        view = None
-    if view is not None:
-        # buffer protocol: shared when read-only (bytes), else copied like a writable NumPy array
-        return asarray(np.asarray(view), dtype=dtype, copy=copy)
-    raise TypeError(
-        f"asarray: cannot convert {type(obj).__name__} to a Tensor; pass a Tensor, a NumPy array, a Python "
-        "scalar, a buffer or a nested list of them"
-    )
-
-
-def _iter_flat(obj):
-    if isinstance(obj, (list, tuple)):
-        for e in obj:
-            yield from _iter_flat(e)
-    else:
-        yield obj
-
-
-def _tensors_to_numpy(obj):
-    if isinstance(obj, (list, tuple)):
-        return [_tensors_to_numpy(e) for e in obj]
-    if isinstance(obj, Tensor):
-        return obj.numpy()
-    return obj
-
-
-def _np_as(obj, d):
-    """``np.asarray(obj, dtype=d)``, saturating into float8 and wrapping into int4 as ``astype`` does."""
-    if d in _LOWP:
-        return lowp.astype(np.asarray(obj), d)
-    return np.asarray(obj, dtype=d)
-
-
-_LOWP = frozenset(dtypes.LOW_PRECISION)
-def _check_no_imaginary(is_complex: bool, d: np.dtype, op: str) -> None:
-    if is_complex and d not in dtypes.COMPLEX:
-        raise DTypeError(
-            f"{op}: converting complex values to {d.name} would drop the imaginary part; use fl.real(x) or fl.abs(x)"
-        )
+    if isinstance(obj, Tensor) and (dtype is None or obj.dtype == dtypes.canonicalize(dtype)):
+        return obj
+    if isinstance(obj, (list, tuple)) and holds_tracer(obj):
+        return stack_values(obj, dtype)
+    return _wrap(array_from(obj, dtype, copy=copy))
 
 
 def _check_fill(v, op: str):
@@ -173,7 +69,7 @@ def _check_fill(v, op: str):
         if v.ndim != 0:
             raise ShapeError(f"{op}: fill_value must be a scalar, got a tensor of shape {tuple(v.shape)}")
         return v
-    if type(v) in _PY_SCALARS or isinstance(v, (np.bool_, np.number)):
+    if type(v) in PY_SCALARS or isinstance(v, (np.bool_, np.number)):
         return v
     raise TypeError(f"{op}: fill_value must be a number (bool, int, float or complex), got {describe(v)}")
 
@@ -187,15 +83,13 @@ def _like_source(x, op: str):
         raise TypeError(f"{op}: x must be a tensor (or convertible with fl.asarray), got {describe(x)}") from None
 
 
-def _check_scalar_fits(v, d):
-    if (d in dtypes.INTEGER or d in dtypes.INT4) and isinstance(v, builtins.int) and not isinstance(v, builtins.bool):
-        info = dtypes.iinfo(d)
-        if not info.min <= v <= info.max:
-            raise OutOfRangeError(
-                f"asarray: Python int {v} does not fit in {d.name} [{info.min}, {info.max}]; pass a wider dtype"
-            )
+@tensor_method("astype")
+def _astype_method(self, dtype, /, *, copy: bool = True, device=None):
+    """Cast to ``dtype``."""
+    return convert(self, dtypes.canonicalize(dtype))
 
 
+@public
 def astype(x, dtype, /, *, copy: bool = True, device=None) -> Tensor:
     """Cast ``x`` to ``dtype`` (any cast NumPy allows: float to int truncates, complex to real is an error).
 
@@ -216,6 +110,7 @@ def astype(x, dtype, /, *, copy: bool = True, device=None) -> Tensor:
     return convert(x, d)
 
 
+@public
 def tensor(data, dtype=None) -> Tensor:
     """PyTorch spelling of ``asarray``.
 
@@ -236,6 +131,7 @@ def _varargs_shape(shape, op):
     return _shape_arg(shape, op)
 
 
+@public
 def zeros(shape, *, dtype=None, device=None) -> Tensor:
     """A tensor of zeros (float32 by default).
 
@@ -246,18 +142,21 @@ def zeros(shape, *, dtype=None, device=None) -> Tensor:
     return S.full(_shape_arg(shape, "zeros"), 0, dtypes.canonicalize(dtype or dtypes.default_float))
 
 
+@public
 def ones(shape, *, dtype=None, device=None) -> Tensor:
     """A tensor of ones (float32 by default)."""
     _check_device(device, "ones")
     return S.full(_shape_arg(shape, "ones"), 1, dtypes.canonicalize(dtype or dtypes.default_float))
 
 
+@public
 def empty(shape, *, dtype=None, device=None) -> Tensor:
     """A tensor of ``shape`` filled with zeros (an immutable tensor is never observed uninitialized)."""
     _check_device(device, "empty")
     return S.full(_shape_arg(shape, "empty"), 0, dtypes.canonicalize(dtype or dtypes.default_float))
 
 
+@public
 def full(shape, fill_value, *, dtype=None, device=None) -> Tensor:
     """A tensor of ``shape`` filled with ``fill_value``; the dtype follows the value when not given.
 
@@ -269,9 +168,9 @@ def full(shape, fill_value, *, dtype=None, device=None) -> Tensor:
     _check_fill(fill_value, "full")
     if isinstance(fill_value, Tensor):
         d = dtypes.canonicalize(dtype) if dtype is not None else fill_value.dtype
-        return S.full(shape, fill_value, d)
+        return S.full(shape, convert(fill_value, d), d)
     d = dtypes.canonicalize(dtype) if dtype is not None else dtypes.python_scalar_dtype(fill_value)
-    _check_scalar_fits(fill_value, d)
+    check_scalar_fits(fill_value, d)
     return S.full(shape, fill_value, d)
 
 
@@ -279,6 +178,7 @@ def _like(x, dtype):
     return dtypes.canonicalize(dtype) if dtype is not None else x.dtype
 
 
+@public
 def zeros_like(x, /, *, dtype=None, device=None) -> Tensor:
     """Zeros with ``x``'s shape (and dtype unless given)."""
     _check_device(device, "zeros_like")
@@ -286,6 +186,7 @@ def zeros_like(x, /, *, dtype=None, device=None) -> Tensor:
     return S.full(tuple(x.shape), 0, _like(x, dtype))
 
 
+@public
 def ones_like(x, /, *, dtype=None, device=None) -> Tensor:
     """Ones with ``x``'s shape (and dtype unless given)."""
     _check_device(device, "ones_like")
@@ -293,6 +194,7 @@ def ones_like(x, /, *, dtype=None, device=None) -> Tensor:
     return S.full(tuple(x.shape), 1, _like(x, dtype))
 
 
+@public
 def empty_like(x, /, *, dtype=None, device=None) -> Tensor:
     """``zeros_like`` (an immutable tensor is never observed uninitialized)."""
     _check_device(device, "empty_like")
@@ -300,14 +202,17 @@ def empty_like(x, /, *, dtype=None, device=None) -> Tensor:
     return S.full(tuple(x.shape), 0, _like(x, dtype))
 
 
+@public
 def full_like(x, /, fill_value, *, dtype=None, device=None) -> Tensor:
     """``fill_value`` with ``x``'s shape (and dtype unless given)."""
     _check_device(device, "full_like")
     x = _like_source(x, "full_like")
     _check_fill(fill_value, "full_like")
-    return S.full(tuple(x.shape), fill_value, _like(x, dtype))
+    d = _like(x, dtype)
+    return S.full(tuple(x.shape), convert(fill_value, d) if isinstance(fill_value, Tensor) else fill_value, d)
 
 
+@public
 def arange(start, /, stop=None, step=1, *, dtype=None, device=None) -> Tensor:
     """Evenly spaced values in ``[start, stop)``.
 
@@ -344,13 +249,12 @@ def arange(start, /, stop=None, step=1, *, dtype=None, device=None) -> Tensor:
                 return _wrap(np.asarray(start, d) + np.asarray(step, d) * i)
             return _wrap(np.asarray(start, d) - np.asarray(-step, d) * i)
         wide = np.float64 if d in dtypes.INEXACT else np.int64
-        return _wrap(_np_as(start + step * np.arange(n, dtype=wide), d))
-    from .elementwise import add, multiply
-
+        return _wrap(numpy_cast(start + step * np.arange(n, dtype=wide), d))
     base = convert(S.iota(dtypes.int64, (n,), 0), d)
     return add(multiply(base, step), start) if (start, step) != (0, 1) else base
 
 
+@public
 def linspace(start, stop, /, num: int, *, dtype=None, device=None, endpoint: bool = True) -> Tensor:
     """``num`` evenly spaced values from ``start`` to ``stop``.
 
@@ -366,16 +270,15 @@ def linspace(start, stop, /, num: int, *, dtype=None, device=None, endpoint: boo
         raise DTypeError(f"linspace: dtype must be floating-point, got {d.name}")
     num = check_int(num, "linspace", "num", min=0)
     if isinstance(start, Tensor) or isinstance(stop, Tensor):
-        from .elementwise import add, multiply, subtract
-
         div = (num - 1) if endpoint else num
         steps = convert(S.iota(dtypes.int64, (num,), 0), d)
         frac = multiply(steps, 1.0 / builtins.max(div, 1))
         return add(start, multiply(frac, subtract(stop, start)))
     wide = np.complex128 if d in dtypes.COMPLEX else np.float64
-    return _wrap(_np_as(np.linspace(start, stop, num, endpoint=endpoint, dtype=wide), d))
+    return _wrap(numpy_cast(np.linspace(start, stop, num, endpoint=endpoint, dtype=wide), d))
 
 
+@public
 def eye(n_rows: int, n_cols: int | None = None, /, *, k: int = 0, dtype=None, device=None) -> Tensor:
     """The identity matrix (ones on diagonal ``k``).
 
@@ -391,6 +294,7 @@ def eye(n_rows: int, n_cols: int | None = None, /, *, k: int = 0, dtype=None, de
     return _wrap(np.eye(n_rows, n_cols, k=k, dtype=d))
 
 
+@public
 def from_dlpack(x, /, *, device=None, copy: bool | None = None) -> Tensor:
     """A Tensor over the memory of any DLPack producer (NumPy, PyTorch, JAX, ...), without a copy.
 
@@ -422,9 +326,13 @@ def from_dlpack(x, /, *, device=None, copy: bool | None = None) -> Tensor:
         )
         what = f"{type(x).__module__}.{type(x).__qualname__}"
         raise type(e)(f"from_dlpack: cannot import a {what} through DLPack: {e}{hint}") from None
-    return _shared(arr, "from_dlpack")
+    t = _shared(arr, "from_dlpack")
+    if not copy:
+        remember_dlpack_source(t._value, x)
+    return t
 
 
+@public
 def from_numpy(a: np.ndarray, /) -> Tensor:
     """A read-only Tensor sharing ``a``'s memory (no copy), like ``torch.from_numpy``.
 
@@ -461,6 +369,7 @@ def _shared(arr: np.ndarray, op: str) -> Tensor:
     return _wrap(arr)
 
 
+@public
 def meshgrid(*arrays, indexing: str = "xy") -> list[Tensor]:
     """Coordinate matrices from 1-D tensors (``indexing`` is 'xy' or 'ij')."""
     if indexing not in ("xy", "ij"):
@@ -484,49 +393,23 @@ def meshgrid(*arrays, indexing: str = "xy") -> list[Tensor]:
 
 
 def _tri_mask(x, k, lower):
-    from .elementwise import add, greater_equal, less_equal
-
     n, m = x.shape[-2], x.shape[-1]
     rows = S.iota(dtypes.int64, (n, m), 0)
     cols = S.iota(dtypes.int64, (n, m), 1)
     return less_equal(cols, add(rows, k)) if lower else greater_equal(cols, add(rows, k))
 
 
+@public
 def tril(x, /, *, k: int = 0) -> Tensor:
     """The lower triangle of the last two axes (zeros above diagonal ``k``)."""
-    from .searching import where
-
     if x.ndim < 2:
         raise ShapeError(f"tril: needs at least 2 dimensions, got shape {tuple(x.shape)}")
     return where(_tri_mask(x, k, True), x, 0)
 
 
+@public
 def triu(x, /, *, k: int = 0) -> Tensor:
     """The upper triangle of the last two axes (zeros below diagonal ``k``)."""
-    from .searching import where
-
     if x.ndim < 2:
         raise ShapeError(f"triu: needs at least 2 dimensions, got shape {tuple(x.shape)}")
     return where(_tri_mask(x, k, False), x, 0)
-
-__all__ = [
-    "arange",
-    "asarray",
-    "astype",
-    "empty",
-    "empty_like",
-    "eye",
-    "from_dlpack",
-    "from_numpy",
-    "full",
-    "full_like",
-    "linspace",
-    "meshgrid",
-    "ones",
-    "ones_like",
-    "tensor",
-    "tril",
-    "triu",
-    "zeros",
-    "zeros_like",
-]

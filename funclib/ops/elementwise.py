@@ -1,4 +1,5 @@
-"""Array API elementwise functions. Most are the primitive wrappers; the rest are compositions."""
+"""Array API elementwise functions that are compositions (or wrappers adding promotion) over the elementwise
+primitives; the primitives' own public wrappers come from their rows in ``funclib/primitives/elementwise.py``."""
 
 from __future__ import annotations
 
@@ -10,66 +11,27 @@ from .. import dtypes
 from ..checks import describe
 from ..core import Tensor, _state, _wrap
 from ..errors import DTypeError
+from ..namespace import public
 from ..primitives import elementwise as E
-from ..primitives.elementwise import (  # noqa: F401  (re-exported)
+from ..primitives import transcendental as T
+from ..primitives.elementwise import (
     _to_tensor,
     abs,
-    acos,
-    acosh,
     add,
-    asin,
-    asinh,
-    atan,
-    atan2,
-    atanh,
-    bitwise_and,
-    bitwise_invert,
-    bitwise_left_shift,
-    bitwise_or,
-    bitwise_right_shift,
-    bitwise_xor,
-    cbrt,
     convert,
-    copysign,
-    cos,
-    cosh,
-    digamma,
     equal,
-    erf,
-    erfinv,
-    exp,
-    expm1,
-    floor_divide,
-    greater,
-    greater_equal,
     integer_pow,
     isfinite,
     isinf,
-    isnan,
-    less,
-    less_equal,
-    lgamma,
-    log,
-    log1p,
     maximum,
     minimum,
     multiply,
     negative,
-    nextafter,
     not_equal,
-    polygamma,
-    promote_pair,
-    remainder,
-    safe_mul,
-    sigmoid,
-    signbit,
-    sin,
-    sinh,
-    sqrt,
     subtract,
-    tan,
-    tanh,
 )
+from ..primitives.shape import select
+from ..primitives.transcendental import exp, log, log1p, sqrt
 
 _LN2 = 0.6931471805599453
 _LN10 = 2.302585092994046
@@ -82,6 +44,7 @@ def _float(x, op):
     return x
 
 
+@public(dunder="__truediv__", rdunder="__rtruediv__")
 def divide(x1, x2, /):
     """True division; integer operands are promoted to the default float dtype.
 
@@ -102,6 +65,7 @@ def divide(x1, x2, /):
     return E.div_p.bind(x1, x2)
 
 
+@public(dunder="__pow__", rdunder="__rpow__")
 def pow(x1, x2, /):
     """``x1 ** x2`` with Array API promotion.
 
@@ -111,7 +75,7 @@ def pow(x1, x2, /):
     if isinstance(x2, builtins.int) and not isinstance(x2, builtins.bool) and isinstance(x1, Tensor):
         if x1.dtype in dtypes.INEXACT or x2 >= 0:
             return integer_pow(x1, x2)
-    return E.pow(x1, x2)
+    return T.pow(x1, x2)
 
 
 def _real_identity(name, complex_fn, real_fn, doc):
@@ -128,27 +92,28 @@ def _real_identity(name, complex_fn, real_fn, doc):
     return f
 
 
-conj = _real_identity(
+conj = public(_real_identity(
     "conj",
     E.conj,
     lambda x: x,
     "Complex conjugate (the identity on real tensors).\n\n>>> fl.conj(fl.asarray([1 + 2j]))\n"
     "Tensor([1.-2.j], dtype=complex64)",
-)
-real = _real_identity(
+), method=True)
+real = public(_real_identity(
     "real",
     E.real,
     lambda x: x,
     "Real part (the identity on real tensors).\n\n>>> fl.real(fl.asarray([1 + 2j]))\nTensor([1.], dtype=float32)",
-)
-imag = _real_identity(
+), prop="real")
+imag = public(_real_identity(
     "imag",
     E.imag,
-    lambda x: E.select(_wrap(np.zeros((), dtypes.bool_)), x, _wrap(np.zeros((), x.dtype))),
+    lambda x: select(_wrap(np.zeros((), dtypes.bool_)), x, _wrap(np.zeros((), x.dtype))),
     "Imaginary part (zeros on real tensors).\n\n>>> fl.imag(fl.asarray([1 + 2j]))\nTensor([2.], dtype=float32)",
-)
+), prop="imag")
 
 
+@public(dunder="__pos__")
 def positive(x, /):
     """``+x``."""
     x = _to_tensor(x, "positive")
@@ -157,18 +122,13 @@ def positive(x, /):
     return x
 
 
+@public
 def square(x, /):
     """``x * x``."""
     x = _to_tensor(x, "square")
     if x.dtype == dtypes.bool_:
         raise DTypeError("square: unsupported dtype bool; expected a numeric dtype")
     return integer_pow(x, 2)
-
-
-def exp2(x, /):
-    """``2 ** x``, exact at integer ``x``."""
-    x = _float(x, "exp2")
-    return E.pow(_wrap(np.full((), 2, x.dtype)), x)
 
 
 def _log_base(x, ln_base, name):
@@ -181,6 +141,7 @@ def _log_base(x, ln_base, name):
     return divide(y, _wrap(np.asarray(ln_base, x.dtype)))
 
 
+@public
 def log2(x, /):
     """Base-2 logarithm, ``log(x) / log(2)``.
 
@@ -190,6 +151,7 @@ def log2(x, /):
     return _log_base(x, _LN2, "log2")
 
 
+@public
 def log10(x, /):
     """Base-10 logarithm, ``log(x) / log(10)``.
 
@@ -199,6 +161,7 @@ def log10(x, /):
     return _log_base(x, _LN10, "log10")
 
 
+@public
 def logaddexp(x1, x2, /):
     """``log(exp(x1) + exp(x2))`` without overflow."""
     x1, x2 = E.broadcast_pair("logaddexp", x1, x2)
@@ -209,11 +172,12 @@ def logaddexp(x1, x2, /):
     m = maximum(x1, x2)
     # where both are -inf (or +inf) the difference is nan; the max alone is the answer there
     finite = isfinite(m)
-    safe_m = E.select(finite, m, _wrap(np.zeros((), m.dtype)))
+    safe_m = select(finite, m, _wrap(np.zeros((), m.dtype)))
     res = add(safe_m, log1p(exp(negative(abs(subtract(x1, x2))))))
-    return E.select(finite, res, m)
+    return select(finite, res, m)
 
 
+@public
 def hypot(x1, x2, /):
     """``sqrt(x1**2 + x2**2)`` without undue overflow."""
     x1, x2 = E.broadcast_pair("hypot", x1, x2)
@@ -221,19 +185,20 @@ def hypot(x1, x2, /):
     big = maximum(x1, x2)
     small = minimum(x1, x2)
     zero = _wrap(np.zeros((), big.dtype))
-    safe = E.select(equal(big, zero), _wrap(np.ones((), big.dtype)), big)
+    safe = select(equal(big, zero), _wrap(np.ones((), big.dtype)), big)
     r = divide(small, safe)
     out = multiply(big, sqrt(add(multiply(r, r), 1.0)))
     # an infinite side wins even against NaN (the standard's special case)
-    return E.select(logical_or(isinf(x1), isinf(x2)), _wrap(np.full((), np.inf, big.dtype)), out)
+    return select(logical_or(isinf(x1), isinf(x2)), _wrap(np.full((), np.inf, big.dtype)), out)
 
 
+@public
 def sign(x, /):
     """The sign of ``x`` (``x / |x|`` for complex, 0 at 0)."""
     x = _to_tensor(x, "sign")
     if x.dtype in dtypes.COMPLEX:
         a = abs(x)
-        safe = E.select(equal(a, _wrap(np.zeros((), a.dtype))), _wrap(np.ones((), a.dtype)), a)
+        safe = select(equal(a, _wrap(np.zeros((), a.dtype))), _wrap(np.ones((), a.dtype)), a)
         return divide(x, convert(safe, x.dtype))
     return E.sign(x)
 
@@ -252,11 +217,12 @@ def _int_identity(fn, name):
     return f
 
 
-floor = _int_identity(E.floor, "floor")
-ceil = _int_identity(E.ceil, "ceil")
-trunc = _int_identity(E.trunc, "trunc")
+floor = public(_int_identity(E.floor, "floor"), method=True)
+ceil = public(_int_identity(E.ceil, "ceil"), method=True)
+trunc = public(_int_identity(E.trunc, "trunc"))
 
 
+@public(method=True)
 def round(x, /):
     """Round half to even; complex rounds both parts; identity on integers."""
     x = _to_tensor(x, "round")
@@ -283,11 +249,12 @@ def _logical(p, name):
     return f
 
 
-logical_and = _logical(E.and_p, "logical_and")
-logical_or = _logical(E.or_p, "logical_or")
-logical_xor = _logical(E.xor_p, "logical_xor")
+logical_and = public(_logical(E.and_p, "logical_and"))
+logical_or = public(_logical(E.or_p, "logical_or"))
+logical_xor = public(_logical(E.xor_p, "logical_xor"))
 
 
+@public
 def logical_not(x, /):
     x = _to_tensor(x, "logical_not")
     if x.dtype != dtypes.bool_:
@@ -295,6 +262,7 @@ def logical_not(x, /):
     return E.not_p.bind(x)
 
 
+@public(method=True)
 def clip(x, /, min=None, max=None):
     """Clamp ``x`` to ``[min, max]`` (either may be None). The result keeps ``x``'s dtype."""
     x = _to_tensor(x, "clip")
@@ -321,90 +289,13 @@ def _bound(b, x, which):
     return _wrap(np.asarray(b, dtype=x.dtype))
 
 
+@public
 def reciprocal(x, /):
     x = _float(x, "reciprocal")
     return divide(_wrap(np.ones((), x.dtype)), x)
 
 
+@public
 def rsqrt(x, /):
     """``1 / sqrt(x)``."""
     return reciprocal(sqrt(_float(x, "rsqrt")))
-
-__all__ = [
-    "abs",
-    "acos",
-    "acosh",
-    "add",
-    "asin",
-    "asinh",
-    "atan",
-    "atan2",
-    "atanh",
-    "bitwise_and",
-    "bitwise_invert",
-    "bitwise_left_shift",
-    "bitwise_or",
-    "bitwise_right_shift",
-    "bitwise_xor",
-    "cbrt",
-    "ceil",
-    "clip",
-    "conj",
-    "copysign",
-    "cos",
-    "cosh",
-    "digamma",
-    "divide",
-    "equal",
-    "erf",
-    "erfinv",
-    "exp",
-    "exp2",
-    "expm1",
-    "floor",
-    "floor_divide",
-    "greater",
-    "greater_equal",
-    "hypot",
-    "imag",
-    "isfinite",
-    "isinf",
-    "isnan",
-    "less",
-    "less_equal",
-    "lgamma",
-    "log",
-    "log10",
-    "log1p",
-    "log2",
-    "logaddexp",
-    "logical_and",
-    "logical_not",
-    "logical_or",
-    "logical_xor",
-    "maximum",
-    "minimum",
-    "multiply",
-    "negative",
-    "nextafter",
-    "not_equal",
-    "polygamma",
-    "positive",
-    "pow",
-    "real",
-    "reciprocal",
-    "remainder",
-    "round",
-    "rsqrt",
-    "sigmoid",
-    "sign",
-    "signbit",
-    "sin",
-    "sinh",
-    "sqrt",
-    "square",
-    "subtract",
-    "tan",
-    "tanh",
-    "trunc",
-]

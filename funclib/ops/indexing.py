@@ -17,9 +17,14 @@ import numpy as np
 from .. import dtypes
 from ..core import Tensor, Tracer, _wrap, concrete_or_none
 from ..errors import DataDependentShapeError, ImmutableError, ShapeError
+from ..namespace import public, tensor_method
 from ..primitives import shape as S
-from ..primitives.elementwise import _to_tensor, convert, select
-from ..primitives.indexing import gather, scatter, scatter_add, scatter_max, scatter_min, scatter_mul
+from ..primitives._util import broadcast_shapes, normalize_axis
+from ..primitives.elementwise import _to_tensor, convert
+from ..primitives.indexing import gather, scatter, scatter_add
+from ..primitives.scatter_combine import scatter_max, scatter_min, scatter_mul
+from ..primitives.shape import select
+from . import elementwise as E
 
 
 def _is_int_scalar(k):
@@ -116,6 +121,7 @@ def _is_array_index(k):
     return isinstance(k, (Tensor, np.ndarray))
 
 
+@tensor_method("__getitem__")
 def getitem(x, key, /):
     """``x[key]`` with NumPy semantics (out-of-bounds integer indices raise IndexError)."""
     x = _to_tensor(x, "indexing")
@@ -205,8 +211,6 @@ def _index_plan(x, keys):
                     raise IndexError(f"index {bad} is out of bounds for axis {i} with size {n}")
             k64 = convert(k, np.int64) if k.dtype != np.int64 else k
             adv.append(select(k64 < 0, k64 + n, k64))
-    from ..primitives._util import broadcast_shapes
-
     bshape = broadcast_shapes(*[tuple(a.shape) for a in adv], op="indexing") if adv else ()
     contiguous = adv_pos == list(range(adv_pos[0], adv_pos[-1] + 1)) if adv_pos else True
     basic_axes = [i for i in range(len(keys)) if i not in adv_pos]
@@ -326,15 +330,11 @@ class _IndexUpdateRef:
 
         As in JAX, ``x / (1 with values multiplied in at idx)``: an integer tensor gives a floating-point result.
         """
-        from .elementwise import divide
-
-        return divide(self.x, _IndexUpdateRef(_ones_like(self.x), self.key).multiply(values))
+        return E.divide(self.x, _IndexUpdateRef(_ones_like(self.x), self.key).multiply(values))
 
     def power(self, values):
         """A new tensor with ``x[idx] ** values`` (repeated indices raise in turn: ``(x ** a) ** b``)."""
-        from .elementwise import pow
-
-        return pow(self.x, _IndexUpdateRef(_ones_like(self.x), self.key).multiply(values))
+        return E.pow(self.x, _IndexUpdateRef(_ones_like(self.x), self.key).multiply(values))
 
     def min(self, values):
         """A new tensor with ``x[idx] = minimum(x[idx], values)`` (every repeated index takes part)."""
@@ -365,14 +365,13 @@ class _AtHelper:
         )
 
 
+@public
 def take(x, indices, /, *, axis: int | None = None) -> Tensor:
     """Elements of ``x`` at integer ``indices`` along ``axis`` (flattened when None)."""
     x = _to_tensor(x, "take")
     if axis is None:
         x = S.reshape(x, (-1,))
         axis = 0
-    from ..primitives._util import normalize_axis
-
     ax = normalize_axis(axis, x.ndim, "take")
     key = [slice(None)] * x.ndim
     key[ax] = indices if isinstance(indices, (Tensor, np.ndarray)) else np.asarray(indices)
@@ -382,19 +381,16 @@ def take(x, indices, /, *, axis: int | None = None) -> Tensor:
         raise IndexError(f"take: {e}") from None
 
 
+@public
 def take_along_axis(x, indices, /, *, axis: int = -1) -> Tensor:
     """Pick values along ``axis`` with an index tensor of the same rank (as ``np.take_along_axis``)."""
     x = _to_tensor(x, "take_along_axis")
     indices = _to_tensor(indices, "take_along_axis")
-    from ..primitives._util import normalize_axis
-
     ax = normalize_axis(axis, x.ndim, "take_along_axis")
     if indices.ndim != x.ndim:
         raise ShapeError(
             f"take_along_axis: indices rank {indices.ndim} must equal the tensor's rank {x.ndim}"
         )
-    from ..primitives._util import broadcast_shapes
-
     oshape = list(broadcast_shapes(
         tuple(d for i, d in enumerate(x.shape) if i != ax),
         tuple(d for i, d in enumerate(indices.shape) if i != ax),
@@ -417,3 +413,8 @@ def take_along_axis(x, indices, /, *, axis: int = -1) -> Tensor:
         cols.append(S.reshape(c, oshape + (1,)))
     idx = S.concatenate(cols, len(oshape))
     return gather(x, idx, tuple(range(x.ndim)))
+
+
+@tensor_method("at", prop=True)
+def _at(self):
+    return _AtHelper(self)

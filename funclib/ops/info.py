@@ -9,8 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes
-
-__all__ = ["__array_namespace_info__"]
+from ..namespace import public
 
 _STANDARD = (
     dtypes.bool_,
@@ -36,6 +35,7 @@ def _check_device(device, op):
         )
 
 
+@public
 class __array_namespace_info__:
     """What this namespace supports: capabilities, devices and dtypes.
 

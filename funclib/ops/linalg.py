@@ -26,7 +26,7 @@ from ..errors import DTypeError, ShapeError
 from ..primitives import linalg as P
 from ..primitives import shape as S
 from ..primitives._util import broadcast_shapes, normalize_axis
-from ..primitives.elementwise import _to_tensor, convert, promote_pair
+from ..primitives.elementwise import _to_tensor, convert, greater, promote_pair, remainder
 from . import elementwise as E
 from . import reductions as R
 from .linalg_basic import diagonal, matmul, outer, tensordot, vecdot
@@ -284,7 +284,7 @@ def _perm_sign(piv, dtype):
     """(-1) ** (number of row interchanges) as ``dtype``."""
     k = piv.shape[-1]
     swaps = R.sum(convert(E.not_equal(piv, S.iota(piv.dtype, (k,), 0)), dtypes.int32), axis=-1)
-    odd = E.equal(E.remainder(swaps, 2), 1)
+    odd = E.equal(remainder(swaps, 2), 1)
     return where(odd, _wrap(np.asarray(-1, dtype)), _wrap(np.asarray(1, dtype)))
 
 
@@ -351,7 +351,7 @@ def pinv(x, /, *, rtol: float | Tensor | None = None) -> Tensor:
     """
     a = _mat(x, "pinv", square=False)
     u, s, vh = P.svd(a, full_matrices=False)
-    keep = E.greater(s, _cutoff(s, rtol, a.shape, "pinv"))
+    keep = greater(s, _cutoff(s, rtol, a.shape, "pinv"))
     s_inv = where(keep, E.divide(1.0, where(keep, s, 1.0)), 0.0)
     s_inv = convert(s_inv, a.dtype) if a.dtype in dtypes.COMPLEX else s_inv
     return matmul(_H(vh), E.multiply(S.expand_dims(s_inv, (s_inv.ndim,)), _H(u)))
@@ -362,7 +362,7 @@ def matrix_rank(x, /, *, rtol: float | Tensor | None = None) -> Tensor:
     int64."""
     a = _mat(x, "matrix_rank", square=False)
     s = svdvals(a)
-    return R.sum(convert(E.greater(s, _cutoff(s, rtol, a.shape, "matrix_rank")), dtypes.int64), axis=-1)
+    return R.sum(convert(greater(s, _cutoff(s, rtol, a.shape, "matrix_rank")), dtypes.int64), axis=-1)
 
 
 # ------------------------------------------------------------------------------------------------------------

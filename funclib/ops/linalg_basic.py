@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from .. import dtypes
+from ..core import Tensor, _wrap
 from ..errors import DTypeError, ShapeError
+from ..namespace import public, tensor_method
 from ..primitives import shape as S
 from ..primitives._util import broadcast_shapes, normalize_axis
 from ..primitives.dot import dot_general
 from ..primitives.elementwise import _to_tensor, convert
+from ..primitives.indexing import gather
 from . import elementwise as E
+from . import reductions as R
 
 
 def _promote(a, b, op):
@@ -19,6 +25,7 @@ def _promote(a, b, op):
     return (a if a.dtype == d else convert(a, d)), (b if b.dtype == d else convert(b, d))
 
 
+@public(method=True, rdunder="__rmatmul__")
 def matmul(x1, x2, /, *, preferred_element_type=None):
     """Matrix product with NumPy semantics (1-D operands are promoted; leading axes broadcast).
 
@@ -66,6 +73,18 @@ def matmul(x1, x2, /, *, preferred_element_type=None):
     return out
 
 
+_PLAIN = frozenset({Tensor, int, float, bool, complex})
+
+
+@tensor_method("__matmul__")
+def _matmul_operator(self, other, /):
+    """``x @ y``; a ``funclib.sparse`` right operand computes the product itself (its ``__rmatmul__``)."""
+    if type(other) not in _PLAIN and getattr(type(other), "_fl_sparse", False):
+        return NotImplemented
+    return matmul(self, other)
+
+
+@public
 def tensordot(x1, x2, /, *, axes=2, preferred_element_type=None):
     """Contract ``axes`` (an int: the last/first n axes; or a pair of axis sequences). ``preferred_element_type``:
     the result and accumulation dtype, as in ``matmul``.
@@ -96,6 +115,7 @@ def _contract(a, b, ca, cb, op, preferred_element_type=None):
     return dot_general(a, b, ((ca, cb), ((), ())), preferred_element_type)
 
 
+@public
 def vecdot(x1, x2, /, *, axis: int = -1):
     """``sum(conj(x1) * x2, axis)`` with broadcasting."""
     a, b = _promote(x1, x2, "vecdot")
@@ -106,11 +126,10 @@ def vecdot(x1, x2, /, *, axis: int = -1):
         raise ShapeError("vecdot: contracted axes differ in size")
     if a.dtype in dtypes.COMPLEX:
         a = E.conj(a)
-    from .reductions import sum
-
-    return sum(E.multiply(a, b), axis=ax, dtype=a.dtype)  # keep the promoted dtype (no int widening)
+    return R.sum(E.multiply(a, b), axis=ax, dtype=a.dtype)  # keep the promoted dtype (no int widening)
 
 
+@public
 def outer(x1, x2, /):
     a, b = _promote(x1, x2, "outer")
     if a.ndim != 1 or b.ndim != 1:
@@ -118,6 +137,7 @@ def outer(x1, x2, /):
     return dot_general(S.reshape(a, (-1, 1)), S.reshape(b, (1, -1)), (((1,), (0,)), ((), ())))
 
 
+@public
 def inner(x1, x2, /):
     """Contract the last axes of ``x1`` and ``x2``."""
     a, b = _promote(x1, x2, "inner")
@@ -126,6 +146,7 @@ def inner(x1, x2, /):
     return _contract(a, b, (a.ndim - 1,), (b.ndim - 1,), "inner")
 
 
+@public
 def einsum(subscripts: str, *operands, preferred_element_type=None):
     """Einstein summation over explicit subscripts (``'ij,jk->ik'``); ``...`` broadcasts leading axes.
     ``preferred_element_type``: the result and accumulation dtype, as in ``matmul``.
@@ -133,8 +154,6 @@ def einsum(subscripts: str, *operands, preferred_element_type=None):
     >>> fl.einsum("ij,j->i", fl.ones((2, 3)), fl.ones(3))
     Tensor([3., 3.], dtype=float32)
     """
-    from .reductions import sum
-
     ops = [_to_tensor(o, "einsum") for o in operands]
     d = dtypes.result_type(*ops)
     ops = [o if o.dtype == d else convert(o, d) for o in ops]
@@ -190,7 +209,7 @@ def einsum(subscripts: str, *operands, preferred_element_type=None):
     # sum letters not in the output, then permute
     drop = [i for i, c in enumerate(cur_t) if c not in out]
     if drop:
-        cur = sum(cur, axis=tuple(drop), dtype=pet)
+        cur = R.sum(cur, axis=tuple(drop), dtype=pet)
         cur_t = "".join(c for c in cur_t if c in out)
     missing = [c for c in out if c not in cur_t]
     if missing:
@@ -236,13 +255,9 @@ def _einsum_pair(a, ta, b, tb, keep_letters, pet=None):
     return res, "".join(batch + ta_free + tb_free)
 
 
+@public
 def diagonal(x, /, *, offset: int = 0, axis1: int = -2, axis2: int = -1):
     """The diagonal of the (axis1, axis2) planes, as a new last axis."""
-    import numpy as np
-
-    from ..core import _wrap
-    from ..primitives.indexing import gather
-
     x = _to_tensor(x, "diagonal")
     a1, a2 = normalize_axis(axis1, x.ndim, "diagonal"), normalize_axis(axis2, x.ndim, "diagonal")
     if a1 == a2:
@@ -255,3 +270,6 @@ def diagonal(x, /, *, offset: int = 0, axis1: int = -2, axis2: int = -1):
     idx = _wrap(np.stack([np.arange(start1, start1 + k), np.arange(start2, start2 + k)], -1).astype(np.int64))
     g = gather(xt, idx, (0, 1))  # (k, *rest)
     return S.transpose(g, tuple(range(1, g.ndim)) + (0,))
+
+
+tensor_method("dot")(matmul)

@@ -8,17 +8,21 @@ import numpy as np
 
 from .. import dtypes
 from ..checks import check_choice, check_int, check_shape, describe
-from ..core import Tensor
+from ..core import Tensor, _wrap
 from ..errors import ShapeError
+from ..namespace import public, tensor_method
 from ..primitives import shape as S
 from ..primitives._util import broadcast_shapes, normalize_axis
 from ..primitives.elementwise import _to_tensor, convert
+from .indexing import take
+from .searching import require_concrete
 
 
 def _t(x, op):
     return _to_tensor(x, op)
 
 
+@public
 def reshape(x, /, shape: Sequence[int], *, copy: bool | None = None) -> Tensor:
     """Reshape (C order); one entry may be -1.
 
@@ -30,11 +34,13 @@ def reshape(x, /, shape: Sequence[int], *, copy: bool | None = None) -> Tensor:
     return S.reshape(_t(x, "reshape"), check_shape(shape, "reshape", allow_unknown=True))
 
 
+@public
 def broadcast_to(x, /, shape: Sequence[int]) -> Tensor:
     """Broadcast ``x`` to ``shape`` (NumPy rules)."""
     return S.broadcast_to(_t(x, "broadcast_to"), tuple(shape))
 
 
+@public
 def broadcast_arrays(*arrays) -> list[Tensor]:
     """Broadcast tensors against each other."""
     arrays = [_t(a, "broadcast_arrays") for a in arrays]
@@ -42,6 +48,7 @@ def broadcast_arrays(*arrays) -> list[Tensor]:
     return [S.broadcast_to(a, shape) for a in arrays]
 
 
+@public(method=True)
 def permute_dims(x, /, axes: Sequence[int]) -> Tensor:
     """Permute the axes of ``x``."""
     x = _t(x, "permute_dims")
@@ -51,12 +58,14 @@ def permute_dims(x, /, axes: Sequence[int]) -> Tensor:
     return S.transpose(x, axes)
 
 
+@public
 def transpose(x, /, axes: Sequence[int] | None = None) -> Tensor:
     """Reverse (or permute) the axes."""
     x = _t(x, "transpose")
     return permute_dims(x, tuple(range(x.ndim))[::-1] if axes is None else axes)
 
 
+@public(prop="mT")
 def matrix_transpose(x, /) -> Tensor:
     """Swap the last two axes."""
     x = _t(x, "matrix_transpose")
@@ -67,6 +76,7 @@ def matrix_transpose(x, /) -> Tensor:
     return S.transpose(x, tuple(perm))
 
 
+@public(method=True)
 def moveaxis(x, source, destination, /) -> Tensor:
     """Move axes to new positions (others keep their order)."""
     x = _t(x, "moveaxis")
@@ -82,6 +92,7 @@ def moveaxis(x, source, destination, /) -> Tensor:
     return S.transpose(x, tuple(order))
 
 
+@public(method=True)
 def swapaxes(x, axis1: int, axis2: int, /) -> Tensor:
     x = _t(x, "swapaxes")
     perm = list(range(x.ndim))
@@ -90,6 +101,7 @@ def swapaxes(x, axis1: int, axis2: int, /) -> Tensor:
     return S.transpose(x, tuple(perm))
 
 
+@public(method=True)
 def expand_dims(x, /, *, axis=0) -> Tensor:
     """Insert size-1 axes at ``axis`` (an int or tuple)."""
     x = _t(x, "expand_dims")
@@ -101,6 +113,7 @@ def expand_dims(x, /, *, axis=0) -> Tensor:
     return S.expand_dims(x, norm)
 
 
+@public
 def squeeze(x, /, axis=None) -> Tensor:
     """Remove size-1 axes (all of them, or those in ``axis``)."""
     x = _t(x, "squeeze")
@@ -123,6 +136,7 @@ def _common(arrays, op):
     return [a if a.dtype == d else convert(a, d) for a in arrays]
 
 
+@public
 def concat(arrays, /, *, axis: int | None = 0) -> Tensor:
     """Join tensors along an existing axis (``axis=None`` flattens first).
 
@@ -140,9 +154,10 @@ def concat(arrays, /, *, axis: int | None = 0) -> Tensor:
     return S.concatenate(arrays, ax)
 
 
-concatenate = concat
+concatenate = public(concat, name="concatenate")
 
 
+@public
 def stack(arrays, /, *, axis: int = 0) -> Tensor:
     """Join tensors along a new axis."""
     arrays = _common(arrays, "stack")
@@ -156,6 +171,7 @@ def stack(arrays, /, *, axis: int = 0) -> Tensor:
     return S.concatenate([S.expand_dims(a, [ax]) for a in arrays], ax)
 
 
+@public
 def unstack(x, /, *, axis: int = 0) -> tuple[Tensor, ...]:
     """Split along ``axis`` into a tuple of tensors without that axis."""
     x = _t(x, "unstack")
@@ -169,6 +185,7 @@ def unstack(x, /, *, axis: int = 0) -> tuple[Tensor, ...]:
     return tuple(out)
 
 
+@public(method=True)
 def flip(x, /, *, axis=None) -> Tensor:
     """Reverse the order of elements along ``axis`` (all axes by default)."""
     x = _t(x, "flip")
@@ -179,6 +196,7 @@ def flip(x, /, *, axis=None) -> Tensor:
     return S.rev(x, axes) if axes else x
 
 
+@public
 def roll(x, /, shift, *, axis=None) -> Tensor:
     """Roll elements along ``axis`` (flattened when None)."""
     x = _t(x, "roll")
@@ -207,6 +225,7 @@ def roll(x, /, shift, *, axis=None) -> Tensor:
     return x
 
 
+@public
 def tile(x, repetitions, /) -> Tensor:
     """Repeat the whole tensor along each axis."""
     x = _t(x, "tile")
@@ -224,6 +243,7 @@ def tile(x, repetitions, /) -> Tensor:
     return S.reshape(y, tuple(r * d for r, d in zip(reps, x.shape)))
 
 
+@public(method=True)
 def repeat(x, repeats, /, *, axis: int | None = None) -> Tensor:
     """Repeat each element ``repeats`` times along ``axis`` (flattened when None)."""
     x = _t(x, "repeat")
@@ -232,8 +252,6 @@ def repeat(x, repeats, /, *, axis: int | None = None) -> Tensor:
         axis = 0
     ax = normalize_axis(axis, x.ndim, "repeat")
     if isinstance(repeats, Tensor):
-        from .searching import require_concrete
-
         fix = "pass repeats as a Python int or list, which fixes the output shape."
         repeats = require_concrete(repeats, "repeat", fix)
         if repeats.ndim == 0:
@@ -246,8 +264,6 @@ def repeat(x, repeats, /, *, axis: int | None = None) -> Tensor:
                     f"({x.shape[ax]}), got {reps.tolist()}"
                 )
             idx = np.repeat(np.arange(x.shape[ax]), reps)
-            from .indexing import take
-
             return take(x, Tensor(idx), axis=ax)
     if isinstance(repeats, (list, tuple)):
         reps = check_shape(repeats, "repeat", "repeats")
@@ -257,8 +273,6 @@ def repeat(x, repeats, /, *, axis: int | None = None) -> Tensor:
                 "count, or one per element)"
             )
         idx = np.repeat(np.arange(x.shape[ax]), reps)
-        from .indexing import take
-
         return take(x, Tensor(idx), axis=ax)
     repeats = check_int(repeats, "repeat", "repeats", min=0)
     n = x.shape[ax]
@@ -269,6 +283,7 @@ def repeat(x, repeats, /, *, axis: int | None = None) -> Tensor:
     return S.reshape(y, tuple(shape))
 
 
+@public
 def split(x, indices_or_sections, /, axis: int = 0) -> list[Tensor]:
     """Split into equal sections (an int) or at the given indices."""
     x = _t(x, "split")
@@ -290,10 +305,12 @@ def split(x, indices_or_sections, /, axis: int = 0) -> list[Tensor]:
     return out
 
 
+@public(method=True)
 def ravel(x, /) -> Tensor:
     return S.reshape(_t(x, "ravel"), (-1,))
 
 
+@public
 def flatten(x, /, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     """Merge axes ``start_dim..end_dim`` (PyTorch's flatten)."""
     x = _t(x, "flatten")
@@ -308,11 +325,13 @@ def flatten(x, /, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     return S.reshape(x, shape[:a] + (-1,) + shape[b + 1 :])
 
 
+@public
 def atleast_1d(x):
     x = _t(x, "atleast_1d")
     return S.reshape(x, (1,)) if x.ndim == 0 else x
 
 
+@public
 def atleast_2d(x):
     x = atleast_1d(x)
     return S.reshape(x, (1,) + tuple(x.shape)) if x.ndim == 1 else x
@@ -321,6 +340,7 @@ def atleast_2d(x):
 _NUMPY_PAD_MODES = ("edge", "linear_ramp", "maximum", "mean", "median", "minimum", "reflect", "symmetric", "wrap")
 
 
+@public
 def pad(x, pad_width, mode: str = "constant", constant_values=0) -> Tensor:
     """NumPy-style ``pad`` (constant mode): ``pad_width`` is an int, a pair, or a pair per axis."""
     x = _t(x, "pad")
@@ -336,8 +356,6 @@ def pad(x, pad_width, mode: str = "constant", constant_values=0) -> Tensor:
         ) from None
     if (pw < 0).any():
         raise ValueError(f"pad: pad_width must be non-negative, got {pad_width!r:.80}")
-    from ..core import _wrap
-
     if isinstance(constant_values, Tensor):
         v = constant_values
     else:
@@ -346,29 +364,52 @@ def pad(x, pad_width, mode: str = "constant", constant_values=0) -> Tensor:
         v = convert(v, x.dtype)
     return S.pad(x, v, tuple((int(lo), int(hi), 0) for lo, hi in pw))
 
-__all__ = [
-    "atleast_1d",
-    "atleast_2d",
-    "broadcast_arrays",
-    "broadcast_to",
-    "concat",
-    "concatenate",
-    "expand_dims",
-    "flatten",
-    "flip",
-    "matrix_transpose",
-    "moveaxis",
-    "pad",
-    "permute_dims",
-    "ravel",
-    "repeat",
-    "reshape",
-    "roll",
-    "split",
-    "squeeze",
-    "stack",
-    "swapaxes",
-    "tile",
-    "transpose",
-    "unstack",
-]
+
+# Tensor methods with PyTorch's calling conventions
+
+
+def _shape_args(shape):
+    return tuple(shape[0]) if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
+
+
+@tensor_method("reshape", "view")
+def _reshape_method(self, *shape):
+    """``x.reshape(2, 3)`` or ``x.reshape((2, 3))``."""
+    return reshape(self, _shape_args(shape))
+
+
+@tensor_method("transpose")
+def _transpose_method(self, *axes):
+    return transpose(self, _shape_args(axes) or None)
+
+
+@tensor_method("permute")
+def _permute_method(self, *dims):
+    return permute_dims(self, _shape_args(dims))
+
+
+@tensor_method("squeeze")
+def _squeeze_method(self, axis=None):
+    return squeeze(self, axis)
+
+
+@tensor_method("unsqueeze")
+def _unsqueeze_method(self, dim):
+    return expand_dims(self, axis=dim)
+
+
+@tensor_method("flatten")
+def _flatten_method(self, start_dim=0, end_dim=-1):
+    return flatten(self, start_dim, end_dim)
+
+
+@tensor_method("size_of")
+def _size_method(self, dim=None):
+    return self.shape if dim is None else self.shape[dim]
+
+
+@tensor_method("T", prop=True)
+def _T(self):
+    if self.ndim != 2:
+        raise ValueError(f"Tensor.T needs a 2-D tensor, got shape {tuple(self.shape)}; use .mT or permute_dims")
+    return permute_dims(self, (1, 0))

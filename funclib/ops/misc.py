@@ -7,9 +7,8 @@ from collections.abc import Callable
 
 from ..checks import check_callable
 from ..core import Trace, Tracer, _state
+from ..namespace import public, tensor_method
 from ..primitives.elementwise import stop_gradient, stop_gradient_p
-
-__all__ = ["stop_gradient", "no_grad"]
 
 
 class _NoGradTrace(Trace):
@@ -23,6 +22,7 @@ class _NoGradTrace(Trace):
         self.eager_below = parent.eager_below
 
     def process(self, prim, args, params):
+        # written out, not `with set_trace`: once per operation in the block, like JVPTrace.process
         prev = _state.trace
         _state.trace = self.parent
         try:
@@ -32,6 +32,7 @@ class _NoGradTrace(Trace):
             _state.trace = prev
 
 
+@public
 class no_grad:
     """A block (or, as a decorator, a function) whose results carry no derivatives, like ``torch.no_grad``.
 
@@ -70,3 +71,25 @@ class no_grad:
                 return fn(*args, **kwargs)
 
         return wrapped
+
+
+@tensor_method("detach")
+def _detach(self):
+    """The same values with no derivative (``fl.stop_gradient``), as PyTorch's ``detach``.
+
+    >>> fl.grad(lambda x: x * x.detach())(fl.tensor(3.0))
+    Tensor(3., dtype=float32)
+    """
+    return stop_gradient(self)
+
+
+@tensor_method("backward")
+def _backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+    raise TypeError(
+        "Tensor.backward(): funclib tensors are immutable values that record no graph, so gradients are returned "
+        "by a function instead of being stored on tensors. The equivalent of `loss.backward(); optimizer.step()` "
+        "is:\n"
+        "    loss, grads = nn.value_and_grad(model, loss_fn)(model, x, y)\n"
+        "    optimizer.update(model, grads)\n"
+        "(with `import funclib.nn as nn`); for a function of tensors use fl.grad(f)(x) or fl.value_and_grad(f)(x)."
+    )

@@ -13,9 +13,13 @@ from .. import dtypes
 from ..checks import check_int
 from ..core import _wrap, concrete_or_none
 from ..errors import DTypeError
+from ..namespace import public
 from ..primitives import shape as S
-from ..primitives.elementwise import _to_tensor, convert, select
+from ..primitives.elementwise import _to_tensor, convert, greater, greater_equal
+from ..primitives.shape import reduce_sum, select
+from ..primitives.transcendental import erf, expm1, sigmoid, tanh
 from . import elementwise as E
+from . import reductions as R
 from .reductions import _axes, stable_shift
 
 
@@ -23,6 +27,7 @@ def _f(x, op):
     return E._float(x, op)
 
 
+@public
 def softmax(x, /, axis=-1):
     """``exp(x) / sum(exp(x))`` along ``axis``, computed from the shifted logits.
 
@@ -31,13 +36,12 @@ def softmax(x, /, axis=-1):
     """
     x = _f(x, "softmax")
     axes = _axes(x, axis, "softmax")
-    from ..primitives.reduce import reduce_sum
-
     _, mk = stable_shift(x, axes)
     e = E.exp(E.subtract(x, mk))
     return E.divide(e, S.reshape(reduce_sum(e, axes), mk.shape))
 
 
+@public
 def log_softmax(x, /, axis=-1):
     """``x - logsumexp(x)`` along ``axis``, computed as ``s - log(sum(exp(s)))`` from the shifted logits
     ``s = x - max(x)``: subtracting the rounded ``logsumexp`` itself would lose the low bits of the result when
@@ -48,37 +52,40 @@ def log_softmax(x, /, axis=-1):
     """
     x = _f(x, "log_softmax")
     axes = _axes(x, axis, "log_softmax")
-    from ..primitives.reduce import reduce_sum
-
     _, mk = stable_shift(x, axes)
     shifted = E.subtract(x, mk)
     lse = E.log(reduce_sum(E.exp(shifted), axes))
     return E.subtract(shifted, S.reshape(lse, mk.shape))
 
 
+@public
 def relu(x, /):
     """``max(x, 0)``; the derivative at 0 is 0."""
     x = _to_tensor(x, "relu")
-    return select(E.greater(x, _wrap(np.zeros((), x.dtype))), x, _wrap(np.zeros((), x.dtype)))
+    return select(greater(x, _wrap(np.zeros((), x.dtype))), x, _wrap(np.zeros((), x.dtype)))
 
 
+@public
 def relu6(x, /):
     """``min(max(x, 0), 6)``."""
     return E.clip(relu(_to_tensor(x, "relu6")), None, 6.0)
 
 
+@public
 def leaky_relu(x, /, negative_slope: float = 0.01):
     x = _f(x, "leaky_relu")
-    return select(E.greater_equal(x, _wrap(np.zeros((), x.dtype))), x, E.multiply(x, negative_slope))
+    return select(greater_equal(x, _wrap(np.zeros((), x.dtype))), x, E.multiply(x, negative_slope))
 
 
+@public
 def elu(x, /, alpha: float = 1.0):
     x = _f(x, "elu")
     zero = _wrap(np.zeros((), x.dtype))
-    neg = E.multiply(E.expm1(E.minimum(x, zero)), alpha)
-    return select(E.greater(x, zero), x, neg)
+    neg = E.multiply(expm1(E.minimum(x, zero)), alpha)
+    return select(greater(x, zero), x, neg)
 
 
+@public
 def softplus(x, /, beta: float = 1.0, threshold: float | None = None):
     """``log(1 + exp(beta x)) / beta`` without overflow: ``max(z, 0) + log1p(exp(-|z|))``."""
     x = _f(x, "softplus")
@@ -88,32 +95,36 @@ def softplus(x, /, beta: float = 1.0, threshold: float | None = None):
     return E.divide(out, beta) if beta != 1.0 else out
 
 
+@public
 def log_sigmoid(x, /):
     """``log(sigmoid(x)) = -softplus(-x)``."""
     return E.negative(softplus(E.negative(_f(x, "log_sigmoid"))))
 
 
+@public
 def silu(x, /):
     """``x * sigmoid(x)`` (swish)."""
     x = _f(x, "silu")
-    return E.multiply(x, E.sigmoid(x))
+    return E.multiply(x, sigmoid(x))
 
 
-swish = silu
+swish = public(silu, name="swish")
 
 
+@public
 def gelu(x, /, approximate: bool | str = False):
     """Gaussian error linear unit; ``approximate=True`` (or ``'tanh'``) uses the tanh form."""
     x = _f(x, "gelu")
     if approximate in (True, "tanh"):
         c = math.sqrt(2.0 / math.pi)
         inner = E.multiply(E.add(x, E.multiply(E.multiply(E.multiply(x, x), x), 0.044715)), c)
-        return E.multiply(E.multiply(x, 0.5), E.add(E.tanh(inner), 1.0))
+        return E.multiply(E.multiply(x, 0.5), E.add(tanh(inner), 1.0))
     if approximate not in (False, "none"):
         raise ValueError(f"gelu: approximate must be False/'none' or True/'tanh', got {approximate!r}")
-    return E.multiply(E.multiply(x, 0.5), E.add(E.erf(E.multiply(x, 1.0 / math.sqrt(2.0))), 1.0))
+    return E.multiply(E.multiply(x, 0.5), E.add(erf(E.multiply(x, 1.0 / math.sqrt(2.0))), 1.0))
 
 
+@public
 def one_hot(x, num_classes: int, *, dtype=None, axis: int = -1):
     """One-hot encode integer labels: ``out[..., c] = (x == c)``.
 
@@ -154,27 +165,9 @@ def check_labels(x, num_classes: int, op: str) -> None:
         )
 
 
+@public
 def normalize(x, /, axis=-1, eps: float = 1e-12):
     """``x / max(||x||, eps)`` along ``axis``."""
     x = _f(x, "normalize")
-    from .reductions import sum
-
-    n = E.sqrt(sum(E.multiply(x, x), axis=axis, keepdims=True))
+    n = E.sqrt(R.sum(E.multiply(x, x), axis=axis, keepdims=True))
     return E.divide(x, E.maximum(n, _wrap(np.asarray(eps, x.dtype))))
-
-
-__all__ = [
-    "softmax",
-    "log_softmax",
-    "relu",
-    "relu6",
-    "leaky_relu",
-    "elu",
-    "softplus",
-    "log_sigmoid",
-    "silu",
-    "swish",
-    "gelu",
-    "one_hot",
-    "normalize",
-]

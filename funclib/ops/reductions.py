@@ -8,10 +8,12 @@ from .. import dtypes
 from ..checks import check_number
 from ..core import Tensor, _wrap, concrete_or_none
 from ..errors import DTypeError, ShapeError
+from ..namespace import public, tensor_method
 from ..primitives import reduce as R
 from ..primitives import shape as S
 from ..primitives._util import normalize_axis
-from ..primitives.elementwise import _select_impl, _to_tensor, convert, select
+from ..primitives.elementwise import _to_tensor, convert, stop_gradient
+from ..primitives.shape import _select_impl, select
 from . import elementwise as E
 
 
@@ -48,6 +50,7 @@ def _sum_dtype(d, dtype):
     return d
 
 
+@public
 def sum(x, /, *, axis=None, dtype=None, keepdims: bool = False) -> Tensor:
     """Sum over ``axis`` (all axes by default). Integer sums accumulate in int64 (uint64 for unsigned).
 
@@ -58,9 +61,30 @@ def sum(x, /, *, axis=None, dtype=None, keepdims: bool = False) -> Tensor:
     axes = _axes(x, axis, "sum")
     d = _sum_dtype(x.dtype, dtype)
     xc = x if x.dtype == d else convert(x, d)
-    return _keep(R.reduce_sum(xc, axes), x, axes, keepdims)
+    return _keep(S.reduce_sum(xc, axes), x, axes, keepdims)
 
 
+@tensor_method("sum")
+def _sum_method(self, axis=None, dtype=None, keepdims=False, *, dim=None, keepdim=None):
+    """``fl.sum`` with PyTorch's spellings too: ``x.sum(0)``, ``x.sum(dim=0, keepdim=True)``."""
+    return sum(self, axis=axis if dim is None else dim, dtype=dtype,
+               keepdims=keepdims if keepdim is None else keepdim)
+
+
+def _reduction_method(fn):
+    """Make ``fn`` also the method ``x.<fn>(axis, keepdims)``, with PyTorch's ``dim``/``keepdim`` accepted too."""
+
+    def method(self, axis=None, keepdims=False, *, dim=None, keepdim=None):
+        return fn(self, axis=axis if dim is None else dim, keepdims=keepdims if keepdim is None else keepdim)
+
+    method.__name__ = method.__qualname__ = fn.__name__
+    method.__doc__ = fn.__doc__
+    tensor_method(fn.__name__)(method)
+    return fn
+
+
+@_reduction_method
+@public
 def prod(x, /, *, axis=None, dtype=None, keepdims: bool = False) -> Tensor:
     """Product over ``axis``."""
     x = _to_tensor(x, "prod")
@@ -75,6 +99,8 @@ def _real_check(x, op):
         raise DTypeError(f"{op}: unsupported dtype {x.dtype.name}; expected a real numeric dtype")
 
 
+@_reduction_method
+@public
 def max(x, /, *, axis=None, keepdims: bool = False) -> Tensor:
     """Maximum over ``axis`` (NaN propagates; ties share the gradient equally)."""
     x = _to_tensor(x, "max")
@@ -83,6 +109,8 @@ def max(x, /, *, axis=None, keepdims: bool = False) -> Tensor:
     return _keep(R.reduce_max(x, axes) if axes else x, x, axes, keepdims)
 
 
+@_reduction_method
+@public
 def min(x, /, *, axis=None, keepdims: bool = False) -> Tensor:
     """Minimum over ``axis`` (NaN propagates; ties share the gradient equally)."""
     x = _to_tensor(x, "min")
@@ -98,6 +126,8 @@ def _count(x, axes):
     return n
 
 
+@_reduction_method
+@public
 def mean(x, /, *, axis=None, keepdims: bool = False) -> Tensor:
     """Arithmetic mean over ``axis``.
 
@@ -113,10 +143,11 @@ def mean(x, /, *, axis=None, keepdims: bool = False) -> Tensor:
         return convert(mean(convert(x, dtypes.float32), axis=axis, keepdims=keepdims), x.dtype)
     axes = _axes(x, axis, "mean")
     n = _count(x, axes)
-    s = R.reduce_sum(x, axes)
+    s = S.reduce_sum(x, axes)
     return _keep(E.divide(s, _wrap(np.asarray(n, x.dtype))), x, axes, keepdims)
 
 
+@public
 def var(x, /, *, axis=None, correction=0.0, keepdims: bool = False) -> Tensor:
     """Variance with ``correction`` degrees of freedom removed (0: population, 1: sample)."""
     return _var(x, axis, correction, keepdims, "var")
@@ -134,17 +165,30 @@ def _var(x, axis, correction, keepdims, op):
     dev = E.subtract(x, m)
     sq = E.real(E.multiply(dev, E.conj(dev))) if x.dtype in dtypes.COMPLEX else E.multiply(dev, dev)
     n = _count(x, axes) - correction
-    s = R.reduce_sum(sq, axes)
+    s = S.reduce_sum(sq, axes)
     # the standard: no degrees of freedom left (N - correction <= 0) gives NaN
     out = E.divide(s, _wrap(np.asarray(n if n > 0 else np.nan, sq.dtype)))
     return _keep(out, x, axes, keepdims)
 
 
+@public
 def std(x, /, *, axis=None, correction=0.0, keepdims: bool = False) -> Tensor:
     """Standard deviation (see ``var``)."""
     return E.sqrt(_var(x, axis, correction, keepdims, "std"))
 
 
+@tensor_method("var")
+def _var_method(self, axis=None, correction=0.0, keepdims=False):
+    return var(self, axis=axis, correction=correction, keepdims=keepdims)
+
+
+@tensor_method("std")
+def _std_method(self, axis=None, correction=0.0, keepdims=False):
+    return std(self, axis=axis, correction=correction, keepdims=keepdims)
+
+
+@_reduction_method
+@public
 def all(x, /, *, axis=None, keepdims: bool = False) -> Tensor:
     x = _to_tensor(x, "all")
     b = x if x.dtype == dtypes.bool_ else E.not_equal(x, 0)
@@ -152,6 +196,8 @@ def all(x, /, *, axis=None, keepdims: bool = False) -> Tensor:
     return _keep(R.reduce_and(b, axes) if axes else b, x, axes, keepdims)
 
 
+@_reduction_method
+@public
 def any(x, /, *, axis=None, keepdims: bool = False) -> Tensor:
     x = _to_tensor(x, "any")
     b = x if x.dtype == dtypes.bool_ else E.not_equal(x, 0)
@@ -173,16 +219,31 @@ def _arg(prim_fn, x, axis, keepdims, op):
     return S.expand_dims(out, [ax]) if keepdims else out
 
 
+@public
 def argmax(x, /, *, axis: int | None = None, keepdims: bool = False) -> Tensor:
     """Index of the maximum (the first one on ties; NaN counts as the maximum)."""
     return _arg(R.argmax, x, axis, keepdims, "argmax")
 
 
+@public
 def argmin(x, /, *, axis: int | None = None, keepdims: bool = False) -> Tensor:
     """Index of the minimum (the first one on ties; NaN counts as the minimum)."""
     return _arg(R.argmin, x, axis, keepdims, "argmin")
 
 
+def _arg_method(fn):
+    def method(self, axis=None, keepdims=False):
+        return fn(self, axis=axis, keepdims=keepdims)
+
+    method.__name__ = method.__qualname__ = fn.__name__
+    tensor_method(fn.__name__)(method)
+
+
+_arg_method(argmax)
+_arg_method(argmin)
+
+
+@public
 def cumulative_sum(x, /, *, axis: int | None = None, dtype=None, include_initial: bool = False) -> Tensor:
     """Cumulative sum along ``axis`` (required unless ``x`` is 1-D)."""
     x = _to_tensor(x, "cumulative_sum")
@@ -201,54 +262,43 @@ def cumulative_sum(x, /, *, axis: int | None = None, dtype=None, include_initial
     return out
 
 
+@tensor_method("cumsum")
+def _cumsum_method(self, axis=0):
+    return cumulative_sum(self, axis=axis)
+
+
+@public
 def cumsum(x, axis: int = 0, *, reverse: bool = False) -> Tensor:
     x = _to_tensor(x, "cumsum")
     return R.cumsum(x, normalize_axis(axis, x.ndim, "cumsum"), reverse)
 
 
-def _assoc_scan(fn, x, axis):
-    """Inclusive scan of an associative ``fn`` along ``axis`` by recursive doubling (log2(n) steps).
-
-    Built from slices, pads and ``fn``, so it differentiates exactly wherever ``fn`` does.
-    """
-    n = x.shape[axis]
-    shift = 1
-    while shift < n:
-        lo, hi = [0] * x.ndim, list(x.shape)
-        hi[axis] = n - shift
-        head = S.slice_(x, lo, hi)
-        lo2 = [0] * x.ndim
-        lo2[axis] = shift
-        tail = S.slice_(x, lo2, list(x.shape))
-        combined = fn(head, tail)
-        keep_hi = list(x.shape)
-        keep_hi[axis] = shift
-        x = S.concatenate([S.slice_(x, [0] * x.ndim, keep_hi), combined], axis)
-        shift *= 2
-    return x
-
-
+@public
 def cumprod(x, axis: int = 0) -> Tensor:
     """Cumulative product (exact derivatives, also at zeros)."""
     x = _to_tensor(x, "cumprod")
-    return _assoc_scan(E.multiply, x, normalize_axis(axis, x.ndim, "cumprod"))
+    return R.cumulative(E.multiply, x, normalize_axis(axis, x.ndim, "cumprod"))
 
 
+@public
 def cummax(x, axis: int = 0) -> Tensor:
     x = _to_tensor(x, "cummax")
-    return _assoc_scan(E.maximum, x, normalize_axis(axis, x.ndim, "cummax"))
+    return R.cumulative(E.maximum, x, normalize_axis(axis, x.ndim, "cummax"))
 
 
+@public
 def cummin(x, axis: int = 0) -> Tensor:
     x = _to_tensor(x, "cummin")
-    return _assoc_scan(E.minimum, x, normalize_axis(axis, x.ndim, "cummin"))
+    return R.cumulative(E.minimum, x, normalize_axis(axis, x.ndim, "cummin"))
 
 
+@public
 def logcumsumexp(x, axis: int = 0) -> Tensor:
     x = _to_tensor(x, "logcumsumexp")
-    return _assoc_scan(E.logaddexp, x, normalize_axis(axis, x.ndim, "logcumsumexp"))
+    return R.cumulative(E.logaddexp, x, normalize_axis(axis, x.ndim, "logcumsumexp"))
 
 
+@public
 def logsumexp(x, /, *, axis=None, keepdims: bool = False) -> Tensor:
     """``log(sum(exp(x)))`` computed stably (the max is subtracted first; its gradient is softmax).
 
@@ -258,7 +308,7 @@ def logsumexp(x, /, *, axis=None, keepdims: bool = False) -> Tensor:
     x = E._float(x, "logsumexp")
     axes = _axes(x, axis, "logsumexp")
     m, mk = stable_shift(x, axes)
-    s = R.reduce_sum(E.exp(E.subtract(x, mk)), axes)
+    s = S.reduce_sum(E.exp(E.subtract(x, mk)), axes)
     return _keep(E.add(E.log(s), m), x, axes, keepdims)
 
 
@@ -273,30 +323,8 @@ def stable_shift(x, axes: tuple[int, ...]):
         m = np.asarray(np.maximum.reduce(v, axis=axes) if axes else v)
         m = np.asarray(_select_impl(np.isfinite(m), m, np.zeros((), m.dtype)))
         return _wrap(m), _wrap(m.reshape(keep))
-    from .misc import stop_gradient
-
     # stopped before the max, so the max's own derivative is never formed
     xs = stop_gradient(x)
     m = R.reduce_max(xs, axes) if axes else xs
     m = select(E.isfinite(m), m, _wrap(np.zeros((), m.dtype)))
     return m, S.reshape(m, keep)
-
-
-__all__ = [
-    "all",
-    "any",
-    "cummax",
-    "cummin",
-    "cumprod",
-    "cumsum",
-    "cumulative_sum",
-    "logcumsumexp",
-    "logsumexp",
-    "max",
-    "mean",
-    "min",
-    "prod",
-    "std",
-    "sum",
-    "var",
-]

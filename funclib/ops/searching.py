@@ -12,12 +12,12 @@ import numpy as np
 from .. import dtypes
 from ..core import Tensor, _state, _wrap, concrete_or_none, current_trace
 from ..errors import DataDependentShapeError, DTypeError, ShapeError
+from ..namespace import public
 from ..primitives import elementwise as E
 from ..primitives import shape as S
 from ..primitives.elementwise import _to_tensor, convert, promote_pair
-from .reductions import _axes, argmax, argmin, sum
-
-__all__ = ["argmax", "argmin", "count_nonzero", "nonzero", "searchsorted", "where"]
+from .indexing import take
+from .reductions import _axes, sum
 
 
 def require_concrete(x: Tensor, op: str, fix: str) -> Tensor:
@@ -32,6 +32,7 @@ def require_concrete(x: Tensor, op: str, fix: str) -> Tensor:
     return c
 
 
+@public
 def where(condition, x1, x2, /) -> Tensor:
     """Elements of ``x1`` where ``condition`` holds, else of ``x2`` (broadcasting, promotion).
 
@@ -44,9 +45,10 @@ def where(condition, x1, x2, /) -> Tensor:
             f"where: the condition must be boolean, got {c.dtype.name}; compare it first (e.g. x > 0)"
         )
     x1, x2 = promote_pair("where", x1, x2)
-    return E.select(c, x1, x2)
+    return S.select(c, x1, x2)
 
 
+@public
 def nonzero(x, /) -> tuple[Tensor, ...]:
     """The indices of the nonzero elements, one int64 tensor per axis (C order).
 
@@ -64,6 +66,7 @@ def nonzero(x, /) -> tuple[Tensor, ...]:
     return tuple(_wrap(i.astype(np.int64, copy=False)) for i in np.nonzero(c._value))
 
 
+@public
 def count_nonzero(x, /, *, axis=None, keepdims: bool = False) -> Tensor:
     """Number of nonzero elements over ``axis`` (all axes by default), as int64.
 
@@ -75,6 +78,7 @@ def count_nonzero(x, /, *, axis=None, keepdims: bool = False) -> Tensor:
     return sum(E.not_equal(x, 0), axis=axis, keepdims=keepdims)
 
 
+@public
 def searchsorted(x1, x2, /, *, side: str = "left", sorter=None) -> Tensor:
     """Indices where the elements of ``x2`` would be inserted into the sorted 1-D ``x1`` to keep it sorted.
 
@@ -94,8 +98,6 @@ def searchsorted(x1, x2, /, *, side: str = "left", sorter=None) -> Tensor:
             "searchsorted: complex values have no order; search real and imaginary parts separately"
         )
     if sorter is not None:
-        from .indexing import take
-
         x1 = take(x1, _to_tensor(sorter, "searchsorted"), axis=0)
     if x1.dtype != x2.dtype:
         d = dtypes.result_type(x1, x2)

@@ -18,10 +18,12 @@ import numpy as np
 from .. import dtypes
 from ..core import Tensor, concrete_or_none
 from ..errors import DTypeError
-from ..primitives.elementwise import _to_tensor, convert
+from ..namespace import public
+from ..primitives.elementwise import _to_tensor, convert, maximum
 from ..primitives.segment import segment_max_p, segment_min_p, segment_sum_p
-
-__all__ = ["segment_max", "segment_mean", "segment_min", "segment_sum"]
+from .creation import ones
+from .elementwise import divide
+from .manipulation import reshape
 
 
 def _args(data, segment_ids, num_segments, op) -> tuple[Tensor, Tensor, int]:
@@ -40,6 +42,7 @@ def _args(data, segment_ids, num_segments, op) -> tuple[Tensor, Tensor, int]:
     return data, ids, operator.index(num_segments)
 
 
+@public
 def segment_sum(data, segment_ids, num_segments: int | None = None) -> Tensor:
     """Sum of the rows of ``data`` in each segment.
 
@@ -58,6 +61,7 @@ def segment_sum(data, segment_ids, num_segments: int | None = None) -> Tensor:
     return segment_sum_p.bind(data, ids, num_segments=n)
 
 
+@public
 def segment_max(data, segment_ids, num_segments: int | None = None) -> Tensor:
     """Maximum of the rows of ``data`` in each segment (``-inf`` for an empty one); see ``segment_sum``.
 
@@ -68,6 +72,7 @@ def segment_max(data, segment_ids, num_segments: int | None = None) -> Tensor:
     return segment_max_p.bind(data, ids, num_segments=n)
 
 
+@public
 def segment_min(data, segment_ids, num_segments: int | None = None) -> Tensor:
     """Minimum of the rows of ``data`` in each segment (``+inf`` for an empty one); see ``segment_sum``.
 
@@ -78,6 +83,7 @@ def segment_min(data, segment_ids, num_segments: int | None = None) -> Tensor:
     return segment_min_p.bind(data, ids, num_segments=n)
 
 
+@public
 def segment_mean(data, segment_ids, num_segments: int | None = None) -> Tensor:
     """Mean of the rows of ``data`` in each segment (0 for an empty one); integer data averages as float32.
 
@@ -87,10 +93,6 @@ def segment_mean(data, segment_ids, num_segments: int | None = None) -> Tensor:
     data, ids, n = _args(data, segment_ids, num_segments, "segment_mean")
     if data.dtype not in dtypes.INEXACT:
         data = convert(data, dtypes.default_float)
-    from .creation import ones
-    from .elementwise import divide, maximum
-    from .manipulation import reshape
-
     total = segment_sum_p.bind(data, ids, num_segments=n)
     count = segment_sum_p.bind(ones((ids.shape[0],), dtype=data.dtype), ids, num_segments=n)
     count = reshape(maximum(count, 1.0), (n,) + (1,) * (data.ndim - 1))

@@ -14,12 +14,11 @@ from typing import NamedTuple
 import numpy as np
 
 from ..core import Tensor, Tracer, _wrap
+from ..namespace import public
 from ..primitives import shape as S
 from ..primitives.elementwise import _to_tensor
 from ..primitives.indexing import gather
 from .searching import require_concrete
-
-__all__ = ["unique_all", "unique_counts", "unique_inverse", "unique_values"]
 
 _FIX = (
     "compute the unique values once outside the transform and pass them in; fl.sort gives a static-shaped "
@@ -61,6 +60,7 @@ def _unique(x, op):
     return values, _wrap(first), inverse, _wrap(counts.astype(np.int64, copy=False))
 
 
+@public
 def unique_all(x, /) -> UniqueAllResult:
     """Unique values with first-occurrence indices, inverse indices (shaped like ``x``) and counts.
 
@@ -70,6 +70,7 @@ def unique_all(x, /) -> UniqueAllResult:
     return UniqueAllResult(*_unique(x, "unique_all"))
 
 
+@public
 def unique_counts(x, /) -> UniqueCountsResult:
     """Unique values and how often each occurs.
 
@@ -80,6 +81,7 @@ def unique_counts(x, /) -> UniqueCountsResult:
     return UniqueCountsResult(values, counts)
 
 
+@public
 def unique_inverse(x, /) -> UniqueInverseResult:
     """Unique values and, for each element of ``x``, the index of its value (so ``values[inverse] == x``).
 
@@ -90,6 +92,7 @@ def unique_inverse(x, /) -> UniqueInverseResult:
     return UniqueInverseResult(values, inverse)
 
 
+@public
 def unique_values(x, /) -> Tensor:
     """The sorted unique values of ``x`` (flattened).
 

@@ -12,12 +12,11 @@ import numpy as np
 from .. import dtypes
 from ..core import Tensor
 from ..errors import DTypeError, ShapeError
+from ..namespace import public
 from ..primitives import shape as S
 from ..primitives._util import normalize_axis
 from ..primitives.elementwise import _to_tensor, subtract
 from ..primitives.sort import sort as _sort_prim
-
-__all__ = ["argsort", "sort"]
 
 
 def _prepare(x, axis, op):
@@ -29,6 +28,7 @@ def _prepare(x, axis, op):
     return x, normalize_axis(axis, x.ndim, op)
 
 
+@public
 def sort(x, /, *, axis: int = -1, descending: bool = False, stable: bool = True) -> Tensor:
     """The values of ``x`` sorted along ``axis`` (differentiable: the tangent is permuted alike).
 
@@ -46,6 +46,7 @@ def sort(x, /, *, axis: int = -1, descending: bool = False, stable: bool = True)
     return S.rev(_sort_prim([S.rev(x, (ax,))], ax)[0], (ax,))
 
 
+@public
 def argsort(x, /, *, axis: int = -1, descending: bool = False, stable: bool = True) -> Tensor:
     """The int64 indices that sort ``x`` along ``axis`` (ties keep their original order).
 

@@ -1,11 +1,11 @@
-"""Helpers shared by the primitive families: broadcasting, unbroadcasting, batch-axis moves, zeros."""
+"""Arithmetic on shapes and axes shared by the primitive families (no primitives: the lowest file)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from ..checks import check_int
-from ..core import ShapedArray, Zero, _wrap, aval_of
+from ..core import ShapedArray, Zero, aval_of
 from ..errors import ShapeError
 
 
@@ -44,57 +44,9 @@ def broadcast_shapes(*shapes, op: str = "operation") -> tuple[int, ...]:
     return tuple(out)
 
 
-def unbroadcast(ct, aval: ShapedArray):
-    """Sum ``ct`` down to ``aval.shape`` (the cotangent of an implicit broadcast)."""
-    shape = aval.shape
-    if ct.shape == shape:
-        return ct
-    from .reduce import reduce_sum
-    from .shape import reshape
-
-    lead = ct.ndim - len(shape)
-    axes = tuple(range(lead)) + tuple(
-        lead + i for i, d in enumerate(shape) if d == 1 and ct.shape[lead + i] != 1
-    )
-    out = reduce_sum(ct, axes) if axes else ct
-    return reshape(out, shape) if out.shape != shape else out
-
-
-def zeros(aval: ShapedArray):
-    if not aval.shape:
-        # a scalar constant is the same under every transform; larger zeros broadcast one, so that jit does not
-        # capture an array of them
-        return _wrap(np.zeros((), aval.dtype))
-    from .shape import full
-
-    return full(aval.shape, 0, aval.dtype)
-
-
-def instantiate(t, primal=None):
-    """Turn a symbolic ``Zero`` into an array of zeros."""
-    if type(t) is Zero:
-        return zeros(t.aval)
-    return t
-
-
 def zero_like(x) -> Zero:
     a = aval_of(x)
     return Zero(ShapedArray(a.shape, a.dtype))
-
-
-def moveaxis(x, src: int, dst: int):
-    from .shape import transpose
-
-    if src == dst:
-        return x
-    perm = [i for i in range(x.ndim) if i != src]
-    perm.insert(dst, src)
-    return transpose(x, tuple(perm))
-
-
-def bdim_to_front(x, d):
-    """Move batch axis ``d`` (or None) to axis 0."""
-    return x if d is None or d == 0 else moveaxis(x, d, 0)
 
 
 def normalize_axis(axis: int, ndim: int, op: str) -> int:
@@ -107,3 +59,13 @@ def normalize_axis(axis: int, ndim: int, op: str) -> int:
 
 def np_dtype(x):
     return np.asarray(x).dtype
+
+
+def check_axes(op: str, x, axes) -> None:
+    """Raise unless ``axes`` are distinct axes of the abstract value ``x``."""
+    if len(set(axes)) != len(axes) or any(not 0 <= a < x.ndim for a in axes):
+        raise ShapeError(f"{op}: axes {axes} invalid for an operand of rank {x.ndim} (shape {x.shape})")
+
+
+def drop_axes(shape, axes) -> tuple[int, ...]:
+    return tuple(d for i, d in enumerate(shape) if i not in axes)

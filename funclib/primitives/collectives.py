@@ -25,7 +25,11 @@ import numpy as np
 from .. import tree as tree_util
 from ..core import Primitive, ShapedArray, Zero, _wrap, aval_of, current_trace, is_undefined
 from ..errors import DTypeError, FunclibError
-from ._util import bdim_to_front
+from ..namespace import public
+from .elementwise import _to_tensor, add, bitwise_and, bitwise_or, convert, equal, maximum, minimum, safe_div
+from .indexing import gather
+from .reduce import reduce_max, reduce_min
+from .shape import bdim_to_front, broadcast_in_dim, concatenate, iota, moveaxis, reduce_sum, reshape, select
 
 
 class UnboundAxisError(FunclibError, NameError):
@@ -99,20 +103,14 @@ def _fold(fn):
 
 
 def _add(a, b):
-    from .elementwise import add
-
     return add(a, b)
 
 
 def _max(a, b):
-    from .elementwise import bitwise_or, maximum
-
     return bitwise_or(a, b) if a.dtype == np.bool_ else maximum(a, b)
 
 
 def _min(a, b):
-    from .elementwise import bitwise_and, minimum
-
     return bitwise_and(a, b) if a.dtype == np.bool_ else minimum(a, b)
 
 
@@ -148,8 +146,6 @@ def _psum_transpose(cts, *xs, axes):
 
 @psum_p.def_vmap
 def _psum_vmap(args, dims, *, axes, lanes, offset, size):
-    from .reduce import reduce_sum
-
     return [x * lanes if d is None else reduce_sum(x, (d,)) for x, d in zip(args, dims)], [None] * len(args)
 
 
@@ -163,8 +159,6 @@ def _extremum(name, red, pick):
 
     @p.def_jvp
     def _jvp(primals, tangents, *, axes):
-        from .elementwise import convert, equal, safe_div
-
         outs = p.bind(*primals, axes=axes)
         moving = [i for i, t in enumerate(tangents) if type(t) is not Zero]
         if not moving:
@@ -185,14 +179,10 @@ def _extremum(name, red, pick):
 
 
 def _rmax(x, axes):
-    from .reduce import reduce_max
-
     return reduce_max(x, axes)
 
 
 def _rmin(x, axes):
-    from .reduce import reduce_min
-
     return reduce_min(x, axes)
 
 
@@ -204,8 +194,6 @@ pmin_p = _extremum("pmin", _rmin, _min)
 
 
 def _concat_chunks(partials):
-    from .shape import concatenate
-
     return [concatenate(list(parts), 0) for parts in zip(*partials)]
 
 
@@ -231,8 +219,6 @@ def _ag_jvp(primals, tangents, *, axes, axis_size):
 @all_gather_p.def_transpose
 def _ag_transpose(cts, *xs, axes, axis_size):
     # lane i's input appears as row i of every lane's output: its cotangent is row i of the summed cotangents
-    from .indexing import gather
-    from .shape import reshape
 
     linear = [i for i, x in enumerate(xs) if is_undefined(x)]
     if not linear:
@@ -249,8 +235,6 @@ def _ag_transpose(cts, *xs, axes, axis_size):
 
 @all_gather_p.def_vmap
 def _ag_vmap(args, dims, *, axes, axis_size, lanes, offset, size):
-    from .shape import broadcast_in_dim
-
     if axis_size != size:
         raise ValueError(
             f"all_gather over {axes[0]!r} was traced for an axis of size {axis_size}, but that vmap axis has size "
@@ -283,15 +267,9 @@ psum_scatter_p = _collective(
 )
 # applied lane by lane for another axis, the scattered axis must stay leading: batch axes move behind it
 psum_scatter_p.lane_inputs = lambda vals, dims: (
-    [_moveaxis(v, 0, 1) if d == 0 else v for v, d in zip(vals, dims)],
+    [moveaxis(v, 0, 1) if d == 0 else v for v, d in zip(vals, dims)],
     [1 if d == 0 else d for d in dims],
 )
-
-
-def _moveaxis(x, src, dst):
-    from ._util import moveaxis
-
-    return moveaxis(x, src, dst)
 
 
 @psum_scatter_p.def_abstract_eval
@@ -326,8 +304,6 @@ def _ps_transpose(cts, *xs, axes, axis_size):
 
 @psum_scatter_p.def_vmap
 def _ps_vmap(args, dims, *, axes, axis_size, lanes, offset, size):
-    from .reduce import reduce_sum
-
     _chunked_lanes("psum_scatter", axes, lanes, size)
     return [x * lanes if d is None else reduce_sum(x, (d,)) for x, d in zip(args, dims)], [0] * len(args)
 
@@ -358,10 +334,6 @@ def _pp_transpose(cts, *xs, axes, perm):
 
 @ppermute_p.def_vmap
 def _pp_vmap(args, dims, *, axes, perm, lanes, offset, size):
-    from .elementwise import select
-    from .indexing import gather
-    from .shape import broadcast_in_dim
-
     _chunked_lanes("ppermute", axes, lanes, size)
     src = np.zeros((lanes, 1), np.int64)
     hit = np.zeros(lanes, np.bool_)
@@ -398,8 +370,6 @@ def _ai_jvp(primals, tangents, *, axes):
 
 @axis_index_p.def_vmap
 def _ai_vmap(args, dims, *, axes, lanes, offset, size):
-    from .shape import iota
-
     i = iota(np.int64, (lanes,), 0)
     return [i + _wrap(np.asarray(offset, np.int64)) if offset else i], [0]
 
@@ -420,12 +390,11 @@ def _names(axis_name, op: str) -> tuple:
 
 
 def _flat(x, op: str):
-    from .elementwise import _to_tensor
-
     leaves, tree = tree_util.flatten(x)
     return [_to_tensor(v, op) for v in leaves], tree
 
 
+@public
 def psum(x, axis_name):
     """Sum ``x`` over the lanes of the named vmap axes: every lane gets the total.
 
@@ -443,12 +412,11 @@ def psum(x, axis_name):
 
 
 def _counts(leaves):
-    from .elementwise import convert
-
     # booleans are summed as counts, as fl.sum does
     return [convert(v, np.int64) if v.dtype == np.bool_ else v for v in leaves]
 
 
+@public
 def pmean(x, axis_name):
     """Mean of ``x`` (a tensor or pytree) over the lanes of the named vmap axes (a name or a tuple of names).
 
@@ -467,6 +435,7 @@ def pmean(x, axis_name):
     return tree_util.unflatten(tree, [s / n for s, n in zip(sums[:k], sums[k:])])
 
 
+@public
 def pmax(x, axis_name):
     """Maximum of ``x`` (a tensor or pytree) over the lanes of the named vmap axes (a name or a tuple of names).
 
@@ -478,6 +447,7 @@ def pmax(x, axis_name):
     return tree_util.unflatten(tree, pmax_p.bind(*leaves, axes=names)) if leaves else x
 
 
+@public
 def pmin(x, axis_name):
     """Minimum of ``x`` (a tensor or pytree) over the lanes of the named vmap axes (a name or a tuple of names).
 
@@ -489,6 +459,7 @@ def pmin(x, axis_name):
     return tree_util.unflatten(tree, pmin_p.bind(*leaves, axes=names)) if leaves else x
 
 
+@public
 def all_gather(x, axis_name, *, axis_size: int | None = None):
     """Every lane's ``x`` (a tensor or pytree) stacked along a new leading axis, in lane order.
 
@@ -514,12 +485,11 @@ def all_gather(x, axis_name, *, axis_size: int | None = None):
     for name, n in reversed(list(zip(names, sizes))):
         outs = all_gather_p.bind(*outs, axes=(name,), axis_size=n)
     if len(names) > 1:
-        from .shape import reshape
-
         outs = [reshape(o, (total,) + tuple(o.shape[len(names) :])) for o in outs]
     return tree_util.unflatten(tree, outs)
 
 
+@public
 def psum_scatter(x, axis_name):
     """Sum ``x`` over the lanes of a named axis and give lane ``i`` row ``i`` of the sum (a reduce-scatter).
 
@@ -548,6 +518,7 @@ def psum_scatter(x, axis_name):
     return tree_util.unflatten(tree, psum_scatter_p.bind(*leaves, axes=(name,), axis_size=n))
 
 
+@public
 def ppermute(x, axis_name, perm):
     """Send each lane's ``x`` to another lane: for every ``(src, dst)`` pair in ``perm``, lane ``dst`` receives
     lane ``src``'s value; lanes that no pair sends to get zeros.
@@ -598,6 +569,7 @@ def axis_size_of(axis_name) -> int:
     )
 
 
+@public
 def axis_index(axis_name):
     """This lane's index along the named vmap axis; for a tuple of names, the row-major index over all of them.
 

@@ -25,7 +25,7 @@ from .. import dtypes
 from ..core import Primitive, ShapedArray, Tensor, Zero, _state, _wrap, aval_of
 from ..errors import DTypeError, ShapeError
 from ..kernels import conv as _kconv
-from ._util import bdim_to_front, instantiate
+from .shape import bdim_to_front, instantiate, reshape
 
 
 def out_size(size: int, k: int, stride: int, lo: int, hi: int, dilation: int) -> int:
@@ -127,15 +127,11 @@ def _patches_transpose(ct, x, *, kernel_shape, strides, padding, dilation, chann
 
 
 def _merge_batch(x, d):
-    from .shape import reshape
-
     x = bdim_to_front(x, d)
     return reshape(x, (x.shape[0] * x.shape[1],) + tuple(x.shape[2:])), x.shape[0]
 
 
 def _split_batch(y, b):
-    from .shape import reshape
-
     return reshape(y, (b, y.shape[0] // b) + tuple(y.shape[1:]))
 
 

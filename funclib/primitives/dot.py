@@ -17,8 +17,8 @@ from .. import dtypes
 from ..core import Primitive, ShapedArray, Tensor, UndefinedPrimal, Zero, _state, _wrap, aval_of
 from ..errors import DTypeError, ShapeError
 from ..kernels import intmm, lowp
-from ._util import bdim_to_front
-from .shape import transpose
+from .elementwise import convert
+from .shape import bdim_to_front, transpose
 
 dot_general_p = Primitive("dot_general", linear=True)  # bilinear: linear in each operand
 dot_general_p.family = "dot"
@@ -224,8 +224,6 @@ def _dot_transpose(ct, x, y, *, dimension_numbers, preferred_element_type=None):
         raise TypeError("dot_general is bilinear: only one operand may be linear when transposing")
     if preferred_element_type is not None and ct.dtype != (x.aval if x_linear else aval_of(x)).dtype:
         # the cotangent is as wide as the output: contract it in its dtype, then round to the operand's
-        from .elementwise import convert
-
         lin = x if x_linear else y
         cts = _dot_transpose(
             ct,

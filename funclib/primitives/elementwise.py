@@ -13,12 +13,28 @@ import builtins
 
 import numpy as np
 
-from .. import dtypes
-from ..checks import check_int, describe
-from ..core import Primitive, ShapedArray, Tensor, Zero, _state, _wrap, aval_of, is_undefined, is_weak
+from .. import dtypes, namespace
+from ..checks import describe
+from ..core import (
+    Primitive,
+    ShapedArray,
+    Tensor,
+    Tracer,
+    Zero,
+    _state,
+    _wrap,
+    array_from,
+    aval_of,
+    check_no_imaginary,
+    holds_tracer,
+    is_undefined,
+    is_weak,
+)
 from ..errors import DTypeError, NotLinearError, OutOfRangeError, ShapeError
-from ..kernels import lowp, special, ufuncs
-from ._util import broadcast_shapes, instantiate, unbroadcast
+from ..kernels import lowp
+from ..kernels.fusion import CONVERT, INTEGER_POW, Lowering
+from ._util import broadcast_shapes
+from .shape import batch_align, broadcast_to, concatenate, expand_dims, instantiate, select, unbroadcast
 
 LOWP = frozenset(dtypes.LOW_PRECISION)
 _F8 = frozenset(dtypes.FLOAT8)
@@ -46,18 +62,57 @@ def _check(name, dtype, ok):
 def _to_tensor(x, op):
     if isinstance(x, Tensor):
         return x
-    from ..ops.creation import asarray
-
     try:
-        return asarray(x)
+        if isinstance(x, (list, tuple)) and holds_tracer(x):
+            return stack_values(x)
+        return _wrap(array_from(x))
     except (TypeError, ValueError) as e:
         raise TypeError(
             f"{op}: expected a tensor (or a Python scalar, NumPy array or nested list), got {describe(x)} ({e})"
         ) from None
 
 
+def stack_values(seq, dtype=None):
+    """A nested list/tuple holding traced values as one tensor, as ``fl.asarray`` makes it: each element converted
+    on its own (Python scalars at the default dtypes, or ``dtype``), then stacked along a new leading axis at their
+    promoted dtype, as ``fl.stack`` does."""
+    items = [_element(e, dtype) for e in seq]
+    if not items:
+        raise ValueError("stack: needs at least one array")
+    d = dtypes.result_type(*items)
+    items = [a if a.dtype == d else convert(a, d) for a in items]
+    shape = tuple(items[0].shape)
+    if any(tuple(a.shape) != shape for a in items):
+        raise ShapeError(f"stack: all tensors must have one shape, got {[tuple(a.shape) for a in items]}")
+    return concatenate([expand_dims(a, [0]) for a in items], 0)
+
+
+def _element(e, dtype):
+    if isinstance(e, (list, tuple)) and holds_tracer(e):
+        return stack_values(e, dtype)
+    if isinstance(e, Tracer):
+        d = dtypes.canonicalize(dtype) if dtype is not None else e.dtype
+        check_no_imaginary(e.dtype in dtypes.COMPLEX, d, "asarray")
+        return e if e.dtype == d else convert(e, d)
+    return _wrap(array_from(e, dtype))
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # unary family
+
+
+def _lower(p, lowering, no_lowering):
+    if lowering is not None:
+        p.def_lowering(lowering)
+    elif no_lowering:
+        p.no_rule["lowering"] = no_lowering
+
+
+# why a row has no lowering: jit then runs its impl on whole arrays between fused kernels
+NO_F32_MATH = "no branch-free float32 version in kernels/vmath.py yet, so jit runs NumPy's loop for it"
+NO_COMPLEX = "its operands or its result are complex, which fused kernels do not take"
+NO_SCALAR_SPECIAL = "kernels/special.py computes it on whole arrays; it has no scalar form for a fused loop"
+NO_TEMPLATE = "NumPy's edge cases for it (signs, infinities, zero divisors, shift counts) have no scalar template yet"
 
 
 def _elementwise_vmap(prim):
@@ -76,20 +131,28 @@ def unary(
     out_dtype=None,
     promote_int=True,
     linear=False,
-    kernel: str | None = None,
+    lowering: Lowering | None = None,
+    no_lowering: str = "",
     doc: str = "",
     public: str | None = None,
+    export: bool = True,
+    method: bool | str = False,
+    dunder: str | None = None,
+    rdunder: str | None = None,
 ):
     """Define an elementwise unary primitive and its public wrapper. ``jvp(x, y, t)`` gives the output tangent;
-    ``public`` is the wrapper's name where it differs from the primitive's (errors name what the user called).
+    ``lowering`` its scalar expression in jit's fused kernels (or ``no_lowering`` why it has none); ``public`` is
+    the wrapper's name where it differs from the primitive's (errors name what the user called). ``export`` makes
+    the wrapper ``fl.<public>``, ``method``, ``dunder`` and ``rdunder`` also a Tensor method or operator (see
+    ``namespace.public``).
 
     Returns ``(primitive, wrapper)``.
     """
     public = public or name
     p = Primitive(name, linear=linear)
     p.family = "unary"
-    p.kernel = kernel or name
     p.ok_dtypes = ok
+    _lower(p, lowering, no_lowering)
     fast = ok - LOWP
 
     @p.def_impl
@@ -106,7 +169,6 @@ def unary(
     p.def_vmap(_elementwise_vmap(p))
 
     if jvp is not None:
-
         @p.def_jvp
         def _jvp(primals, tangents):
             (x,), (t,) = primals, tangents
@@ -144,6 +206,8 @@ def unary(
 
     wrapper.__name__ = wrapper.__qualname__ = public
     wrapper.__doc__ = doc or f"Elementwise ``{public}``.\n\n>>> fl.{public}(fl.tensor([0.5]))"
+    if export:
+        namespace.public(wrapper, method=method, dunder=dunder, rdunder=rdunder)
     return p, wrapper
 
 
@@ -162,32 +226,18 @@ def _unary_slow(p, x, ok, promote_int, public):
 # binary family
 
 
-def _binary_vmap(prim):
+def binary_vmap(prim):
     def rule(args, dims, **params):
         x, y = args
         dx, dy = dims
         xs = x.shape if dx is None else x.shape[:dx] + x.shape[dx + 1 :]
         ys = y.shape if dy is None else y.shape[:dy] + y.shape[dy + 1 :]
         rank = max(len(xs), len(ys))
-        x = _batch_align(x, dx, rank)
-        y = _batch_align(y, dy, rank)
+        x = batch_align(x, dx, rank)
+        y = batch_align(y, dy, rank)
         return prim.bind(x, y, **params), 0
 
     return rule
-
-
-def _batch_align(x, d, rank):
-    """Move the batch axis to 0 and pad the logical rank to ``rank`` so NumPy broadcasting lines up."""
-    from ._util import moveaxis
-    from .shape import reshape
-
-    if d is None:
-        return x
-    x = moveaxis(x, d, 0)
-    pad = rank - (x.ndim - 1)
-    if pad > 0:
-        x = reshape(x, (x.shape[0],) + (1,) * pad + x.shape[1:])
-    return x
 
 
 def binary(
@@ -198,21 +248,27 @@ def binary(
     jvp=None,
     out_bool=False,
     linear_in=None,
-    kernel: str | None = None,
+    lowering: Lowering | None = None,
+    no_lowering: str = "",
     doc: str = "",
     public: str | None = None,
+    export: bool = True,
+    method: bool | str = False,
+    dunder: str | None = None,
+    rdunder: str | None = None,
 ):
     """Define an elementwise binary primitive with implicit broadcasting and its public wrapper.
 
     ``jvp`` is a pair ``(dx, dy)`` of functions ``(x, y, out, t) -> tangent contribution`` (``None`` for an
-    argument with zero derivative); ``public`` names the wrapper where it differs from the primitive. Returns
+    argument with zero derivative); ``lowering``, ``no_lowering``, ``export``, ``method``, ``dunder``, ``rdunder``
+    as for ``unary``; ``public`` names the wrapper where it differs from the primitive. Returns
     ``(primitive, wrapper)``.
     """
     public = public or name
     p = Primitive(name, linear=linear_in is not None)
     p.family = "binary"
-    p.kernel = kernel or name
     p.ok_dtypes = ok
+    _lower(p, lowering, no_lowering)
     fast = ok - LOWP
 
     @p.def_impl
@@ -235,7 +291,7 @@ def binary(
         shape = xs if xs == y.shape else broadcast_shapes(xs, y.shape, op=name)
         return ShapedArray(shape, dtypes.bool_ if out_bool else d)
 
-    p.def_vmap(_binary_vmap(p))
+    p.def_vmap(binary_vmap(p))
 
     if jvp is not None:
         dfx, dfy = jvp
@@ -314,6 +370,8 @@ def binary(
 
     wrapper.__name__ = wrapper.__qualname__ = public
     wrapper.__doc__ = doc or f"Elementwise ``{public}`` with broadcasting and Array API type promotion."
+    if export:
+        namespace.public(wrapper, method=method, dunder=dunder, rdunder=rdunder)
     return p, wrapper
 
 
@@ -323,11 +381,7 @@ def _fits(v: int, d: np.dtype) -> bool:
 
 
 def _bcast_to(t, out):
-    if t.shape != out.shape:
-        from .shape import broadcast_to
-
-        return broadcast_to(t, out.shape)
-    return t
+    return broadcast_to(t, out.shape) if t.shape != out.shape else t
 
 
 def promote_pair(op: str, x, y):
@@ -415,12 +469,13 @@ def broadcast_pair(op: str, x, y):
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# convert (astype) and select
+# convert (astype)
 
 
 convert_p = Primitive("convert_element_type", linear=True)
 convert_p.family = "unary"
 convert_p.kernel = "convert"
+convert_p.def_lowering(CONVERT)
 
 
 @convert_p.def_impl
@@ -471,86 +526,6 @@ def convert(x, dtype):
     return convert_p.bind(x, new_dtype=dtype)  # of a weak value: its full precision, typed from here on
 
 
-select_p = Primitive("select", linear=True)
-select_p.family = "select"
-select_p.kernel = "select"
-
-
-_BLEND_MIN_SIZE = 512
-_UINT = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32), 8: np.dtype(np.uint64)}
-
-
-@select_p.def_impl
-def _select_impl(pred, x, y):
-    pred, x, y = np.asarray(pred), np.asarray(x), np.asarray(y)
-    d = x.dtype
-    u = _UINT.get(d.itemsize)
-    if (
-        u is None
-        or d != y.dtype
-        or d.hasobject
-        or pred.dtype != np.bool_
-        or max(pred.size, x.size, y.size) < _BLEND_MIN_SIZE
-    ):
-        return np.where(pred, x, y)
-    # np.where branches per element (5x slower on an unpredictable mask, e.g. relu's); blending the bits as
-    # unsigned integers does not: y ^ ((x ^ y) * pred), which is x's bits where pred holds and y's elsewhere
-    xb, yb = x.view(u), y.view(u)
-    if y.ndim == 0 and not yb:
-        return np.multiply(xb, pred, dtype=u).view(d)
-    out = np.bitwise_xor(xb, yb)
-    shape = np.broadcast_shapes(pred.shape, out.shape)
-    out = np.multiply(out, pred, dtype=u, out=out if out.shape == shape else None)
-    out ^= yb
-    return out.view(d)
-
-
-@select_p.def_abstract_eval
-def _select_abstract(pred, x, y):
-    if pred.dtype != dtypes.bool_:
-        raise DTypeError(f"select: the condition must be boolean, got {pred.dtype.name}; compare it first (x > 0)")
-    if x.dtype != y.dtype:
-        raise DTypeError(f"select: branches must have one dtype, got {x.dtype.name} and {y.dtype.name}")
-    ps, xs, ys = pred.shape, x.shape, y.shape
-    if (ps == xs or not ps) and (ys == xs or not ys):
-        return ShapedArray(xs, x.dtype)
-    return ShapedArray(broadcast_shapes(ps, xs, ys, op="where"), x.dtype)
-
-
-@select_p.def_jvp
-def _select_jvp(primals, tangents):
-    pred, x, y = primals
-    _, tx, ty = tangents
-    out = select_p.bind(pred, x, y)
-    if (type(tx) is Zero and type(ty) is Zero) or out.dtype not in FLOAT:
-        return out, Zero(aval_of(out))
-    tx = instantiate(tx) if type(tx) is Zero else tx
-    ty = instantiate(ty) if type(ty) is Zero else ty
-    return out, _bcast_to(select_p.bind(pred, tx, ty), out)
-
-
-@select_p.def_transpose
-def _select_transpose(ct, pred, x, y):
-    if is_undefined(pred):
-        raise TypeError("select: the condition is not differentiable")
-    z = _wrap(np.zeros((), ct.dtype))
-    cx = unbroadcast(select_p.bind(pred, ct, z), x.aval) if is_undefined(x) else None
-    cy = unbroadcast(select_p.bind(pred, z, ct), y.aval) if is_undefined(y) else None
-    return [None, cx, cy]
-
-
-@select_p.def_vmap
-def _select_vmap(args, dims):
-    shapes = [a.shape if d is None else a.shape[:d] + a.shape[d + 1 :] for a, d in zip(args, dims)]
-    rank = max(len(s) for s in shapes)
-    return select_p.bind(*[_batch_align(a, d, rank) for a, d in zip(args, dims)]), 0
-
-
-def select(pred, x, y):
-    """``where(pred, x, y)`` on operands of one dtype (no promotion)."""
-    return select_p.bind(pred, x, y)
-
-
 # ---------------------------------------------------------------------------------------------------------------
 # The unary primitives. jvp(x, y, t): x the input, y the output, t the input tangent.
 
@@ -559,41 +534,39 @@ def _real_like(d):
     return dtypes.real_dtype(d)
 
 
-neg_p, negative = unary("neg", np.negative, public="negative", ok=NUMERIC, jvp=lambda x, y, t: negative(t), linear=True)
+neg_p, negative = unary(
+    "neg", np.negative, public="negative", ok=NUMERIC, jvp=lambda x, y, t: negative(t), linear=True,
+    lowering=Lowering("(-{0})", wraps=True), dunder="__neg__",
+)
 neg_p.def_transpose(lambda ct, x: [negative(ct)])
-sign_p, sign = unary("sign", np.sign, ok=NUMERIC)
-floor_p, floor = unary("floor", np.floor, ok=REAL_FLOAT)
-ceil_p, ceil = unary("ceil", np.ceil, ok=REAL_FLOAT)
-round_p, round = unary("round", np.round, ok=REAL_FLOAT)
-trunc_p, trunc = unary("trunc", np.trunc, ok=REAL_FLOAT)
-is_finite_p, isfinite = unary("is_finite", np.isfinite, public="isfinite", ok=FLOAT, out_dtype=lambda d: dtypes.bool_)
-isnan_p, isnan = unary("isnan", np.isnan, ok=FLOAT, out_dtype=lambda d: dtypes.bool_)
-isinf_p, isinf = unary("isinf", np.isinf, ok=FLOAT, out_dtype=lambda d: dtypes.bool_)
-not_p, bitwise_invert = unary("not", np.invert, public="bitwise_invert", ok=INT_BOOL, promote_int=False)
-
-# A tangent times a coefficient that can be infinite or NaN (exp overflowing, cos(inf), a pole of lgamma, ...) is
-# a safe_mul: a zero tangent or cotangent (the unselected side of a where) stays exactly zero instead of 0 * inf.
-# Divisions by a coefficient that can vanish are safe_div for the same reason.
-exp_p, exp = unary("exp", np.exp, jvp=lambda x, y, t: safe_mul(t, y))
-log_p, log = unary("log", np.log, jvp=lambda x, y, t: safe_div(t, x))
-log1p_p, log1p = unary("log1p", np.log1p, jvp=lambda x, y, t: safe_div(t, x + 1.0))
-expm1_p, expm1 = unary("expm1", np.expm1, jvp=lambda x, y, t: safe_mul(t, y + 1.0))
-sin_p, sin = unary("sin", np.sin, jvp=lambda x, y, t: safe_mul(t, cos(x)))
-cos_p, cos = unary("cos", np.cos, jvp=lambda x, y, t: safe_mul(t, negative(sin(x))))
-tan_p, tan = unary("tan", np.tan, jvp=lambda x, y, t: safe_mul(t, y * y + 1.0))
-asin_p, asin = unary("asin", np.arcsin, jvp=lambda x, y, t: safe_div(t, sqrt(1.0 - x * x)))
-acos_p, acos = unary("acos", np.arccos, jvp=lambda x, y, t: negative(safe_div(t, sqrt(1.0 - x * x))))
-atan_p, atan = unary("atan", np.arctan, jvp=lambda x, y, t: safe_div(t, x * x + 1.0))
-sinh_p, sinh = unary("sinh", np.sinh, jvp=lambda x, y, t: safe_mul(t, cosh(x)))
-cosh_p, cosh = unary("cosh", np.cosh, jvp=lambda x, y, t: safe_mul(t, sinh(x)))
-tanh_p, tanh = unary("tanh", np.tanh, jvp=lambda x, y, t: safe_mul(t, 1.0 - y * y))
-asinh_p, asinh = unary("asinh", np.arcsinh, jvp=lambda x, y, t: safe_div(t, sqrt(x * x + 1.0)))
-acosh_p, acosh = unary("acosh", np.arccosh, jvp=lambda x, y, t: safe_div(t, sqrt(x - 1.0) * sqrt(x + 1.0)))
-atanh_p, atanh = unary("atanh", np.arctanh, jvp=lambda x, y, t: safe_div(t, 1.0 - x * x))
-# d sqrt(x) = t / (2 sqrt(x)) is infinite at 0; safe_div keeps a zero tangent or cotangent exactly zero there
-sqrt_p, sqrt = unary("sqrt", np.sqrt, jvp=lambda x, y, t: safe_div(t, y + y))
-cbrt_p, cbrt = unary("cbrt", np.cbrt, ok=REAL_FLOAT, jvp=lambda x, y, t: safe_div(t, 3.0 * y * y))
-
+# fl.sign, fl.floor, ... (funclib/ops) also take complex or integer tensors
+sign_p, sign = unary("sign", np.sign, ok=NUMERIC, lowering=Lowering("np.sign({0})"), export=False)
+floor_p, floor = unary(
+    "floor", np.floor, ok=REAL_FLOAT, lowering=Lowering("np.floor({0})", float_inputs=True), export=False
+)
+ceil_p, ceil = unary(
+    "ceil", np.ceil, ok=REAL_FLOAT, lowering=Lowering("np.ceil({0})", float_inputs=True), export=False
+)
+round_p, round = unary(
+    "round", np.round, ok=REAL_FLOAT, lowering=Lowering("np.rint({0})", float_inputs=True), export=False
+)
+trunc_p, trunc = unary(
+    "trunc", np.trunc, ok=REAL_FLOAT, lowering=Lowering("np.trunc({0})", float_inputs=True), export=False
+)
+is_finite_p, isfinite = unary(
+    "is_finite", np.isfinite, public="isfinite", ok=FLOAT, out_dtype=lambda d: dtypes.bool_,
+    lowering=Lowering("np.isfinite({0})", float_inputs=True),
+)
+isnan_p, isnan = unary(
+    "isnan", np.isnan, ok=FLOAT, out_dtype=lambda d: dtypes.bool_, lowering=Lowering("np.isnan({0})", float_inputs=True)
+)
+isinf_p, isinf = unary(
+    "isinf", np.isinf, ok=FLOAT, out_dtype=lambda d: dtypes.bool_, lowering=Lowering("np.isinf({0})", float_inputs=True)
+)
+not_p, bitwise_invert = unary(
+    "not", np.invert, public="bitwise_invert", ok=INT_BOOL, promote_int=False,
+    lowering=Lowering(boolean="(not {0})", integer="(~{0})"), dunder="__invert__",
+)
 
 def _abs_jvp(x, y, t):
     if x.dtype in COMPLEX:
@@ -604,93 +577,23 @@ def _abs_jvp(x, y, t):
     return safe_mul(t, sign(x))
 
 
-abs_p, abs = unary("abs", np.abs, ok=NUMERIC, jvp=_abs_jvp, out_dtype=_real_like, promote_int=False)
-
-
-def _logistic_np(x):
-    if x.dtype != np.float64:
-        return ufuncs.logistic(x)
-    # stable in both tails: exp never sees a large positive argument
-    e = np.exp(-np.abs(x))
-    return np.where(x >= 0, 1 / (1 + e), e / (1 + e))
-
-
-def _erf_np(x):
-    # float32 and narrower: the jit kernels' function, so eager and jit agree bit for bit
-    return special.erf(x) if x.dtype == np.float64 else ufuncs.erf(x)
-
-
-logistic_p, sigmoid = unary(
-    "logistic", _logistic_np, public="sigmoid", ok=REAL_FLOAT, jvp=lambda x, y, t: safe_mul(t, y * (1.0 - y))
+abs_p, abs = unary(
+    "abs", np.abs, ok=NUMERIC, jvp=_abs_jvp, out_dtype=_real_like, promote_int=False,
+    lowering=Lowering("abs({0})", wraps=True), method=True, dunder="__abs__",
 )
-erf_p, erf = unary(
-    "erf", _erf_np, ok=REAL_FLOAT, jvp=lambda x, y, t: safe_mul(t, 1.1283791670955126 * exp(negative(x * x)))
+
+
+real_p, real = unary(
+    "real", np.real, ok=COMPLEX, jvp=lambda x, y, t: real(t), out_dtype=_real_like, linear=True,
+    no_lowering=NO_COMPLEX, export=False,  # fl.real, fl.imag, fl.conj (funclib/ops) also take real tensors
 )
-erf_inv_p, erfinv = unary(
-    "erf_inv",
-    special.erfinv,
-    public="erfinv",
-    ok=REAL_FLOAT,
-    jvp=lambda x, y, t: safe_mul(t, 0.886226925452758 * exp(y * y)),
+imag_p, imag = unary(
+    "imag", np.imag, ok=COMPLEX, jvp=lambda x, y, t: imag(t), out_dtype=_real_like, linear=True,
+    no_lowering=NO_COMPLEX, export=False,
 )
-lgamma_p, lgamma = unary("lgamma", special.lgamma, ok=REAL_FLOAT, jvp=lambda x, y, t: safe_mul(t, digamma(x)))
-
-# polygamma(n, x) = d^n/dx^n digamma(x); n is static, so every order of derivative of lgamma is a primitive call
-polygamma_p = Primitive("polygamma")
-polygamma_p.family = "unary"
-polygamma_p.kernel = "polygamma"
-polygamma_p.no_rule["transpose"] = "not linear"
-
-
-@polygamma_p.def_impl
-def _polygamma_impl(x, *, n):
-    return special.polygamma(n, x)
-
-
-@polygamma_p.def_abstract_eval
-def _polygamma_abstract(x, *, n):
-    _check("polygamma", x.dtype, REAL_FLOAT)
-    return ShapedArray(x.shape, x.dtype)
-
-
-@polygamma_p.def_jvp
-def _polygamma_jvp(primals, tangents, *, n):
-    (x,), (t,) = primals, tangents
-    y = polygamma_p.bind(x, n=n)
-    if type(t) is Zero:
-        return y, Zero(aval_of(y))
-    return y, safe_mul(t, polygamma_p.bind(x, n=n + 1))
-
-
-@polygamma_p.def_vmap
-def _polygamma_vmap(args, dims, *, n):
-    return polygamma_p.bind(args[0], n=n), dims[0]
-
-
-def polygamma(n: int, x):
-    """The n-th derivative of the digamma function (``n`` a static non-negative int).
-
-    >>> fl.polygamma(1, fl.tensor([1.0]))  # pi**2 / 6
-    """
-    n = check_int(n, "polygamma", "n", min=0)
-    return _polygamma(n, x, "polygamma")
-
-
-def _polygamma(n: int, x, op: str):
-    x = _to_tensor(x, op)
-    if x.dtype not in REAL_FLOAT:
-        x = convert(x, dtypes.default_float)
-    return polygamma_p.bind(x, n=n)
-
-
-def digamma(x):
-    """The digamma function, d/dx lgamma(x)."""
-    return _polygamma(0, x, "digamma")
-
-
-real_p, real = unary("real", np.real, ok=COMPLEX, jvp=lambda x, y, t: real(t), out_dtype=_real_like, linear=True)
-imag_p, imag = unary("imag", np.imag, ok=COMPLEX, jvp=lambda x, y, t: imag(t), out_dtype=_real_like, linear=True)
-conj_p, conj = unary("conj", np.conj, ok=COMPLEX, jvp=lambda x, y, t: conj(t), linear=True)
+conj_p, conj = unary(
+    "conj", np.conj, ok=COMPLEX, jvp=lambda x, y, t: conj(t), linear=True, no_lowering=NO_COMPLEX, export=False
+)
 real_p.def_transpose(lambda ct, x: [complex_from(ct, _wrap(np.zeros((), ct.dtype)))])
 imag_p.def_transpose(lambda ct, x: [complex_from(_wrap(np.zeros((), ct.dtype)), negative(ct))])
 conj_p.def_transpose(lambda ct, x: [conj(ct)])
@@ -725,10 +628,12 @@ def _safe_div_np(x, y):
 
 
 add_p, add = binary(
-    "add", np.add, jvp=(lambda x, y, o, t: t, lambda x, y, o, t: t), linear_in="both"
+    "add", np.add, jvp=(lambda x, y, o, t: t, lambda x, y, o, t: t), linear_in="both",
+    lowering=Lowering("({0} + {1})", wraps=True), dunder="__add__", rdunder="__radd__",
 )
 sub_p, subtract = binary(
-    "sub", np.subtract, public="subtract", jvp=(lambda x, y, o, t: t, lambda x, y, o, t: negative(t)), linear_in="both"
+    "sub", np.subtract, public="subtract", jvp=(lambda x, y, o, t: t, lambda x, y, o, t: negative(t)), linear_in="both",
+    lowering=Lowering("({0} - {1})", wraps=True), dunder="__sub__", rdunder="__rsub__",
 )
 mul_p, multiply = binary(
     "mul",
@@ -736,6 +641,9 @@ mul_p, multiply = binary(
     public="multiply",
     jvp=(lambda x, y, o, t: safe_mul(t, y), lambda x, y, o, t: safe_mul(t, x)),
     linear_in="either",
+    lowering=Lowering("({0} * {1})", wraps=True),
+    dunder="__mul__",
+    rdunder="__rmul__",
 )
 div_p, divide = binary(
     "div",
@@ -743,13 +651,21 @@ div_p, divide = binary(
     ok=FLOAT,
     jvp=(lambda x, y, o, t: safe_div(t, y), lambda x, y, o, t: negative(safe_div(safe_mul(t, o), y))),
     linear_in="first",
+    lowering=Lowering(f32="({0} / {1})", f64="({0} / {1})"),
+    export=False,  # fl.divide (funclib/ops) promotes integers to float first
 )
+# in a fused kernel a safe product is a select
 safe_mul_p, safe_mul = binary(
     "safe_mul",
     _safe_mul_np,
     ok=FLOAT,
     jvp=(lambda x, y, o, t: safe_mul(t, y), lambda x, y, o, t: safe_mul(x, t)),
     linear_in="either",
+    lowering=Lowering(
+        f32="(_ZERO_float32 if ({0} == 0 or {1} == 0) else {0} * {1})",
+        f64="(_ZERO_float64 if ({0} == 0 or {1} == 0) else {0} * {1})",
+    ),
+    export=False,
     doc="``x * y`` where a zero in either factor gives exactly 0 (even against inf or nan).",
 )
 # x / y with 0 / anything = 0: tangent maps divide by coefficients that are 0 at singular points (log, sqrt at 0)
@@ -759,31 +675,12 @@ safe_div_p, safe_div = binary(
     ok=FLOAT,
     jvp=(lambda x, y, o, t: safe_div(t, y), lambda x, y, o, t: negative(safe_div(safe_mul(t, o), y))),
     linear_in="first",
+    lowering=Lowering(
+        f32="(_ZERO_float32 if {0} == 0 else {0} / {1})", f64="(_ZERO_float64 if {0} == 0 else {0} / {1})"
+    ),
+    export=False,
     doc="``x / y`` where a zero numerator gives exactly 0 (even against a zero or non-finite denominator).",
 )
-
-
-def _pow_dx(x, y, o, t):
-    # y * x**(y-1), exactly 0 where y == 0 (so d/dx x**0 = 0 even at x = 0); safe_mul rather than a select on
-    # y keeps the y-derivative of this expression right at y == 0 (second order)
-    return safe_mul(t, safe_mul(y, pow(x, y - 1.0)))
-
-
-def _pow_dy(x, y, o, t):
-    # log(x) * x**y, defined as 0 where x == 0 (the limit from the right for y > 0)
-    safe_x = select(x == 0, _wrap(np.ones((), x.dtype)), x)
-    return safe_mul(t, select(x == 0, _wrap(np.zeros((), o.dtype)), o * log(safe_x)))
-
-
-def _pow_np(x, y):
-    out = np.power(x, y)
-    if (y.__class__ is builtins.float or getattr(y, "ndim", 1) == 0) and y == 0.5 and out.dtype in REAL_FLOAT:
-        # NumPy computes x ** 0.5 as sqrt(x): -0 at -0 and nan at -inf, where the standard wants +0 and +inf
-        out = np.where(np.isinf(x) | (x == 0), np.abs(x), out)
-    return out
-
-
-pow_p, pow = binary("pow", _pow_np, ok=NUMERIC, jvp=(_pow_dx, _pow_dy))
 
 
 def _max_dx(x, y, o, t):
@@ -815,22 +712,26 @@ def _zero(o):
     return _wrap(np.zeros((), o.dtype))
 
 
-max_p, maximum = binary("max", np.maximum, public="maximum", ok=REAL_NUMERIC, jvp=(_max_dx, _max_dy))
-min_p, minimum = binary("min", np.minimum, public="minimum", ok=REAL_NUMERIC, jvp=(_min_dx, _min_dy))
-atan2_p, atan2 = binary(
-    "atan2",
-    np.arctan2,
-    ok=REAL_FLOAT,
-    jvp=(
-        lambda x, y, o, t: safe_div(safe_mul(t, y), x * x + y * y),
-        lambda x, y, o, t: negative(safe_div(safe_mul(t, x), x * x + y * y)),
-    ),
+def _extremum(cmp: str) -> Lowering:
+    # floats propagate NaN, as np.maximum/np.minimum do; the result is one of the operands (exact)
+    nan_aware = f"({{0}} if ({{0}} {cmp} {{1}} or {{0}} != {{0}}) else {{1}})"
+    return Lowering(f"({{0}} if {{0}} {cmp} {{1}} else {{1}})", f32=nan_aware, f64=nan_aware, exact=True)
+
+
+max_p, maximum = binary(
+    "max", np.maximum, public="maximum", ok=REAL_NUMERIC, jvp=(_max_dx, _max_dy), lowering=_extremum(">")
+)
+min_p, minimum = binary(
+    "min", np.minimum, public="minimum", ok=REAL_NUMERIC, jvp=(_min_dx, _min_dy), lowering=_extremum("<")
 )
 rem_p, remainder = binary(
     "rem",
     np.remainder, public="remainder",
     ok=REAL_NUMERIC,
     jvp=(lambda x, y, o, t: t, lambda x, y, o, t: negative(safe_mul(t, floor_divide(x, y)))),
+    no_lowering=NO_TEMPLATE,
+    dunder="__mod__",
+    rdunder="__rmod__",
 )
 
 
@@ -845,13 +746,23 @@ def _floor_divide_np(x, y):
     return out
 
 
-floor_divide_p, floor_divide = binary("floor_divide", _floor_divide_np, ok=REAL_NUMERIC)
-nextafter_p, nextafter = binary("nextafter", np.nextafter, ok=REAL_FLOAT)
+floor_divide_p, floor_divide = binary(
+    "floor_divide",
+    _floor_divide_np,
+    ok=REAL_NUMERIC,
+    # integers only: numba's // floors and gives 0 for a zero divisor, as NumPy does; a float one would not round
+    # as NumPy's does
+    lowering=Lowering(integer="({0} // {1})", wraps=True),
+    dunder="__floordiv__",
+    rdunder="__rfloordiv__",
+)
+nextafter_p, nextafter = binary("nextafter", np.nextafter, ok=REAL_FLOAT, no_lowering=NO_TEMPLATE)
 copysign_p, copysign = binary(
     "copysign",
     np.copysign,
     ok=REAL_FLOAT,
     jvp=(lambda x, y, o, t: safe_mul(t, sign(x) * select(_signbit(y), _neg_one(o), _one(o))), None),
+    no_lowering=NO_TEMPLATE,
 )
 
 
@@ -863,17 +774,44 @@ def _signbit(y):
     return signbit(y)
 
 
-signbit_p, signbit = unary("signbit", np.signbit, ok=REAL_FLOAT, out_dtype=lambda d: dtypes.bool_)
+signbit_p, signbit = unary(
+    "signbit", np.signbit, ok=REAL_FLOAT, out_dtype=lambda d: dtypes.bool_, no_lowering=NO_TEMPLATE
+)
 
-eq_p, equal = binary("eq", np.equal, public="equal", ok=ALL, out_bool=True)
-ne_p, not_equal = binary("ne", np.not_equal, public="not_equal", ok=ALL, out_bool=True)
-lt_p, less = binary("lt", np.less, public="less", ok=REAL_NUMERIC, out_bool=True)
-le_p, less_equal = binary("le", np.less_equal, public="less_equal", ok=REAL_NUMERIC, out_bool=True)
-gt_p, greater = binary("gt", np.greater, public="greater", ok=REAL_NUMERIC, out_bool=True)
-ge_p, greater_equal = binary("ge", np.greater_equal, public="greater_equal", ok=REAL_NUMERIC, out_bool=True)
-and_p, bitwise_and = binary("and", np.bitwise_and, public="bitwise_and", ok=INT_BOOL)
-or_p, bitwise_or = binary("or", np.bitwise_or, public="bitwise_or", ok=INT_BOOL)
-xor_p, bitwise_xor = binary("xor", np.bitwise_xor, public="bitwise_xor", ok=INT_BOOL)
+eq_p, equal = binary(
+    "eq", np.equal, public="equal", ok=ALL, out_bool=True, lowering=Lowering("({0} == {1})"), dunder="__eq__"
+)
+ne_p, not_equal = binary(
+    "ne", np.not_equal, public="not_equal", ok=ALL, out_bool=True, lowering=Lowering("({0} != {1})"),
+    dunder="__ne__",
+)
+lt_p, less = binary("lt", np.less, public="less", ok=REAL_NUMERIC, out_bool=True, lowering=Lowering("({0} < {1})"),
+    dunder="__lt__",
+)
+le_p, less_equal = binary(
+    "le", np.less_equal, public="less_equal", ok=REAL_NUMERIC, out_bool=True, lowering=Lowering("({0} <= {1})"),
+    dunder="__le__",
+)
+gt_p, greater = binary(
+    "gt", np.greater, public="greater", ok=REAL_NUMERIC, out_bool=True, lowering=Lowering("({0} > {1})"),
+    dunder="__gt__",
+)
+ge_p, greater_equal = binary(
+    "ge", np.greater_equal, public="greater_equal", ok=REAL_NUMERIC, out_bool=True, lowering=Lowering("({0} >= {1})"),
+    dunder="__ge__",
+)
+and_p, bitwise_and = binary(
+    "and", np.bitwise_and, public="bitwise_and", ok=INT_BOOL, lowering=Lowering("({0} & {1})"),
+    dunder="__and__", rdunder="__rand__",
+)
+or_p, bitwise_or = binary(
+    "or", np.bitwise_or, public="bitwise_or", ok=INT_BOOL, lowering=Lowering("({0} | {1})"), dunder="__or__",
+    rdunder="__ror__",
+)
+xor_p, bitwise_xor = binary(
+    "xor", np.bitwise_xor, public="bitwise_xor", ok=INT_BOOL, lowering=Lowering("({0} ^ {1})"),
+    dunder="__xor__", rdunder="__rxor__",
+)
 
 
 def _shift_left_np(x, y):
@@ -890,8 +828,14 @@ def _shift_right_np(x, y):
     return out
 
 
-shift_left_p, bitwise_left_shift = binary("shift_left", _shift_left_np, ok=INTEGER, public="bitwise_left_shift")
-shift_right_p, bitwise_right_shift = binary("shift_right", _shift_right_np, ok=INTEGER, public="bitwise_right_shift")
+shift_left_p, bitwise_left_shift = binary(
+    "shift_left", _shift_left_np, ok=INTEGER, public="bitwise_left_shift", no_lowering=NO_TEMPLATE,
+    dunder="__lshift__", rdunder="__rlshift__",
+)
+shift_right_p, bitwise_right_shift = binary(
+    "shift_right", _shift_right_np, ok=INTEGER, public="bitwise_right_shift", no_lowering=NO_TEMPLATE,
+    dunder="__rshift__", rdunder="__rrshift__",
+)
 
 
 def _complex_np(x, y):
@@ -905,7 +849,7 @@ def _complex_np(x, y):
 
 complex_p = Primitive("complex", linear=True)
 complex_p.family = "binary"
-complex_p.kernel = "complex"
+complex_p.no_rule["lowering"] = NO_COMPLEX
 complex_p.def_impl(_complex_np)
 
 
@@ -935,7 +879,7 @@ def _complex_transpose(ct, x, y):
     ]
 
 
-complex_p.def_vmap(_binary_vmap(complex_p))
+complex_p.def_vmap(binary_vmap(complex_p))
 
 
 def complex_from(x, y):
@@ -1004,7 +948,7 @@ safe_div_p.def_transpose(_div_transpose_for("safe_div"))
 
 integer_pow_p = Primitive("integer_pow")
 integer_pow_p.family = "unary"
-integer_pow_p.kernel = "integer_pow"
+integer_pow_p.def_lowering(INTEGER_POW)
 integer_pow_p.no_rule["transpose"] = "not linear"
 
 
@@ -1057,6 +1001,7 @@ def integer_pow(x, y: int):
 stop_gradient_p = Primitive("stop_gradient")
 stop_gradient_p.family = "unary"
 stop_gradient_p.kernel = "copy"
+stop_gradient_p.def_lowering(Lowering("{0}", exact=True))
 stop_gradient_p.def_impl(lambda x: x)
 stop_gradient_p.def_abstract_eval(lambda x: ShapedArray(x.shape, x.dtype))
 stop_gradient_p.no_rule["transpose"] = "its tangent is always zero, so no cotangent flows through it"
@@ -1072,6 +1017,7 @@ def _stop_gradient_jvp(primals, tangents):
 stop_gradient_p.def_vmap(lambda args, dims: (stop_gradient_p.bind(args[0]), dims[0]))
 
 
+@namespace.public
 def stop_gradient(x):
     """The identity, with a zero derivative: gradients do not flow through it.
 

@@ -20,9 +20,8 @@ import numpy as np
 from .. import dtypes
 from ..core import Primitive, ShapedArray, Zero, _state, _wrap, aval_of
 from ..errors import DTypeError, ShapeError
-from ._util import bdim_to_front
 from .elementwise import conj, multiply, real
-from .shape import pad
+from .shape import bdim_to_front, pad
 
 FFT_TYPES = ("fft", "ifft", "rfft", "irfft")
 _REAL = (dtypes.float32, dtypes.float64)

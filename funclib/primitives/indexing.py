@@ -1,4 +1,5 @@
-"""Gather and scatter over integer index arrays.
+"""Gather and scatter over integer index arrays, and slices at traced offsets (dynamic_slice,
+dynamic_update_slice, which batch into gathers and scatters).
 
 Canonical form: ``idx`` has shape ``batch + (k,)`` and addresses the operand axes ``axes`` (k of them, sorted).
 ``gather(x, idx, axes)`` has shape ``batch + (x's other axes, in order)``; ``scatter`` writes ``updates`` of that
@@ -13,10 +14,13 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes
-from ..core import Primitive, ShapedArray, Zero, _wrap, aval_of, is_undefined
+from ..checks import check_shape
+from ..core import Primitive, ShapedArray, Tensor, Zero, _wrap, array_from, aval_of, is_undefined
 from ..errors import DTypeError, ShapeError
 from ..kernels import sparse
-from ._util import bdim_to_front, instantiate, zeros
+from ..namespace import public
+from .elementwise import add, convert, maximum, minimum
+from .shape import bdim_to_front, broadcast_in_dim, concatenate, instantiate, iota, zeros
 
 
 def _front(x, axes):
@@ -74,23 +78,16 @@ def _gather_transpose(ct, x, idx, *, axes):
 
 def _iota_index(batch_shape_idx, size):
     """An index column addressing lane b for every index position: shape (size, *batch, 1)."""
-    from .shape import iota
-
     return iota(np.int64, (size,) + tuple(batch_shape_idx) + (1,), 0)
 
 
 def _with_batch_index(idx, size):
     """Prepend the lane number to every index tuple of a batched index array (batch axis first)."""
-    from .elementwise import convert
-    from .shape import concatenate
-
     idx = convert(idx, np.int64) if idx.dtype != np.int64 else idx
     return concatenate([_iota_index(idx.shape[1:-1], size), idx], idx.ndim - 1)
 
 
 def _bcast_front(a, d, size):
-    from .shape import broadcast_in_dim
-
     if d is not None:
         return bdim_to_front(a, d)
     return broadcast_in_dim(a, (size,) + a.shape, tuple(range(1, a.ndim + 1)))
@@ -123,7 +120,7 @@ def gather(x, idx, axes):
 _COMBINE = {"add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}
 
 
-def _scatter_impl_for(mode):
+def scatter_impl(mode):
     combine = _COMBINE.get(mode)
 
     def impl(x, idx, upd, *, axes):
@@ -146,7 +143,7 @@ def _scatter_impl_for(mode):
     return impl
 
 
-def _scatter_abstract_for(name, ok=None):
+def scatter_abstract(name, ok=None):
     def rule(x, idx, upd, *, axes):
         if ok is not None and x.dtype not in ok:
             raise DTypeError(f"{name}: unsupported dtype {x.dtype.name}; expected one of {sorted(d.name for d in ok)}")
@@ -162,13 +159,13 @@ def _scatter_abstract_for(name, ok=None):
 
 scatter_add_p = Primitive("scatter_add", linear=True)
 scatter_add_p.family = "indexing"
-scatter_add_p.def_impl(_scatter_impl_for("add"))
-scatter_add_p.def_abstract_eval(_scatter_abstract_for("scatter_add"))
+scatter_add_p.def_impl(scatter_impl("add"))
+scatter_add_p.def_abstract_eval(scatter_abstract("scatter_add"))
 
 scatter_p = Primitive("scatter", linear=True)
 scatter_p.family = "indexing"
-scatter_p.def_impl(_scatter_impl_for("set"))
-scatter_p.def_abstract_eval(_scatter_abstract_for("scatter"))
+scatter_p.def_impl(scatter_impl("set"))
+scatter_p.def_abstract_eval(scatter_abstract("scatter"))
 
 
 def _scatter_jvp_for(p):
@@ -199,8 +196,6 @@ def _scatter_add_transpose(ct, x, idx, upd, *, axes):
 @scatter_p.def_transpose
 def _scatter_transpose(ct, x, idx, upd, *, axes):
     # with repeated indices the last write wins in the primal; the transpose assumes unique indices (as XLA does)
-    from ._util import zeros
-
     return [
         scatter_p.bind(ct, idx, zeros(upd.aval if is_undefined(upd) else aval_of(upd)), axes=axes)
         if is_undefined(x)
@@ -210,7 +205,7 @@ def _scatter_transpose(ct, x, idx, upd, *, axes):
     ]
 
 
-def _scatter_vmap_for(p):
+def scatter_vmap(p):
     def rule(args, dims, *, axes):
         (x, idx, upd), (dx, di, du) = args, dims
         size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
@@ -222,153 +217,8 @@ def _scatter_vmap_for(p):
     return rule
 
 
-scatter_add_p.def_vmap(_scatter_vmap_for(scatter_add_p))
-scatter_p.def_vmap(_scatter_vmap_for(scatter_p))
-
-
-# --- scatter_mul / scatter_max / scatter_min: x combined with every update at its index, repeats included -----------
-# Primitives rather than gather-combine-scatter, which keeps only one of several updates to the same element.
-
-scatter_mul_p = Primitive("scatter_mul")
-scatter_mul_p.family = "indexing"
-scatter_mul_p.linear = True  # in the operand; not in the updates
-scatter_mul_p.def_impl(_scatter_impl_for("mul"))
-scatter_mul_p.def_abstract_eval(_scatter_abstract_for("scatter_mul", frozenset(dtypes.NUMERIC)))
-scatter_mul_p.def_vmap(_scatter_vmap_for(scatter_mul_p))
-
-
-def _ones(aval):
-    return _wrap(np.ones(aval.shape, aval.dtype))
-
-
-def _scalar(v, dtype):
-    return _wrap(np.asarray(v, dtype))
-
-
-@scatter_mul_p.def_jvp
-def _scatter_mul_jvp(primals, tangents, *, axes):
-    from .elementwise import safe_mul
-
-    x, idx, u = primals
-    tx, _, tu = tangents
-    out = scatter_mul_p.bind(x, idx, u, axes=axes)
-    if out.dtype not in dtypes.INEXACT or (type(tx) is Zero and type(tu) is Zero):
-        return out, Zero(aval_of(out))
-    acc = None
-    if type(tx) is not Zero:
-        acc = safe_mul(tx, scatter_mul_p.bind(_ones(aval_of(x)), idx, u, axes=axes))
-    if type(tu) is not Zero:
-        # d out[i] / d u_j = x[i] * (the product of the other updates to element i)
-        others = _product_of_others(u, idx, axes, aval_of(x).shape)
-        t = scatter_add_p.bind(zeros_like_value(x), idx, safe_mul(instantiate(tu), others), axes=axes)
-        t = safe_mul(t, x)
-        acc = t if acc is None else acc + t
-    return out, acc
-
-
-def _product_of_others(u, idx, axes, x_shape):
-    """For each update, the product of the other updates to its element of the operand.
-
-    A polynomial in ``u`` built from products and selections (no division, so zeros among the updates are no
-    special case), so its derivatives of every order are exact: the updates are sorted by target, and each one's
-    exclusive prefix and suffix products within its target's run are multiplied.
-    """
-    from .elementwise import bitwise_or, convert, not_equal, select
-    from .shape import broadcast_in_dim, concatenate, iota, reshape, rev, slice_
-    from .sort import sort
-
-    ia = aval_of(idx)
-    batch, k = ia.shape[:-1], ia.shape[-1]
-    n = int(np.prod(batch, dtype=np.int64))
-    rest = tuple(aval_of(u).shape[len(batch) :])
-    if n <= 1:
-        return _ones(aval_of(u))
-    idx = reshape(convert(idx, np.int64), (n, k))
-    target = None
-    stride = 1
-    for j in range(k - 1, -1, -1):  # each index tuple as one row-major number
-        col = reshape(slice_(idx, (0, j), (n, j + 1)), (n,))
-        term = col if stride == 1 else col * _scalar(stride, np.int64)
-        target = term if target is None else target + term
-        stride *= x_shape[axes[j]]
-    target, order = sort([target, iota(np.int64, (n,), 0)], 0)
-    vals = gather_p.bind(reshape(u, (n,) + rest), reshape(order, (n, 1)), axes=(0,))
-    differs = not_equal(slice_(target, (1,), (n,)), slice_(target, (0,), (n - 1,)))
-    true1 = _wrap(np.ones((1,), bool))
-    starts = concatenate([true1, differs], 0)
-    ends = concatenate([differs, true1], 0)
-
-    def wide(flags):
-        return broadcast_in_dim(flags, (n,) + rest, (0,))
-
-    def shift(v, fill):  # v moved one place towards the end, ``fill`` in front
-        pad = _wrap(np.full((1,) + rest, fill, aval_of(v).dtype))
-        return concatenate([pad, slice_(v, (0,) * v.ndim, (n - 1,) + rest)], 0)
-
-    def exclusive_prefix(v, first):
-        # a segmented inclusive product scan (Hillis-Steele doubling), then shifted by one within each run
-        inc, covered, d = v, first, 1
-        while d < n:
-            pad = _wrap(np.ones((d,) + rest, aval_of(v).dtype))
-            prev = concatenate([pad, slice_(inc, (0,) * inc.ndim, (n - d,) + rest)], 0)
-            prev_covered = concatenate([_wrap(np.ones((d,), bool)), slice_(covered, (0,), (n - d,))], 0)
-            inc = select(wide(covered), inc, inc * prev)
-            covered = bitwise_or(covered, prev_covered)
-            d *= 2
-        return select(wide(first), _ones(aval_of(v)), shift(inc, 1))
-
-    before = exclusive_prefix(vals, starts)
-    after = rev(exclusive_prefix(rev(vals, (0,)), rev(ends, (0,))), (0,))
-    sorted_others = before * after
-    back = scatter_add_p.bind(zeros_like_value(sorted_others), reshape(order, (n, 1)), sorted_others, axes=(0,))
-    return reshape(back, aval_of(u).shape)
-
-
-@scatter_mul_p.def_transpose
-def _scatter_mul_transpose(ct, x, idx, u, *, axes):
-    from .elementwise import safe_mul
-
-    if is_undefined(u):
-        raise TypeError("scatter_mul is linear in its operand only, not in its updates")
-    return [safe_mul(ct, scatter_mul_p.bind(_ones(x.aval), idx, u, axes=axes)), None, None]
-
-
-def zeros_like_value(x):
-    a = aval_of(x)
-    return _wrap(np.zeros(a.shape, a.dtype))
-
-
-def _scatter_extremum(name, mode):
-    p = Primitive(name)
-    p.family = "indexing"
-    p.def_impl(_scatter_impl_for(mode))
-    p.def_abstract_eval(_scatter_abstract_for(name, frozenset(dtypes.INTEGER + dtypes.REAL_FLOATING)))
-    p.def_vmap(_scatter_vmap_for(p))
-    p.no_rule["transpose"] = "not linear"
-
-    @p.def_jvp
-    def _jvp(primals, tangents, *, axes):
-        from .elementwise import convert, safe_div
-
-        x, idx, u = primals
-        tx, _, tu = tangents
-        out = p.bind(x, idx, u, axes=axes)
-        if out.dtype not in dtypes.INEXACT or (type(tx) is Zero and type(tu) is Zero):
-            return out, Zero(aval_of(out))
-        # the result's tangent is the mean of the tangents of every value equal to it (x's and the updates'):
-        # ties share the derivative equally, as for reduce_max and maximum
-        from_x = convert(x == out, out.dtype)
-        from_u = convert(u == gather_p.bind(out, idx, axes=axes), out.dtype)
-        zero = zeros_like_value(x)
-        count = from_x + scatter_add_p.bind(zero, idx, from_u, axes=axes)
-        num = scatter_add_p.bind(instantiate(tx) * from_x, idx, instantiate(tu) * from_u, axes=axes)
-        return out, safe_div(num, count)  # count is 0 only where out is NaN, and num is then 0
-
-    return p
-
-
-scatter_max_p = _scatter_extremum("scatter_max", "max")
-scatter_min_p = _scatter_extremum("scatter_min", "min")
+scatter_add_p.def_vmap(scatter_vmap(scatter_add_p))
+scatter_p.def_vmap(scatter_vmap(scatter_p))
 
 
 def scatter_add(x, idx, updates, axes):
@@ -381,16 +231,169 @@ def scatter(x, idx, updates, axes):
     return scatter_p.bind(x, idx, updates, axes=tuple(int(a) for a in axes))
 
 
-def scatter_mul(x, idx, updates, axes):
-    """``x`` multiplied by ``updates`` at the index tuples ``idx`` (repeated indices multiply in turn)."""
-    return scatter_mul_p.bind(x, idx, updates, axes=tuple(int(a) for a in axes))
+# --- dynamic_slice / dynamic_update_slice ---------------------------------------------------------------------------
+
+dynamic_slice_p = Primitive("dynamic_slice")
+dynamic_slice_p.family = "indexing"
+dynamic_slice_p.no_rule["transpose"] = "linear only in the operand; its transpose is dynamic_update_slice"
 
 
-def scatter_max(x, idx, updates, axes):
-    """``x`` with ``maximum(x, u)`` at the index tuples ``idx`` for every update ``u`` (``np.maximum.at``)."""
-    return scatter_max_p.bind(x, idx, updates, axes=tuple(int(a) for a in axes))
+def _clamped_starts(shape, starts, sizes):
+    return tuple(int(min(max(int(s), 0), n - z)) for n, s, z in zip(shape, starts, sizes))
 
 
-def scatter_min(x, idx, updates, axes):
-    """``x`` with ``minimum(x, u)`` at the index tuples ``idx`` for every update ``u`` (``np.minimum.at``)."""
-    return scatter_min_p.bind(x, idx, updates, axes=tuple(int(a) for a in axes))
+def _ds_impl(x, *starts, slice_sizes):
+    x = np.asarray(x)
+    st = _clamped_starts(x.shape, starts, slice_sizes)
+    return x[tuple(slice(s, s + z) for s, z in zip(st, slice_sizes))]
+
+
+dynamic_slice_p.def_impl(_ds_impl)
+
+
+@dynamic_slice_p.def_abstract_eval
+def _ds_abstract(x, *starts, slice_sizes):
+    if len(starts) != x.ndim or len(slice_sizes) != x.ndim:
+        raise ShapeError(
+            f"dynamic_slice: got {len(starts)} starts and {len(slice_sizes)} slice_sizes for an operand of shape "
+            f"{x.shape}; need {x.ndim} of each"
+        )
+    for s in starts:
+        if s.shape != () or s.dtype not in dtypes.INTEGER:
+            raise ShapeError("dynamic_slice: starts must be integer scalars")
+    if any(not 0 <= z <= n for z, n in zip(slice_sizes, x.shape)):
+        raise ShapeError(f"dynamic_slice: slice_sizes {slice_sizes} exceed the operand shape {x.shape}")
+    return ShapedArray(tuple(slice_sizes), x.dtype)
+
+
+@dynamic_slice_p.def_jvp
+def _ds_jvp(primals, tangents, *, slice_sizes):
+    x, *starts = primals
+    out = dynamic_slice_p.bind(x, *starts, slice_sizes=slice_sizes)
+    if type(tangents[0]) is Zero:
+        return out, Zero(aval_of(out))
+    return out, dynamic_slice_p.bind(tangents[0], *starts, slice_sizes=slice_sizes)
+
+
+dynamic_slice_p.linear = True  # linear in the operand (starts are non-linear index operands)
+
+
+@dynamic_slice_p.def_transpose
+def _ds_transpose(ct, x, *starts, slice_sizes):
+    return [dynamic_update_slice(zeros(x.aval), ct, starts)] + [None] * len(starts)
+
+
+@dynamic_slice_p.def_vmap
+def _ds_vmap(args, dims, *, slice_sizes):
+    x, *starts = args
+    dx, *dstarts = dims
+    if all(d is None for d in dstarts):
+        x = bdim_to_front(x, dx)
+        zero = _wrap(np.zeros((), starts[0].dtype if starts else np.int64))
+        return dynamic_slice_p.bind(x, zero, *starts, slice_sizes=(x.shape[0],) + tuple(slice_sizes)), 0
+    # batched start indices: a gather of the window for every lane
+    size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
+    x = bdim_to_front(x, dx) if dx is not None else broadcast_in_dim(x, (size,) + x.shape, tuple(range(1, x.ndim + 1)))
+    idx = _window_indices(x.shape[1:], starts, dstarts, slice_sizes, size)
+    return gather(x, idx, tuple(range(x.ndim))), 0
+
+
+def _window_indices(shape, starts, dstarts, sizes, batch):
+    """Index tuples (batch, *window, ndim+1) addressing each lane's clamped window; used by batched dynamic ops."""
+    nd = len(shape)
+    out_shape = (batch,) + tuple(sizes)
+    cols = [iota(np.int64, out_shape + (1,), 0)]
+    for i, (s, d, n, z) in enumerate(zip(starts, dstarts, shape, sizes)):
+        s = convert_int(s)
+        s = bdim_to_front(s, d) if d is not None else broadcast_in_dim(s, (batch,), ())
+        s = minimum(maximum(s, _wrap(np.zeros((), np.int64))), _wrap(np.asarray(n - z, np.int64)))
+        base = broadcast_in_dim(s, out_shape + (1,), (0,))
+        cols.append(add(base, iota(np.int64, out_shape + (1,), i + 1)))
+    del nd
+    return concatenate(cols, len(out_shape))
+
+
+def convert_int(s):
+    return convert(s, np.int64) if s.dtype != np.int64 else s
+
+
+@public
+def dynamic_slice(x, starts, slice_sizes, *, op="dynamic_slice"):
+    """``x[s0:s0+z0, ...]`` with traced starts; starts are clamped so the window stays in bounds (as in XLA)."""
+    starts = [s if isinstance(s, Tensor) else _wrap(array_from(s, op=op)) for s in starts]
+    sizes = check_shape(slice_sizes, "dynamic_slice", "slice_sizes")
+    # the eager impl would clamp silently; the abstract rule names what is wrong
+    _ds_abstract(aval_of(x), *[aval_of(s) for s in starts], slice_sizes=sizes)
+    return dynamic_slice_p.bind(x, *starts, slice_sizes=sizes)
+
+
+dynamic_update_slice_p = Primitive("dynamic_update_slice", linear=True)
+dynamic_update_slice_p.family = "indexing"
+
+
+def _dus_impl(x, update, *starts):
+    out = np.array(x, copy=True)
+    st = _clamped_starts(out.shape, starts, update.shape)
+    out[tuple(slice(s, s + z) for s, z in zip(st, update.shape))] = update
+    return out
+
+
+dynamic_update_slice_p.def_impl(_dus_impl)
+
+
+@dynamic_update_slice_p.def_abstract_eval
+def _dus_abstract(x, update, *starts):
+    if update.dtype != x.dtype or update.ndim != x.ndim or any(u > n for u, n in zip(update.shape, x.shape)):
+        raise ShapeError(f"dynamic_update_slice: update {update.str_short()} does not fit into operand {x.str_short()}")
+    if len(starts) != x.ndim:
+        raise ShapeError(f"dynamic_update_slice: need {x.ndim} start indices")
+    return ShapedArray(x.shape, x.dtype)
+
+
+@dynamic_update_slice_p.def_jvp
+def _dus_jvp(primals, tangents):
+    x, u, *starts = primals
+    tx, tu = tangents[0], tangents[1]
+    out = dynamic_update_slice_p.bind(x, u, *starts)
+    if type(tx) is Zero and type(tu) is Zero:
+        return out, Zero(aval_of(out))
+    return out, dynamic_update_slice_p.bind(instantiate(tx), instantiate(tu), *starts)
+
+
+@dynamic_update_slice_p.def_transpose
+def _dus_transpose(ct, x, u, *starts):
+    out = [None, None] + [None] * len(starts)
+    if is_undefined(x):
+        out[0] = dynamic_update_slice_p.bind(ct, zeros(u.aval if is_undefined(u) else aval_of(u)), *starts)
+    if is_undefined(u):
+        out[1] = dynamic_slice_p.bind(ct, *starts, slice_sizes=u.aval.shape)
+    return out
+
+
+@dynamic_update_slice_p.def_vmap
+def _dus_vmap(args, dims):
+    x, u, *starts = args
+    dx, du, *dstarts = dims
+    size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
+
+    def front(a, d):
+        return (
+            bdim_to_front(a, d)
+            if d is not None
+            else broadcast_in_dim(a, (size,) + a.shape, tuple(range(1, a.ndim + 1)))
+        )
+
+    if all(d is None for d in dstarts):
+        zero = _wrap(np.zeros((), starts[0].dtype if starts else np.int64))
+        return dynamic_update_slice_p.bind(front(x, dx), front(u, du), zero, *starts), 0
+    x, u = front(x, dx), front(u, du)
+    idx = _window_indices(x.shape[1:], starts, dstarts, u.shape[1:], size)
+    return scatter(x, idx, u, tuple(range(x.ndim))), 0
+
+
+@public
+def dynamic_update_slice(x, update, starts, *, op="dynamic_update_slice"):
+    """Write ``update`` into ``x`` at traced ``starts`` (clamped so it fits)."""
+    starts = [s if isinstance(s, Tensor) else _wrap(array_from(s, op=op)) for s in starts]
+    _dus_abstract(aval_of(x), aval_of(update), *[aval_of(s) for s in starts])
+    return dynamic_update_slice_p.bind(x, update, *starts)

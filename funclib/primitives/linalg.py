@@ -17,7 +17,6 @@ import numpy as np
 from .. import dtypes
 from ..core import Primitive, ShapedArray, Zero, _state, _wrap, aval_of, is_undefined
 from ..errors import DTypeError, MissingRuleError, ShapeError
-from ._util import bdim_to_front
 from .dot import dot_general
 from .elementwise import (
     complex_from,
@@ -31,12 +30,22 @@ from .elementwise import (
     negative,
     real,
     reciprocal,
-    select,
     subtract,
 )
 from .indexing import gather
-from .reduce import argmax, reduce_sum
-from .shape import broadcast_in_dim, concatenate, iota, pad, reshape, slice_, transpose
+from .reduce import argmax
+from .shape import (
+    bdim_to_front,
+    broadcast_in_dim,
+    concatenate,
+    iota,
+    pad,
+    reduce_sum,
+    reshape,
+    select,
+    slice_,
+    transpose,
+)
 
 _FLOAT = frozenset(dtypes.FLOATING)
 _LOW = (dtypes.float16, dtypes.bfloat16)

@@ -16,8 +16,12 @@ from .. import dtypes
 from ..core import Primitive, ShapedArray, Zero, aval_of
 from ..errors import DTypeError, ShapeError
 from ..kernels import threefry as _tf
-from ._util import bdim_to_front, broadcast_shapes
-from .elementwise import _batch_align, _binary_vmap
+from ._util import broadcast_shapes
+from .elementwise import binary_vmap as _binary_vmap
+from .elementwise import convert, safe_mul
+from .shape import batch_align as _batch_align
+from .shape import bdim_to_front, broadcast_to
+from .transcendental import exp
 
 _U32 = dtypes.uint32
 
@@ -187,8 +191,6 @@ def _param_vmap(p):
     """Key and parameters all get the batch axis in front; an unbatched one is broadcast (shared by lanes)."""
 
     def rule(args, dims, **params):
-        from .shape import broadcast_to
-
         size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
         moved = [
             bdim_to_front(a, d) if d is not None else broadcast_to(a, (size,) + tuple(a.shape))
@@ -241,7 +243,6 @@ def _gamma_jvp(primals, tangents):
     t = tangents[1]
     if type(t) is Zero:
         return z, Zero(aval_of(z))
-    from .elementwise import safe_mul
 
     return z, safe_mul(t, random_gamma_grad_p.bind(alpha, z))
 
@@ -319,7 +320,6 @@ def _truncnorm_abstract(key, lower, upper):
 def _truncnorm_jvp(primals, tangents):
     # x = F^-1(F(a) + u (F(b) - F(a))) with u the element's uniform, so dx/da = (1 - u) pdf(a) / pdf(x) and
     # dx/db = u pdf(b) / pdf(x); the pdf ratios are exp((x^2 - a^2) / 2), finite in the tails
-    from .elementwise import convert, exp
 
     key, lo, hi = primals
     _, t_lo, t_hi = tangents

@@ -1,8 +1,9 @@
-"""Reductions (sum, max, min, prod, and, or), argmax/argmin, and cumsum.
+"""Reductions (max, min, prod, and, or), argmax/argmin, cumsum, and associative scans.
 
-Only ``cumsum`` of the cumulative family is a primitive (it is linear, with its own kernel); cumprod, cummax,
-cummin and logcumsumexp are associative scans over primitives in ``funclib.ops``, so their derivatives are exact
-(also at zeros and ties) with no rules of their own.
+``reduce_sum`` is in ``shape.py``, beside broadcast_in_dim, its transpose. Only ``cumsum`` of the cumulative family
+is a primitive (it is linear, with its own kernel); cumprod, cummax, cummin and logcumsumexp are associative scans
+(``cumulative``) over primitives, so their derivatives are exact (also at zeros and ties) with no rules of their
+own.
 """
 
 from __future__ import annotations
@@ -10,27 +11,23 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes
-from ..core import Primitive, ShapedArray, Tensor, Zero, _state, _wrap, aval_of
+from ..core import Primitive, ShapedArray, Zero, aval_of
 from ..errors import DTypeError, ShapeError
 from ..kernels import lowp
-from ._util import bdim_to_front
-
-
-def _check_axes(op, x, axes):
-    if len(set(axes)) != len(axes) or any(not 0 <= a < x.ndim for a in axes):
-        raise ShapeError(f"{op}: axes {axes} invalid for an operand of rank {x.ndim} (shape {x.shape})")
-
-
-def _drop(shape, axes):
-    return tuple(d for i, d in enumerate(shape) if i not in axes)
-
-
-def _reduce_vmap(p):
-    def rule(args, dims, *, axes, **params):
-        x = bdim_to_front(args[0], dims[0])
-        return p.bind(x, axes=tuple(a + 1 for a in axes), **params), 0
-
-    return rule
+from ._util import check_axes, drop_axes
+from .elementwise import convert, divide, equal, multiply, safe_mul
+from .shape import (
+    bdim_to_front,
+    concatenate,
+    full,
+    keepdims_broadcast,
+    reduce_sum_p,
+    reduce_vmap,
+    reshape,
+    rev,
+    slice_,
+    transpose,
+)
 
 
 def reduction(name, np_fn, ok, *, needs_identity=False):
@@ -50,12 +47,12 @@ def reduction(name, np_fn, ok, *, needs_identity=False):
     def _abstract(x, *, axes):
         if x.dtype not in ok:
             raise DTypeError(f"{name}: unsupported dtype {x.dtype.name}")
-        _check_axes(name, x, axes)
+        check_axes(name, x, axes)
         if needs_identity and any(x.shape[a] == 0 for a in axes):
             raise ShapeError(f"{name}: a zero-size axis in shape {x.shape} has no identity; pass a non-empty array")
-        return ShapedArray(_drop(x.shape, axes), x.dtype)
+        return ShapedArray(drop_axes(x.shape, axes), x.dtype)
 
-    p.def_vmap(_reduce_vmap(p))
+    p.def_vmap(reduce_vmap(p))
     return p
 
 
@@ -64,9 +61,7 @@ FLOAT = frozenset(dtypes.FLOATING + dtypes.FLOAT8)
 NUMERIC = frozenset(dtypes.NUMERIC) | LOWP
 REAL = frozenset(dtypes.INTEGER + dtypes.REAL_FLOATING) | LOWP
 
-# the ufuncs' reduce methods directly: what np.sum/np.max/... call, without their Python dispatch layer
-reduce_sum_p = reduction("reduce_sum", lambda x, a: np.add.reduce(x, axis=a, dtype=x.dtype), NUMERIC)
-reduce_sum_p.linear = True
+# the ufuncs' reduce methods directly: what np.max/np.prod/... call, without their Python dispatch layer
 reduce_max_p = reduction(
     "reduce_max", lambda x, a: np.maximum.reduce(x, axis=a), REAL | {dtypes.bool_}, needs_identity=True
 )
@@ -78,18 +73,6 @@ reduce_and_p = reduction("reduce_and", lambda x, a: np.logical_and.reduce(x, axi
 reduce_or_p = reduction("reduce_or", lambda x, a: np.logical_or.reduce(x, axis=a), frozenset(dtypes.BOOL))
 for _p in (reduce_max_p, reduce_min_p, reduce_prod_p, reduce_and_p, reduce_or_p):
     _p.no_rule["transpose"] = "not linear"
-
-
-def reduce_sum(x, axes):
-    """Sum over ``axes`` (a tuple of non-negative ints), keeping the dtype."""
-    axes = tuple(sorted(map(int, axes)))
-    if not axes:
-        return x
-    if _state.trace is None and type(x) is Tensor:
-        v = x._value
-        if v.dtype in NUMERIC and v.dtype not in LOWP:
-            return _wrap(np.asarray(np.add.reduce(v, axis=axes, dtype=v.dtype)))
-    return reduce_sum_p.bind(x, axes=axes)
 
 
 def reduce_max(x, axes):
@@ -112,37 +95,14 @@ def reduce_or(x, axes):
     return reduce_or_p.bind(x, axes=tuple(sorted(map(int, axes))))
 
 
-def _keepdims_bcast(y, shape, axes):
-    from .shape import broadcast_in_dim
-
-    kept = tuple(i for i in range(len(shape)) if i not in axes)
-    return broadcast_in_dim(y, shape, kept)
-
-
-@reduce_sum_p.def_jvp
-def _sum_jvp(primals, tangents, *, axes):
-    out = reduce_sum_p.bind(primals[0], axes=axes)
-    t = tangents[0]
-    if type(t) is Zero:
-        return out, Zero(aval_of(out))
-    return out, reduce_sum_p.bind(t, axes=axes)
-
-
-@reduce_sum_p.def_transpose
-def _sum_transpose(ct, x, *, axes):
-    return [_keepdims_bcast(ct, x.aval.shape, axes)]
-
-
 def _minmax_jvp(p):
     def rule(primals, tangents, *, axes):
-        from .elementwise import convert, divide, equal
-
         (x,), (t,) = primals, tangents
         out = p.bind(x, axes=axes)
         if type(t) is Zero or out.dtype not in FLOAT:
             return out, Zero(aval_of(out))
         # the tangent of the extremum is the mean tangent over the tied positions
-        mask = convert(equal(x, _keepdims_bcast(out, x.shape, axes)), x.dtype)
+        mask = convert(equal(x, keepdims_broadcast(out, x.shape, axes)), x.dtype)
         num = reduce_sum_p.bind(t * mask, axes=axes)
         return out, divide(num, reduce_sum_p.bind(mask, axes=axes))
 
@@ -155,10 +115,6 @@ reduce_min_p.def_jvp(_minmax_jvp(reduce_min_p))
 
 @reduce_prod_p.def_jvp
 def _prod_jvp(primals, tangents, *, axes):
-    from ..ops.reductions import cumprod
-    from .elementwise import multiply, safe_mul
-    from .shape import concatenate, full, reshape, rev, slice_, transpose
-
     (x,), (t,) = primals, tangents
     out = reduce_prod_p.bind(x, axes=axes)
     n = int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
@@ -174,7 +130,7 @@ def _prod_jvp(primals, tangents, *, axes):
         return reshape(transpose(v, kept + tuple(axes)), lead + (n,))
 
     def exclusive(v):
-        c = cumprod(v, last)
+        c = cumulative(multiply, v, last)
         return concatenate([full(lead + (1,), 1, x.dtype), slice_(c, (0,) * v.ndim, lead + (n - 1,))], last)
 
     xf = flat(x)
@@ -217,7 +173,7 @@ def _arg_prim(name, np_fn):
             raise ShapeError(f"{name}: axis {axis} out of range for shape {x.shape}")
         if x.shape[axis] == 0:
             raise ShapeError(f"{name}: axis {axis} of shape {x.shape} is empty")
-        return ShapedArray(_drop(x.shape, (axis,)), index_dtype)
+        return ShapedArray(drop_axes(x.shape, (axis,)), index_dtype)
 
     @p.def_jvp
     def _jvp(primals, tangents, **params):
@@ -288,3 +244,25 @@ def _cumsum_vmap(args, dims, *, axis, reverse):
 
 def cumsum(x, axis: int, reverse: bool = False):
     return cumsum_p.bind(x, axis=int(axis), reverse=bool(reverse))
+
+
+def cumulative(fn, x, axis: int):
+    """Inclusive scan of an associative ``fn`` along ``axis`` by recursive doubling (log2(n) steps).
+
+    Built from slices, concatenations and ``fn``, so it differentiates exactly wherever ``fn`` does.
+    """
+    n = x.shape[axis]
+    shift = 1
+    while shift < n:
+        lo, hi = [0] * x.ndim, list(x.shape)
+        hi[axis] = n - shift
+        head = slice_(x, lo, hi)
+        lo2 = [0] * x.ndim
+        lo2[axis] = shift
+        tail = slice_(x, lo2, list(x.shape))
+        combined = fn(head, tail)
+        keep_hi = list(x.shape)
+        keep_hi[axis] = shift
+        x = concatenate([slice_(x, [0] * x.ndim, keep_hi), combined], axis)
+        shift *= 2
+    return x

@@ -18,7 +18,9 @@ from .. import dtypes
 from ..core import Primitive, ShapedArray, Zero, _wrap, aval_of, is_undefined
 from ..errors import DTypeError, ShapeError
 from ..kernels import sparse as K
-from ._util import bdim_to_front
+from .elementwise import add, bitwise_and, convert, equal, greater_equal, less, multiply, safe_div
+from .indexing import gather
+from .shape import bdim_to_front, broadcast_in_dim, full, iota, reshape, select, transpose
 
 _NUMERIC = frozenset(dtypes.NUMERIC + dtypes.LOW_PRECISION) - frozenset(dtypes.COMPLEX)
 _INT_IDS = frozenset(dtypes.INTEGER)
@@ -49,12 +51,7 @@ def _vmap_for(p):
             # one segmentation for every lane: the batch rides along as an extra column axis
             data = bdim_to_front(data, dd)
             perm = (1, 0) + tuple(range(2, data.ndim))
-            from .shape import transpose
-
             return p.bind(transpose(data, perm), ids, num_segments=num_segments), 1
-        from .elementwise import add, bitwise_and, convert, greater_equal, less, multiply, select
-        from .shape import broadcast_in_dim, iota, reshape
-
         ids = bdim_to_front(ids, di)
         b, n = ids.shape
         if dd is None:
@@ -99,10 +96,6 @@ for _p in (segment_max_p, segment_min_p):
 def _take_rows(x, ids, num_segments):
     """``x[ids]`` along axis 0, with zero rows where ``ids`` is out of range (the transpose of segment_sum), and
     the mask of the in-range rows, broadcast to the result's shape."""
-    from .elementwise import bitwise_and, greater_equal, less, select
-    from .indexing import gather
-    from .shape import broadcast_in_dim, full, reshape
-
     if num_segments == 0:  # every id is out of range
         shape = (ids.shape[0],) + tuple(x.shape[1:])
         return full(shape, 0, x.dtype), full(shape, False, np.bool_)
@@ -136,8 +129,6 @@ def _sum_transpose(ct, data, ids, *, num_segments):
 
 def _extremum_jvp(p):
     def rule(primals, tangents, *, num_segments):
-        from .elementwise import bitwise_and, convert, equal, safe_div
-
         data, ids = primals
         out = p.bind(data, ids, num_segments=num_segments)
         t = tangents[0]

@@ -1,5 +1,9 @@
-"""Shape primitives: broadcast_in_dim, reshape, transpose, rev, concatenate, pad, slice, dynamic_slice,
-dynamic_update_slice, iota. All but iota are linear."""
+"""The structural primitives every family's rules are written with: broadcast_in_dim, reshape, transpose, rev,
+concatenate, pad, slice, iota, select, and reduce_sum (broadcasting's transpose), with the helpers on them
+(moving batch axes, zeros, unbroadcasting). All but iota are linear.
+
+This is the lowest family: its rules use only its own primitives, so every other family may use them.
+"""
 
 from __future__ import annotations
 
@@ -8,11 +12,11 @@ import math
 import numpy as np
 
 from .. import dtypes
-from ..checks import check_shape
-from ..core import Primitive, ShapedArray, Tensor, Zero, _state, _wrap, aval_of, is_undefined
-from ..errors import ShapeError
-from ._util import bdim_to_front, instantiate, moveaxis
-from .reduce import reduce_sum
+from ..core import Primitive, ShapedArray, Tensor, Tracer, Zero, _state, _wrap, aval_of, is_undefined
+from ..errors import DTypeError, ShapeError
+from ..kernels import lowp
+from ..kernels.fusion import Lowering
+from ._util import broadcast_shapes, check_axes, drop_axes
 
 
 def _linear_jvp(p):
@@ -35,6 +39,61 @@ def _shape_tuple(shape, op):
     if out and min(out) < 0:
         raise ShapeError(f"{op}: negative dimension in shape {out}")
     return out
+
+
+# --- helpers on the structural primitives -----------------------------------------------------------------------
+
+
+def moveaxis(x, src: int, dst: int):
+    if src == dst:
+        return x
+    perm = [i for i in range(x.ndim) if i != src]
+    perm.insert(dst, src)
+    return transpose(x, tuple(perm))
+
+
+def bdim_to_front(x, d):
+    """Move batch axis ``d`` (or None) to axis 0."""
+    return x if d is None or d == 0 else moveaxis(x, d, 0)
+
+
+def batch_align(x, d, rank):
+    """Move the batch axis to 0 and pad the logical rank to ``rank`` so NumPy broadcasting lines up."""
+    if d is None:
+        return x
+    x = moveaxis(x, d, 0)
+    pad = rank - (x.ndim - 1)
+    if pad > 0:
+        x = reshape(x, (x.shape[0],) + (1,) * pad + x.shape[1:])
+    return x
+
+
+def zeros(aval: ShapedArray):
+    if not aval.shape:
+        # a scalar constant is the same under every transform; larger zeros broadcast one, so that jit does not
+        # capture an array of them
+        return _wrap(np.zeros((), aval.dtype))
+    return broadcast_in_dim(_wrap(np.zeros((), aval.dtype)), aval.shape, ())
+
+
+def instantiate(t, primal=None):
+    """Turn a symbolic ``Zero`` into an array of zeros."""
+    if type(t) is Zero:
+        return zeros(t.aval)
+    return t
+
+
+def unbroadcast(ct, aval: ShapedArray):
+    """Sum ``ct`` down to ``aval.shape`` (the cotangent of an implicit broadcast)."""
+    shape = aval.shape
+    if ct.shape == shape:
+        return ct
+    lead = ct.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(
+        lead + i for i, d in enumerate(shape) if d == 1 and ct.shape[lead + i] != 1
+    )
+    out = reduce_sum(ct, axes) if axes else ct
+    return reshape(out, shape) if out.shape != shape else out
 
 
 # --- broadcast_in_dim ---------------------------------------------------------------------------------------------
@@ -206,6 +265,78 @@ def transpose(x, permutation):
     return transpose_p.bind(x, permutation=perm)
 
 
+# --- reduce_sum: broadcast_in_dim's transpose ---------------------------------------------------------------------
+
+LOWP = frozenset(dtypes.LOW_PRECISION)
+NUMERIC = frozenset(dtypes.NUMERIC) | LOWP
+
+reduce_sum_p = Primitive("reduce_sum", linear=True)
+reduce_sum_p.family = "reduction"
+reduce_sum_p.kernel = "reduce_sum"
+
+
+@reduce_sum_p.def_impl
+def _sum_impl(x, *, axes):
+    # the ufunc's reduce method directly: what np.sum calls, without its Python dispatch layer
+    x = np.asarray(x)
+    if x.dtype in LOWP:  # accumulate in float32 (int8 for int4) and round back
+        return np.asarray(lowp.compute(lambda w: np.asarray(np.add.reduce(w, axis=axes, dtype=w.dtype)), x))
+    return np.asarray(np.add.reduce(x, axis=axes, dtype=x.dtype))
+
+
+@reduce_sum_p.def_abstract_eval
+def _sum_abstract(x, *, axes):
+    if x.dtype not in NUMERIC:
+        raise DTypeError(f"reduce_sum: unsupported dtype {x.dtype.name}")
+    check_axes("reduce_sum", x, axes)
+    return ShapedArray(drop_axes(x.shape, axes), x.dtype)
+
+
+@reduce_sum_p.def_jvp
+def _sum_jvp(primals, tangents, *, axes):
+    out = reduce_sum_p.bind(primals[0], axes=axes)
+    t = tangents[0]
+    if type(t) is Zero:
+        return out, Zero(aval_of(out))
+    return out, reduce_sum_p.bind(t, axes=axes)
+
+
+@reduce_sum_p.def_transpose
+def _sum_transpose(ct, x, *, axes):
+    return [keepdims_broadcast(ct, x.aval.shape, axes)]
+
+
+def reduce_vmap(p):
+    """The vmap rule of a reduction over static ``axes``: move the batch axis to the front, shift the axes."""
+
+    def rule(args, dims, *, axes, **params):
+        x = bdim_to_front(args[0], dims[0])
+        return p.bind(x, axes=tuple(a + 1 for a in axes), **params), 0
+
+    return rule
+
+
+reduce_sum_p.def_vmap(reduce_vmap(reduce_sum_p))
+
+
+def reduce_sum(x, axes):
+    """Sum over ``axes`` (a tuple of non-negative ints), keeping the dtype."""
+    axes = tuple(sorted(map(int, axes)))
+    if not axes:
+        return x
+    if _state.trace is None and type(x) is Tensor:
+        v = x._value
+        if v.dtype in NUMERIC and v.dtype not in LOWP:
+            return _wrap(np.asarray(np.add.reduce(v, axis=axes, dtype=v.dtype)))
+    return reduce_sum_p.bind(x, axes=axes)
+
+
+def keepdims_broadcast(y, shape, axes):
+    """Broadcast the result ``y`` of a reduction over ``axes`` back to the operand's ``shape``."""
+    kept = tuple(i for i in range(len(shape)) if i not in axes)
+    return broadcast_in_dim(y, shape, kept)
+
+
 # --- rev --------------------------------------------------------------------------------------------------------------
 
 rev_p = Primitive("rev", linear=True)
@@ -338,8 +469,6 @@ pad_p.def_jvp(_linear_jvp(pad_p))
 
 @pad_p.def_transpose
 def _pad_transpose(ct, x, padding_value, *, padding_config):
-    from .reduce import reduce_sum
-
     out = [None, None]
     if is_undefined(x):
         unpad = pad_p.bind(
@@ -347,18 +476,17 @@ def _pad_transpose(ct, x, padding_value, *, padding_config):
             _wrap(np.zeros((), ct.dtype)),
             padding_config=tuple((-lo, -hi, 0) for lo, hi, _ in padding_config),
         )
-        ct_x = slice_(unpad, (0,) * ct.ndim, unpad.shape, tuple(i + 1 for _, _, i in padding_config))
-        out[0] = ct_x
+        out[0] = slice_(unpad, (0,) * ct.ndim, unpad.shape, tuple(i + 1 for _, _, i in padding_config))
     if is_undefined(padding_value):
-        total = reduce_sum(ct, tuple(range(ct.ndim)))
-        if is_undefined(x):
-            total = total - reduce_sum(out[0], tuple(range(out[0].ndim)))
-        else:
-            inner = pad_p.bind(
-                full(aval_of(x).shape, 1, ct.dtype), _wrap(np.zeros((), ct.dtype)), padding_config=padding_config
-            )
-            total = reduce_sum(ct * (1 - inner), tuple(range(ct.ndim)))
-        out[1] = total
+        # the padding value's cotangent: the sum of ct over the cells it fills (a mask of x's cells, not a
+        # difference of sums, so no cancellation and an exact zero where ct is zero)
+        x_shape = x.aval.shape if is_undefined(x) else aval_of(x).shape
+        from_x = pad_p.bind(
+            broadcast_in_dim(_wrap(np.ones((), np.bool_)), x_shape, ()),
+            _wrap(np.zeros((), np.bool_)),
+            padding_config=padding_config,
+        )
+        out[1] = reduce_sum(select(from_x, _wrap(np.zeros((), ct.dtype)), ct), tuple(range(ct.ndim)))
     return out
 
 
@@ -369,8 +497,6 @@ def _pad_vmap(args, dims, *, padding_config):
         x = bdim_to_front(x, dx)
         return pad_p.bind(x, v, padding_config=((0, 0, 0),) + tuple(padding_config)), 0
     # batched padding value: pad with zeros, then fill the padded cells from a mask
-    from .elementwise import select
-
     size = v.shape[dv]
     x = bdim_to_front(x, dx) if dx is not None else broadcast_in_dim(x, (size,) + x.shape, tuple(range(1, x.ndim + 1)))
     v = bdim_to_front(v, dv)
@@ -428,8 +554,6 @@ def _slice_transpose(ct, x, *, start_indices, limit_indices, strides):
         used = s + (c - 1) * st + 1 if c else s
         cfg.append((s, n - used, st - 1) if c else (0, n, 0))
     if any(c == 0 for c in ct.shape):
-        from ._util import zeros
-
         return [zeros(x.aval)]
     return [pad(ct, _wrap(np.zeros((), ct.dtype)), cfg)]
 
@@ -458,186 +582,87 @@ def slice_(x, start_indices, limit_indices, strides=None):
     return slice_p.bind(x, start_indices=start, limit_indices=limit, strides=strides)
 
 
-# --- dynamic_slice / dynamic_update_slice ---------------------------------------------------------------------------
+# --- select ----------------------------------------------------------------------------------------------------
+# where(pred, x, y) on operands of one dtype; in a fused kernel, a conditional expression
 
-dynamic_slice_p = Primitive("dynamic_slice")
-dynamic_slice_p.family = "shape"
-dynamic_slice_p.no_rule["transpose"] = "linear only in the operand; its transpose is dynamic_update_slice"
-
-
-def _clamped_starts(shape, starts, sizes):
-    return tuple(int(min(max(int(s), 0), n - z)) for n, s, z in zip(shape, starts, sizes))
+select_p = Primitive("select", linear=True)
+select_p.family = "select"
+select_p.def_lowering(Lowering("({1} if {0} else {2})", exact=True))
 
 
-def _ds_impl(x, *starts, slice_sizes):
-    x = np.asarray(x)
-    st = _clamped_starts(x.shape, starts, slice_sizes)
-    return x[tuple(slice(s, s + z) for s, z in zip(st, slice_sizes))]
+_BLEND_MIN_SIZE = 512
+_UINT = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32), 8: np.dtype(np.uint64)}
 
 
-dynamic_slice_p.def_impl(_ds_impl)
+@select_p.def_impl
+def _select_impl(pred, x, y):
+    pred, x, y = np.asarray(pred), np.asarray(x), np.asarray(y)
+    d = x.dtype
+    u = _UINT.get(d.itemsize)
+    if (
+        u is None
+        or d != y.dtype
+        or d.hasobject
+        or pred.dtype != np.bool_
+        or max(pred.size, x.size, y.size) < _BLEND_MIN_SIZE
+    ):
+        return np.where(pred, x, y)
+    # np.where branches per element (5x slower on an unpredictable mask, e.g. relu's); blending the bits as
+    # unsigned integers does not: y ^ ((x ^ y) * pred), which is x's bits where pred holds and y's elsewhere
+    xb, yb = x.view(u), y.view(u)
+    if y.ndim == 0 and not yb:
+        return np.multiply(xb, pred, dtype=u).view(d)
+    out = np.bitwise_xor(xb, yb)
+    shape = np.broadcast_shapes(pred.shape, out.shape)
+    out = np.multiply(out, pred, dtype=u, out=out if out.shape == shape else None)
+    out ^= yb
+    return out.view(d)
 
 
-@dynamic_slice_p.def_abstract_eval
-def _ds_abstract(x, *starts, slice_sizes):
-    if len(starts) != x.ndim or len(slice_sizes) != x.ndim:
-        raise ShapeError(
-            f"dynamic_slice: got {len(starts)} starts and {len(slice_sizes)} slice_sizes for an operand of shape "
-            f"{x.shape}; need {x.ndim} of each"
-        )
-    for s in starts:
-        if s.shape != () or s.dtype not in dtypes.INTEGER:
-            raise ShapeError("dynamic_slice: starts must be integer scalars")
-    if any(not 0 <= z <= n for z, n in zip(slice_sizes, x.shape)):
-        raise ShapeError(f"dynamic_slice: slice_sizes {slice_sizes} exceed the operand shape {x.shape}")
-    return ShapedArray(tuple(slice_sizes), x.dtype)
+@select_p.def_abstract_eval
+def _select_abstract(pred, x, y):
+    if pred.dtype != dtypes.bool_:
+        raise DTypeError(f"select: the condition must be boolean, got {pred.dtype.name}; compare it first (x > 0)")
+    if x.dtype != y.dtype:
+        raise DTypeError(f"select: branches must have one dtype, got {x.dtype.name} and {y.dtype.name}")
+    ps, xs, ys = pred.shape, x.shape, y.shape
+    if (ps == xs or not ps) and (ys == xs or not ys):
+        return ShapedArray(xs, x.dtype)
+    return ShapedArray(broadcast_shapes(ps, xs, ys, op="where"), x.dtype)
 
 
-@dynamic_slice_p.def_jvp
-def _ds_jvp(primals, tangents, *, slice_sizes):
-    x, *starts = primals
-    out = dynamic_slice_p.bind(x, *starts, slice_sizes=slice_sizes)
-    if type(tangents[0]) is Zero:
+@select_p.def_jvp
+def _select_jvp(primals, tangents):
+    pred, x, y = primals
+    _, tx, ty = tangents
+    out = select_p.bind(pred, x, y)
+    if (type(tx) is Zero and type(ty) is Zero) or out.dtype not in dtypes.FLOATING:
         return out, Zero(aval_of(out))
-    return out, dynamic_slice_p.bind(tangents[0], *starts, slice_sizes=slice_sizes)
+    tx = instantiate(tx) if type(tx) is Zero else tx
+    ty = instantiate(ty) if type(ty) is Zero else ty
+    return out, broadcast_to(select_p.bind(pred, tx, ty), out.shape)
 
 
-dynamic_slice_p.linear = True  # linear in the operand (starts are non-linear index operands)
+@select_p.def_transpose
+def _select_transpose(ct, pred, x, y):
+    if is_undefined(pred):
+        raise TypeError("select: the condition is not differentiable")
+    z = _wrap(np.zeros((), ct.dtype))
+    cx = unbroadcast(select_p.bind(pred, ct, z), x.aval) if is_undefined(x) else None
+    cy = unbroadcast(select_p.bind(pred, z, ct), y.aval) if is_undefined(y) else None
+    return [None, cx, cy]
 
 
-@dynamic_slice_p.def_transpose
-def _ds_transpose(ct, x, *starts, slice_sizes):
-    from ._util import zeros
-
-    return [dynamic_update_slice(zeros(x.aval), ct, starts)] + [None] * len(starts)
-
-
-@dynamic_slice_p.def_vmap
-def _ds_vmap(args, dims, *, slice_sizes):
-    x, *starts = args
-    dx, *dstarts = dims
-    if all(d is None for d in dstarts):
-        x = bdim_to_front(x, dx)
-        zero = _wrap(np.zeros((), starts[0].dtype if starts else np.int64))
-        return dynamic_slice_p.bind(x, zero, *starts, slice_sizes=(x.shape[0],) + tuple(slice_sizes)), 0
-    # batched start indices: a gather of the window for every lane
-    from .indexing import gather
-
-    size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
-    x = bdim_to_front(x, dx) if dx is not None else broadcast_in_dim(x, (size,) + x.shape, tuple(range(1, x.ndim + 1)))
-    idx = _window_indices(x.shape[1:], starts, dstarts, slice_sizes, size)
-    return gather(x, idx, tuple(range(x.ndim))), 0
+@select_p.def_vmap
+def _select_vmap(args, dims):
+    shapes = [a.shape if d is None else a.shape[:d] + a.shape[d + 1 :] for a, d in zip(args, dims)]
+    rank = max(len(s) for s in shapes)
+    return select_p.bind(*[batch_align(a, d, rank) for a, d in zip(args, dims)]), 0
 
 
-def _window_indices(shape, starts, dstarts, sizes, batch):
-    """Index tuples (batch, *window, ndim+1) addressing each lane's clamped window; used by batched dynamic ops."""
-    from .elementwise import add, maximum, minimum
-
-    nd = len(shape)
-    out_shape = (batch,) + tuple(sizes)
-    cols = [iota(np.int64, out_shape + (1,), 0)]
-    for i, (s, d, n, z) in enumerate(zip(starts, dstarts, shape, sizes)):
-        s = convert_int(s)
-        s = bdim_to_front(s, d) if d is not None else broadcast_in_dim(s, (batch,), ())
-        s = minimum(maximum(s, _wrap(np.zeros((), np.int64))), _wrap(np.asarray(n - z, np.int64)))
-        base = broadcast_in_dim(s, out_shape + (1,), (0,))
-        cols.append(add(base, iota(np.int64, out_shape + (1,), i + 1)))
-    del nd
-    return concatenate(cols, len(out_shape))
-
-
-def convert_int(s):
-    from .elementwise import convert
-
-    return convert(s, np.int64) if s.dtype != np.int64 else s
-
-
-def dynamic_slice(x, starts, slice_sizes):
-    """``x[s0:s0+z0, ...]`` with traced starts; starts are clamped so the window stays in bounds (as in XLA)."""
-    from ..ops.creation import asarray
-
-    starts = [asarray(s) if not isinstance(s, Tensor) else s for s in starts]
-    sizes = check_shape(slice_sizes, "dynamic_slice", "slice_sizes")
-    # the eager impl would clamp silently; the abstract rule names what is wrong
-    _ds_abstract(aval_of(x), *[aval_of(s) for s in starts], slice_sizes=sizes)
-    return dynamic_slice_p.bind(x, *starts, slice_sizes=sizes)
-
-
-dynamic_update_slice_p = Primitive("dynamic_update_slice", linear=True)
-dynamic_update_slice_p.family = "shape"
-
-
-def _dus_impl(x, update, *starts):
-    out = np.array(x, copy=True)
-    st = _clamped_starts(out.shape, starts, update.shape)
-    out[tuple(slice(s, s + z) for s, z in zip(st, update.shape))] = update
-    return out
-
-
-dynamic_update_slice_p.def_impl(_dus_impl)
-
-
-@dynamic_update_slice_p.def_abstract_eval
-def _dus_abstract(x, update, *starts):
-    if update.dtype != x.dtype or update.ndim != x.ndim or any(u > n for u, n in zip(update.shape, x.shape)):
-        raise ShapeError(f"dynamic_update_slice: update {update.str_short()} does not fit into operand {x.str_short()}")
-    if len(starts) != x.ndim:
-        raise ShapeError(f"dynamic_update_slice: need {x.ndim} start indices")
-    return ShapedArray(x.shape, x.dtype)
-
-
-@dynamic_update_slice_p.def_jvp
-def _dus_jvp(primals, tangents):
-    x, u, *starts = primals
-    tx, tu = tangents[0], tangents[1]
-    out = dynamic_update_slice_p.bind(x, u, *starts)
-    if type(tx) is Zero and type(tu) is Zero:
-        return out, Zero(aval_of(out))
-    return out, dynamic_update_slice_p.bind(instantiate(tx), instantiate(tu), *starts)
-
-
-@dynamic_update_slice_p.def_transpose
-def _dus_transpose(ct, x, u, *starts):
-    from ._util import zeros
-
-    out = [None, None] + [None] * len(starts)
-    if is_undefined(x):
-        out[0] = dynamic_update_slice_p.bind(ct, zeros(u.aval if is_undefined(u) else aval_of(u)), *starts)
-    if is_undefined(u):
-        out[1] = dynamic_slice_p.bind(ct, *starts, slice_sizes=u.aval.shape)
-    return out
-
-
-@dynamic_update_slice_p.def_vmap
-def _dus_vmap(args, dims):
-    x, u, *starts = args
-    dx, du, *dstarts = dims
-    size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
-
-    def front(a, d):
-        return (
-            bdim_to_front(a, d)
-            if d is not None
-            else broadcast_in_dim(a, (size,) + a.shape, tuple(range(1, a.ndim + 1)))
-        )
-
-    if all(d is None for d in dstarts):
-        zero = _wrap(np.zeros((), starts[0].dtype if starts else np.int64))
-        return dynamic_update_slice_p.bind(front(x, dx), front(u, du), zero, *starts), 0
-    from .indexing import scatter
-
-    x, u = front(x, dx), front(u, du)
-    idx = _window_indices(x.shape[1:], starts, dstarts, u.shape[1:], size)
-    return scatter(x, idx, u, tuple(range(x.ndim))), 0
-
-
-def dynamic_update_slice(x, update, starts):
-    """Write ``update`` into ``x`` at traced ``starts`` (clamped so it fits)."""
-    from ..ops.creation import asarray
-
-    starts = [asarray(s) if not isinstance(s, Tensor) else s for s in starts]
-    _dus_abstract(aval_of(x), aval_of(update), *[aval_of(s) for s in starts])
-    return dynamic_update_slice_p.bind(x, update, *starts)
+def select(pred, x, y):
+    """``where(pred, x, y)`` on operands of one dtype (no promotion)."""
+    return select_p.bind(pred, x, y)
 
 
 # --- iota -----------------------------------------------------------------------------------------------------------
@@ -673,22 +698,24 @@ def iota(dtype, shape, dimension: int = 0):
 
 
 def full(shape, fill_value, dtype):
-    """A tensor of ``shape`` filled with the scalar ``fill_value``."""
+    """A tensor of ``shape`` filled with the scalar ``fill_value`` (a number, or a 0-d tensor; a traced one must
+    have ``dtype`` already)."""
     shape = _shape_tuple(shape, "full")
     dtype = dtypes.canonicalize(dtype)
     if dtype in dtypes.LOW_PRECISION and not isinstance(fill_value, Tensor):
-        from ..kernels import lowp
-
         fill_value = lowp.astype(np.asarray(fill_value), dtype)  # saturating (float8) or wrapping (int4)
     if _state.trace is None and not isinstance(fill_value, Tensor):
         return _wrap(np.full(shape, fill_value, dtype=dtype))
-    if isinstance(fill_value, Tensor):
-        from .elementwise import convert
-
-        v = convert(fill_value, dtype)
-    else:
-        v = _wrap(np.asarray(fill_value, dtype=dtype))
-    return broadcast_in_dim(v, shape, ())
+    if not isinstance(fill_value, Tensor):
+        fill_value = _wrap(np.asarray(fill_value, dtype=dtype))
+    elif fill_value.dtype != dtype:
+        if isinstance(fill_value, Tracer):
+            raise DTypeError(
+                f"full: the traced fill value is {fill_value.dtype.name}, not {dtype.name}; convert it first "
+                "(fl.astype)"
+            )
+        fill_value = _wrap(fill_value._value.astype(dtype))
+    return broadcast_in_dim(fill_value, shape, ())
 
 
 def squeeze(x, dimensions):
@@ -706,5 +733,3 @@ def expand_dims(x, dimensions):
         shape.insert(d, 1)
     return reshape(x, tuple(shape))
 
-
-__all__ = ["moveaxis"]

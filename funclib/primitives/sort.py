@@ -9,7 +9,8 @@ import numpy as np
 
 from ..core import Primitive, ShapedArray, Zero, aval_of
 from ..errors import DTypeError, ShapeError
-from ._util import bdim_to_front
+from .indexing import gather
+from .shape import bdim_to_front, broadcast_in_dim, concatenate, iota
 
 sort_p = Primitive("sort", multiple_results=True)
 sort_p.family = "sort"
@@ -58,9 +59,6 @@ def _sort_abstract(*operands, dimension, num_keys):
 
 @sort_p.def_jvp
 def _sort_jvp(primals, tangents, *, dimension, num_keys):
-    from .indexing import gather
-    from .shape import concatenate, iota
-
     shape = primals[0].shape
     perm_in = iota(np.int64, shape, dimension)
     *outs, perm = sort_p.bind(*primals, perm_in, dimension=dimension, num_keys=num_keys)
@@ -80,8 +78,6 @@ def _sort_jvp(primals, tangents, *, dimension, num_keys):
 
 @sort_p.def_vmap
 def _sort_vmap(args, dims, *, dimension, num_keys):
-    from .shape import broadcast_in_dim
-
     size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
     moved = [
         bdim_to_front(a, d) if d is not None else broadcast_in_dim(a, (size,) + a.shape, tuple(range(1, a.ndim + 1)))

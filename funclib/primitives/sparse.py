@@ -23,7 +23,11 @@ from .. import dtypes
 from ..core import Primitive, ShapedArray, Zero, _wrap, aval_of, concrete_or_none, is_undefined
 from ..errors import DTypeError, ShapeError
 from ..kernels import sparse as K
-from ._util import bdim_to_front
+from .elementwise import add, bitwise_and, convert, greater_equal, less, multiply
+from .reduce import cumsum
+from .segment import segment_sum_p
+from .shape import bdim_to_front, broadcast_in_dim, full, iota, reshape, select, slice_
+from .shape import transpose as permute
 
 _FLOAT = frozenset(dtypes.FLOATING + dtypes.FLOAT8)
 
@@ -153,10 +157,6 @@ def csr_rows(indptr, nse: int):
         c = np.asarray(c._value, np.int64)
         rows = np.repeat(np.arange(c.shape[0] - 1), np.diff(c))
         return _wrap(np.concatenate([rows, np.full(nse - rows.shape[0], c.shape[0] - 1, np.int64)]))
-    from .elementwise import add, convert, multiply
-    from .reduce import cumsum
-    from .segment import segment_sum_p
-    from .shape import full, iota, reshape, slice_
 
     lead = tuple(indptr.shape[:-1])
     b, m = int(np.prod(lead, dtype=np.int64)), indptr.shape[-1] - 1
@@ -169,8 +169,6 @@ def csr_rows(indptr, nse: int):
 
 
 def _lanes(a, d, size):
-    from .shape import broadcast_in_dim
-
     if d is not None:
         return bdim_to_front(a, d)
     return broadcast_in_dim(a, (size,) + tuple(a.shape), tuple(range(1, a.ndim + 1)))
@@ -178,8 +176,6 @@ def _lanes(a, d, size):
 
 def _offset(idx, valid, size, block: int, sentinel: int):
     """Each lane's indices shifted into its diagonal block; invalid (padding) entries to ``sentinel``."""
-    from .elementwise import add, convert, multiply, select
-    from .shape import iota
 
     idx = convert(idx, np.int64) if idx.dtype != np.int64 else idx
     lane = multiply(iota(np.int64, tuple(idx.shape), 0), _wrap(np.asarray(block, np.int64)))
@@ -188,7 +184,6 @@ def _offset(idx, valid, size, block: int, sentinel: int):
 
 def _coo_lanes(idx0, cols, dims, size, shape, layout):
     """Per-lane COO ``rows, cols`` of shape ``(size, nse)`` and the mask of in-range entries."""
-    from .elementwise import bitwise_and, greater_equal, less
 
     d0, dc = dims
     if layout == "csr":
@@ -206,9 +201,6 @@ def _coo_lanes(idx0, cols, dims, size, shape, layout):
 
 @spmm_p.def_vmap
 def _spmm_vmap(args, dims, *, shape, layout, transpose):
-    from .shape import reshape
-    from .shape import transpose as permute
-
     values, idx0, cols, dense = args
     dv, d0, dc, dd = dims
     m, k = shape
@@ -233,7 +225,6 @@ def _spmm_vmap(args, dims, *, shape, layout, transpose):
         dense_idx = _offset(dense_idx, valid, size, dense_m, size * dense_m)
         new_dense_m = size * dense_m
     else:
-        from .elementwise import convert, select
 
         dense_idx = select(valid, convert(dense_idx, np.int64), _wrap(np.asarray(dense_m, np.int64)))
         new_dense_m = dense_m
@@ -246,14 +237,11 @@ def _spmm_vmap(args, dims, *, shape, layout, transpose):
 
 @sddmm_p.def_vmap
 def _sddmm_vmap(args, dims, *, shape, layout):
-    from .shape import reshape
-
     x, y, idx0, cols = args
     dx, dy, d0, dc = dims
     size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
     rows, cols, valid = _coo_lanes(idx0, cols, (d0, dc), size, shape, layout)
     m, k = shape
-    from .elementwise import convert, select
 
     def side(a, d, idx, n):
         if d is None:

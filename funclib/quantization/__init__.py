@@ -44,12 +44,21 @@ from .. import dtypes
 from ..core import Tensor
 from ..errors import DTypeError, ShapeError
 from ..ops.creation import asarray
-from ..ops.elementwise import abs, bitwise_and, bitwise_or, bitwise_right_shift, clip, maximum, minimum, round
+from ..ops.elementwise import clip, round
 from ..ops.linalg_basic import matmul
 from ..ops.manipulation import reshape, stack
 from ..ops.reductions import max, min
 from ..ops.searching import where
-from ..primitives.elementwise import convert, stop_gradient
+from ..primitives.elementwise import (
+    abs,
+    bitwise_and,
+    bitwise_or,
+    bitwise_right_shift,
+    convert,
+    maximum,
+    minimum,
+    stop_gradient,
+)
 from ..tree import register_dataclass
 
 __all__ = [

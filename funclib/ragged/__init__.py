@@ -38,11 +38,10 @@ from .. import dtypes
 from ..core import Tensor, _wrap, concrete_or_none
 from ..errors import DTypeError, ShapeError
 from ..ops.creation import arange, asarray
-from ..ops.elementwise import less, minimum, subtract
 from ..ops.manipulation import concat, expand_dims, reshape, stack
 from ..ops.reductions import cumulative_sum
 from ..ops.searching import where
-from ..primitives.elementwise import convert
+from ..primitives.elementwise import convert, less, minimum, subtract
 from ..primitives.indexing import gather
 from ..primitives.sparse import csr_rows
 

@@ -36,13 +36,23 @@ from .. import dtypes
 from ..core import Tensor, Tracer, _wrap, concrete_or_none
 from ..errors import DTypeError, ShapeError
 from ..ops.creation import asarray, zeros
-from ..ops.elementwise import bitwise_and, floor_divide, greater_equal, less, logical_not, minimum, not_equal, remainder
-from ..ops.manipulation import reshape, stack
+from ..ops.elementwise import logical_not
+from ..ops.manipulation import broadcast_to, permute_dims, reshape, stack
+from ..ops.reductions import cumulative_sum
 from ..ops.reductions import sum as _sum
 from ..ops.searching import where
 from ..ops.segment import segment_sum
 from ..ops.sorting import argsort
-from ..primitives.elementwise import convert
+from ..primitives.elementwise import (
+    bitwise_and,
+    convert,
+    floor_divide,
+    greater_equal,
+    less,
+    minimum,
+    not_equal,
+    remainder,
+)
 from ..primitives.indexing import gather
 from ..primitives.sparse import csr_rows, spmm_p
 from ..tree import register_pytree_node
@@ -345,8 +355,6 @@ def _csr_from_sorted(values, rows, cols, shape):
         indptr = _wrap(np.concatenate([[0], np.cumsum(counts)]).astype(np.int64))
     else:
         counts = segment_sum(zeros(rows.shape, dtype=_INDEX) + 1, rows, m)
-        from ..ops.reductions import cumulative_sum
-
         indptr = cumulative_sum(counts, include_initial=True)
     return _new(CSR, values, shape, indices=cols, indptr=indptr)
 
@@ -441,8 +449,6 @@ def matmul(a, b) -> Tensor:
     if x.ndim == 0 or x.shape[-1] != m:
         raise ShapeError(f"sparse.matmul: dense {tuple(x.shape)} @ sparse {b.shape}: the last axis must be {m}")
     lead = tuple(x.shape[:-1])
-    from ..ops.manipulation import permute_dims
-
     p = int(np.prod(lead, dtype=np.int64))
     xt = permute_dims(reshape(x, (p, m)), (1, 0))  # (m, p): x @ B = (B.T @ x.T).T
     _check_dtypes(b, xt)
@@ -473,8 +479,6 @@ def multiply(a, b):
         raise TypeError("sparse.multiply: one operand must be sparse and the other dense (or a scalar)")
     if not isinstance(b, (Tensor, np.ndarray)) or np.ndim(b) == 0:
         return a._with_values(a.values * b)
-    from ..ops.manipulation import broadcast_to
-
     m, k = a.shape
     d = broadcast_to(asarray(b), (m, k))
     rows, cols, _ = a._coo()
@@ -485,7 +489,7 @@ def multiply(a, b):
 def to_scipy(a):
     """The ``scipy.sparse`` matrix (``coo_matrix`` or ``csr_matrix``) of a concrete sparse matrix."""
     try:
-        import scipy.sparse as sp
+        import scipy.sparse as sp  # optional: only for the exchange with SciPy
     except ImportError:
         raise ImportError("fl.sparse.to_scipy needs SciPy: pip install scipy") from None
     v = np.asarray(a._values_1d("to_scipy").numpy())

@@ -16,6 +16,7 @@ functional ``v -> Re(sum(c * v))`` (no conjugation).
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -27,6 +28,8 @@ from .. import dtypes
 from ..checks import check_callable, describe
 from ..core import Tensor
 from ..errors import FunclibError
+from ..ops.creation import asarray
+from ..transforms import jvp, linear_transpose, vjp
 
 __all__ = [
     "assert_allclose",
@@ -45,8 +48,6 @@ _NS = "funclib"
 def __getattr__(name: str):
     # the Hypothesis strategies load on first use, so the rest of funclib.testing works without Hypothesis
     if name == "strategies":
-        import importlib
-
         return importlib.import_module(f"{__name__}.strategies")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
@@ -259,8 +260,6 @@ def _is_diff_leaf(x) -> bool:
 
 
 def _x64(x):
-    from ..ops.creation import asarray
-
     if not _is_diff_leaf(x):
         return asarray(x) if isinstance(x, np.ndarray | np.generic) else x
     v = _as_numpy(x)
@@ -274,7 +273,6 @@ def _to_x64(args: tuple) -> tuple:
 
 def _random_like(tree, rng: np.random.Generator):
     """Random normal leaves for differentiable leaves; zeros (same dtype) for the rest."""
-    from ..ops.creation import asarray
 
     def one(x):
         if not isinstance(x, Tensor | np.ndarray | np.generic | float | complex | int | bool):
@@ -296,8 +294,6 @@ def _outputs(tree) -> tuple[list[str], list[np.ndarray], Any]:
 
 
 def _shifted(args, tangents, eps: float):
-    from ..ops.creation import asarray
-
     def one(x, t):
         if not _is_diff_leaf(x):
             return x
@@ -373,8 +369,6 @@ def _fd_vjp_elementwise(f, args, ct, eps: float) -> list[np.ndarray | None]:
 
 
 def _shift_leaf(x, d: np.ndarray, eps: float):
-    from ..ops.creation import asarray
-
     v = _as_numpy(x)
     return asarray((v + eps * d).astype(v.dtype))
 
@@ -545,7 +539,6 @@ def check_adjoint(
 
     >>> check_adjoint(lambda x: 3.0 * x, (fl.ones(4),), linear=True)
     """
-    from ..transforms import jvp, linear_transpose, vjp
 
     _check_inputs("check_adjoint", args, f=f)
     atol = _GRAD_ATOL if atol is None else atol
@@ -601,7 +594,6 @@ def check_grads(
 
     >>> check_grads(lambda x, y: fl.exp(x) * y, (fl.tensor([0.1, 0.2]), fl.tensor(3.0)))
     """
-    from ..transforms import jvp, vjp
 
     _check_inputs("check_grads", args, f=f)
     if not isinstance(order, int) or order < 1:
@@ -687,7 +679,6 @@ def check_custom_rule(
     ...     return f(primals[0]), fl.cos(primals[0]) * tangents[0]
     >>> check_custom_rule(f, (fl.tensor([0.5]),))
     """
-    from ..transforms import jvp, vjp
 
     _check_inputs("check_custom_rule", args, f=f)
     bad = [m for m in modes if m not in ("fwd", "rev")]

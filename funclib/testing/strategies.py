@@ -24,6 +24,7 @@ except ImportError as e:
     ) from e
 
 from .. import dtypes as _dt
+from ..ops.creation import asarray
 
 __all__ = [
     "broadcastable_shapes",
@@ -207,7 +208,6 @@ def tensors(
     >>> x.shape, x.dtype
     ((2, 3), dtype('float64'))
     """
-    from ..ops.creation import asarray
 
     if not isinstance(dtype, st.SearchStrategy):
         try:

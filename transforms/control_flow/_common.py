@@ -26,10 +26,11 @@ from funclib.jaxpr import (
     partial_eval_jaxpr,
     trace_to_jaxpr,
 )
-from funclib.primitives._util import moveaxis, zeros
-from funclib.primitives.shape import broadcast_in_dim
+from funclib.primitives.shape import broadcast_in_dim, moveaxis, zeros
 
 from .._api_util import as_tensor_leaf
+from ..autodiff import JVPTrace, JVPTracer, backward_pass
+from ..batching import BatchTrace, BatchTracer
 
 
 class CarryTypeError(FunclibError, TypeError):
@@ -100,7 +101,6 @@ def interleave_order(n: int, groups: Sequence[Sequence[bool]]) -> list[int]:
 def jvp_jaxpr(cj: ClosedJaxpr, nonzeros: Sequence[bool], instantiate: Sequence[bool]):
     """``(jaxpr, out_nonzeros)``: the jaxpr maps ``[primals..., tangents of nonzero inputs...]`` to
     ``[primal outs..., tangents of nonzero outs...]``; ``instantiate`` forces an output tangent to exist."""
-    from ..autodiff import JVPTrace, JVPTracer
 
     n = len(cj.in_avals)
     avals = list(cj.in_avals) + [tangent_aval(a) for a, nz in zip(cj.in_avals, nonzeros) if nz]
@@ -136,7 +136,6 @@ def jvp_jaxpr(cj: ClosedJaxpr, nonzeros: Sequence[bool], instantiate: Sequence[b
 def batch_jaxpr(cj: ClosedJaxpr, size: int, batched: Sequence[bool], instantiate: Sequence[bool], axis=None):
     """``(jaxpr, out_batched)``: batched inputs and outputs carry the batch as their leading axis. Inside a named
     ``axis`` (a ``batching.NamedAxis``), collectives in the body reduce over it."""
-    from ..batching import BatchTrace, BatchTracer
 
     avals = [ShapedArray((size,) + a.shape, a.dtype) if b else a for a, b in zip(cj.in_avals, batched)]
     out_b: list[bool] = []
@@ -246,7 +245,6 @@ def drop_unused_inputs(cj: ClosedJaxpr, keep: Sequence[bool]) -> ClosedJaxpr:
 
 def transpose_call(cj: ClosedJaxpr, linear: Sequence[bool], nonlinear_vals: Sequence, cts: Sequence) -> list:
     """Cotangents of the linear inputs of ``cj`` (zeros where none flow), at the current trace."""
-    from ..autodiff import backward_pass
 
     j = cj.jaxpr
     nonlin_vars = [v for v, m in zip(j.invars, linear) if not m]

@@ -13,8 +13,8 @@ from funclib import tree as tree_util
 from funclib.checks import check_callable
 from funclib.core import aval_of
 from funclib.errors import ShapeError
-from funclib.primitives._util import moveaxis, normalize_axis
-from funclib.primitives.shape import concatenate, reshape, rev, slice_
+from funclib.primitives._util import normalize_axis
+from funclib.primitives.shape import concatenate, moveaxis, reshape, rev, slice_
 
 from ._common import CarryTypeError, as_leaves, carry_mismatch
 

@@ -17,9 +17,8 @@ from funclib.checks import check_callable, describe
 from funclib.core import Primitive, Zero, _wrap, aval_of, is_undefined, set_trace
 from funclib.errors import DTypeError, ShapeError
 from funclib.jaxpr import ClosedJaxpr, Jaxpr, Var
-from funclib.primitives._util import instantiate, zeros
-from funclib.primitives.elementwise import convert, equal, maximum, minimum, not_equal, select
-from funclib.primitives.shape import broadcast_in_dim
+from funclib.primitives.elementwise import convert, equal, maximum, minimum, not_equal
+from funclib.primitives.shape import broadcast_in_dim, instantiate, select, zeros
 
 from .._api_util import as_tensor_leaf
 from ._common import (

@@ -33,10 +33,10 @@ from funclib.core import (
 )
 from funclib.errors import DTypeError, FunclibError, ShapeError
 from funclib.jaxpr import ClosedJaxpr, Jaxpr, Var, strip_effects
-from funclib.primitives._util import instantiate
-from funclib.primitives.elementwise import bitwise_and, convert, floor_divide, less, select
+from funclib.primitives.elementwise import bitwise_and, convert, floor_divide, less
+from funclib.primitives.indexing import dynamic_update_slice
 from funclib.primitives.reduce import reduce_or
-from funclib.primitives.shape import broadcast_in_dim, dynamic_update_slice, iota
+from funclib.primitives.shape import broadcast_in_dim, instantiate, iota, select
 
 from .._api_util import as_tensor_leaf
 from ._common import (

@@ -16,9 +16,10 @@ from funclib.checks import check_callable
 from funclib.core import Primitive, ShapedArray, Zero, _wrap, aval_of, is_undefined, set_trace
 from funclib.errors import ShapeError
 from funclib.jaxpr import ClosedJaxpr, Eqn, Jaxpr, Var, eval_jaxpr
-from funclib.primitives._util import instantiate, moveaxis, zeros
 from funclib.primitives.elementwise import add, convert
+from funclib.primitives.shape import concatenate, instantiate, moveaxis, reshape, slice_, zeros
 
+from ..batching import vmap
 from ._common import (
     CarryTypeError,
     as_leaves,
@@ -553,7 +554,6 @@ def map(f: Callable[[Any], Any], xs: Any, batch_size: int | None = None) -> Any:
     check_callable(f, "map", "f")
     if batch_size is None:
         return scan(lambda c, x: (c, f(x)), (), xs)[1]
-    from ..batching import vmap
 
     if not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"map: batch_size must be a positive int, got {batch_size!r}")
@@ -562,7 +562,6 @@ def map(f: Callable[[Any], Any], xs: Any, batch_size: int | None = None) -> Any:
         raise ValueError("map: xs has no leaves to map over")
     n = int(leaves[0].shape[0])
     nb, rem = divmod(n, batch_size)
-    from funclib.primitives.shape import concatenate, reshape, slice_
 
     def part(x, lo, hi):
         return slice_(x, [lo] + [0] * (x.ndim - 1), [hi] + list(x.shape[1:]))

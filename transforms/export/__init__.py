@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import safetensors
 
 from funclib import dtypes
 from funclib import tree as tree_util
@@ -153,8 +154,6 @@ class Exported:
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the program to ``path`` (one file, replaced atomically)."""
-        from safetensors import TensorSpec, serialize_file
-
         tensors, table = {}, {}
         for k, a in self._arrays.items():
             a = np.ascontiguousarray(a)
@@ -165,14 +164,16 @@ class Exported:
         record = {"version": VERSION, **self._program, "arrays": table}
         meta = {"format": FORMAT, _KEY: json.dumps(record, separators=(",", ":"))}
         specs = {
-            n: TensorSpec(dtype=a.dtype.name, shape=tuple(a.shape), data_ptr=a.ctypes.data, data_len=a.nbytes)
+            n: safetensors.TensorSpec(
+                dtype=a.dtype.name, shape=tuple(a.shape), data_ptr=a.ctypes.data, data_len=a.nbytes
+            )
             for n, a in tensors.items()
         }
         path = os.fspath(path)
         fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".flx", dir=os.path.dirname(os.path.abspath(path)))
         os.close(fd)
         try:
-            serialize_file(specs, tmp, meta)
+            safetensors.serialize_file(specs, tmp, meta)
             os.replace(tmp, path)
         except BaseException:
             if os.path.exists(tmp):
@@ -308,8 +309,6 @@ def load(path: str | os.PathLike) -> Exported:
         >>> fl.grad(lambda x: fl.sum(g(x)))(fl.zeros(3))  # doctest: +SKIP
         Tensor([2., 2., 2.], dtype=float32)
     """
-    from safetensors import SafetensorError, deserialize
-
     path = os.fspath(path)
     where = f"fl.export.load: {path!r}"
     try:
@@ -321,8 +320,8 @@ def load(path: str | os.PathLike) -> Exported:
         n = int.from_bytes(data[:8], "little")
         header = json.loads(data[8 : 8 + n])
         meta = header.get("__metadata__") or {}
-        entries = dict(deserialize(data))
-    except (ValueError, UnicodeDecodeError, AttributeError, SafetensorError) as e:
+        entries = dict(safetensors.deserialize(data))
+    except (ValueError, UnicodeDecodeError, AttributeError, safetensors.SafetensorError) as e:
         raise ExportError(f"{where} is not an export file (not safetensors: {e})") from None
     if meta.get("format") != FORMAT or _KEY not in meta:
         raise ExportError(f"{where} is a safetensors file but not a funclib export (no program); use fl.load for it")

@@ -1,9 +1,9 @@
 """ONNX export: ``fl.onnx.export(f_or_module, example_args, path, dynamic_axes=..., opset=18)``.
 
 The exporter traces the function as ``fl.jit`` does (the same tracing and ``passes.optimize``), inlines calls,
-and lowers each equation with its primitive's rule in ``ONNX_RULES`` (``_rules.py``; one entry per primitive,
-registered with ``@onnx_rule``). ``NOT_EXPORTABLE`` lists the primitives without a lowering and why. ``onnx`` is
-imported only when a model is built (``pip install funclib[onnx]``).
+and lowers each equation with its primitive's rule in ``ONNX_RULES`` (one entry per primitive, registered with
+``@onnx_rule`` in ``_rules/``, a module per kind of primitive). ``NOT_EXPORTABLE`` lists the primitives without a
+lowering and why. ``onnx`` is imported only when a model is built (``pip install funclib[onnx]``).
 """
 
 from . import _rules  # noqa: F401  (registers the lowerings)

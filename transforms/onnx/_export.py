@@ -17,6 +17,8 @@ from funclib.jaxpr import ClosedJaxpr, Eqn, Jaxpr, JaxprTrace, Var
 from funclib.passes import optimize
 
 from .._api_util import as_tensor_leaf
+from ..autodiff import jvp
+from ..control_flow._common import call
 from ..jit import JitTrace
 from ._dims import Symbolic, align
 from ._errors import ExportError
@@ -267,8 +269,6 @@ def _call_body(eqn: Eqn, avals) -> tuple[Jaxpr, list]:
     if name == "checkpoint":  # rematerialization only matters to a backward pass
         return p["jaxpr"].jaxpr, list(p["jaxpr"].consts)
     if name == "custom_linear_solve":  # its value is the solve's; the other jaxprs serve derivatives
-        from ..control_flow._common import call
-
         lengths = p["const_lengths"]
         start, n_consts = sum(lengths[:2]), sum(lengths)
         solve = p["jaxprs"][2]
@@ -276,8 +276,6 @@ def _call_body(eqn: Eqn, avals) -> tuple[Jaxpr, list]:
             lambda *xs: call(solve, *xs[start : start + lengths[2]], *xs[n_consts:]), avals
         )
     # custom_lin evaluated forwards is the JVP of the primal function
-    from ..autodiff import jvp
-
     n_res = p["n_res"]
 
     def composite(*args):

@@ -19,7 +19,7 @@ from funclib import dtypes as D
 from funclib.core import Tensor
 from funclib.jaxpr import Eqn, Jaxpr, Literal, Var
 
-from ._dims import ConstInfo, Dim, Symbolic
+from ._dims import _VARIES, ConstInfo, Dim, Symbolic
 from ._errors import ExportError, where
 
 ONNX_RULES: dict[str, Callable] = {}
@@ -232,8 +232,6 @@ class Lowering:
         changed = self.sym.params.get(id(eqn))
         if not changed:
             return eqn.params
-        from ._dims import _VARIES
-
         out = dict(eqn.params)
         for k, v in changed.items():
             if v is _VARIES:
@@ -403,7 +401,7 @@ class Lowering:
                 f"fl.onnx.export: primitive '{name}'{where(eqn)} has no ONNX lowering"
                 + (f": {why}" if why else "")
                 + ". Compute it outside the exported function and pass the result in as an input, or register a "
-                f"lowering with @fl.onnx.onnx_rule({name!r}) (the rules are in funclib/transforms/onnx/_rules.py)."
+                f"lowering with @fl.onnx.onnx_rule({name!r}) (the rules are in funclib/transforms/onnx/_rules/)."
             )
         need = MIN_OPSET.get(name, 18)
         if self.opset < need:

@@ -16,20 +16,25 @@ file and the problem.
 from __future__ import annotations
 
 import copy
+import io
 import json
 import os
 import struct
 import tempfile
+import zipfile
 from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
 import ml_dtypes
 import numpy as np
+import safetensors
 
-from . import tree as tree_util
-from .core import Tensor, Tracer, _wrap
-from .errors import FunclibError
+from funclib import tree as tree_util
+from funclib.core import Tensor, Tracer, _wrap
+from funclib.errors import SerializationError
+
+from .pt_reader import is_pytorch_file, load_pytorch
 
 __all__ = ["save", "load", "SerializationError"]
 
@@ -57,10 +62,6 @@ _ST_DTYPES = {
     "F8_E5M2FNUZ": np.dtype(ml_dtypes.float8_e5m2fnuz),
 }
 _SUPPORTED = set(_ST_DTYPES.values())
-
-
-class SerializationError(FunclibError, ValueError):
-    """A checkpoint file is truncated, corrupt, or does not match what it is loaded into."""
 
 
 def _stateful(x) -> bool:
@@ -154,13 +155,13 @@ def save(tree: Any, path: str | os.PathLike) -> None:
     Example:
         >>> fl.save({"w": fl.ones((2, 2)), "step": 10}, "/tmp/ckpt.safetensors")
     """
-    from safetensors import TensorSpec, serialize_file
-
     w = _Writer()
     structure = w.encode(tree, ())
     metadata = {"format": _FORMAT, _KEY: json.dumps(structure, separators=(",", ":"))}
     specs = {
-        n: TensorSpec(dtype=a.dtype.name, shape=tuple(a.shape), data_ptr=a.ctypes.data, data_len=a.nbytes)
+        n: safetensors.TensorSpec(
+            dtype=a.dtype.name, shape=tuple(a.shape), data_ptr=a.ctypes.data, data_len=a.nbytes
+        )
         for n, a in w.arrays.items()
     }
     path = os.fspath(path)
@@ -170,7 +171,7 @@ def save(tree: Any, path: str | os.PathLike) -> None:
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".safetensors", dir=directory)
     os.close(fd)
     try:
-        serialize_file(specs, tmp, metadata)
+        safetensors.serialize_file(specs, tmp, metadata)
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -185,8 +186,6 @@ def save(tree: Any, path: str | os.PathLike) -> None:
 
 
 def _read(path: str) -> tuple[dict[str, np.ndarray], dict[str, str]]:
-    from safetensors import SafetensorError, deserialize
-
     try:
         with open(path, "rb") as f:
             data = f.read()
@@ -225,8 +224,8 @@ def _read(path: str) -> tuple[dict[str, np.ndarray], dict[str, str]]:
     if not isinstance(header, dict):
         raise SerializationError(f"fl.load: {path!r} has a corrupt header (not a JSON object)")
     try:
-        entries = deserialize(data)
-    except SafetensorError as e:
+        entries = safetensors.deserialize(data)
+    except safetensors.SafetensorError as e:
         raise SerializationError(f"fl.load: {path!r} is truncated or corrupt: {e}") from None
     arrays = {}
     for name, info in entries:
@@ -246,9 +245,6 @@ def _sniff(data: bytes) -> tuple[str | None, str]:
     """What a file that is not safetensors is, from its magic bytes: ``(description, what to do)``, or
     ``(None, "")`` when it may be safetensors. Reading a zip's directory runs no code."""
     if data[:2] == b"PK":
-        import io
-        import zipfile
-
         try:
             names = zipfile.ZipFile(io.BytesIO(data)).namelist()
         except (zipfile.BadZipFile, OSError, ValueError):
@@ -373,8 +369,6 @@ def load(path: str | os.PathLike, *, like: Any = None, mmap: bool = False) -> An
     """
     path = os.fspath(path)
     if _is_pytorch(path):
-        from .pt_reader import load_pytorch
-
         return _fill_like(load_pytorch(path, mmap=mmap), like, path)
     arrays, meta = _read(path)
     if _KEY in meta:
@@ -398,8 +392,6 @@ def load(path: str | os.PathLike, *, like: Any = None, mmap: bool = False) -> An
 def _is_pytorch(path: str) -> bool:
     """Whether ``path`` is a ``torch.save`` file: the legacy stream, or a zip holding a ``data.pkl`` (an ``.npz`` or
     any other zip is not, and gets its own error from ``_sniff``). Reading a zip's directory runs no code."""
-    from .pt_reader import is_pytorch_file
-
     try:
         with open(path, "rb") as f:
             if not is_pytorch_file(f.read(16)):
@@ -407,8 +399,6 @@ def _is_pytorch(path: str) -> bool:
             f.seek(0)
             if f.read(2) != b"PK":
                 return True
-            import zipfile
-
             try:
                 names = zipfile.ZipFile(f).namelist()
             except (zipfile.BadZipFile, OSError, ValueError):

@@ -28,9 +28,9 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from . import dtypes
-from .core import _wrap
-from .serialization import SerializationError
+from funclib import dtypes
+from funclib.core import _wrap
+from funclib.errors import SerializationError, UnsafePickleError
 
 __all__ = ["is_pytorch_file", "load_pytorch", "UnsafePickleError"]
 
@@ -39,11 +39,6 @@ _ZIP_MAGIC = b"PK\x03\x04"
 _LEGACY_MAGIC = b"\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19"
 _LEGACY_MAGIC_NUMBER = 0x1950A86A20F9469CFC6C
 _LEGACY_PROTOCOL = 1001
-
-
-class UnsafePickleError(SerializationError):
-    """A checkpoint asks for something a data file never needs: a global outside the allowed set, or an operation
-    on an object that could run code."""
 
 
 def _error(path: str, msg: str) -> SerializationError:
