@@ -27,8 +27,14 @@ fuse_kernels: bool = not _env_flag("FUNCLIB_NO_FUSION")
 """Lower elementwise regions to generated numba kernels under jit (off: every equation runs its NumPy impl)."""
 
 native_loops: bool = not _env_flag("FUNCLIB_NO_NATIVE_LOOPS")
-"""Under jit, run a ``scan`` whose whole body lowers to numba as one generated loop (off: one executor pass over
-the compiled body per iteration). Read when a jitted function compiles for a new signature."""
+"""Under jit, run a ``scan``, ``while_loop`` or ``fori_loop`` whose whole body lowers to numba as one generated
+loop (off: one executor pass over the compiled body per iteration). Read when a jitted function compiles for a new
+signature."""
+
+whole_programs: bool = not _env_flag("FUNCLIB_NO_WHOLE_PROGRAMS")
+"""Under jit (with ``native_loops``), run a small program whose every step lowers to numba as one generated
+function instead of a sequence of kernel calls (see ``transforms/native_loops.py`` for what counts as small).
+Read when a jitted function compiles for a new signature."""
 
 
 def _env_number(name: str, default: float) -> float:

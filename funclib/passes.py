@@ -1,8 +1,10 @@
 """Graph passes on jaxprs: dead-code elimination, common-subexpression elimination, constant folding and
 algebraic simplification (``x*1``, ``x+0``, double transposes, reshape chains, no-op converts).
 
-Each pass returns a new ``Jaxpr``; ``optimize`` runs them to a fixed point. Constant folding evaluates equations
-whose inputs are all literals and stores small results as literals, larger ones as new constvars.
+Each pass returns a new ``Jaxpr``; ``optimize`` runs them to a fixed point, in the program and in every jaxpr it
+carries (loop bodies and predicates, branches, call and custom-rule bodies), keeping each body's signature.
+Constant folding evaluates equations whose inputs are all literals and stores small results as literals, larger
+ones as new constvars.
 """
 
 from __future__ import annotations
@@ -217,12 +219,42 @@ def simplify_cse_fold(
     return out, consts
 
 
-def optimize(closed: ClosedJaxpr, max_rounds: int = 4, fold_limit: int = _FOLD_LIMIT) -> ClosedJaxpr:
-    """Simplify, fold, CSE and DCE to a fixed point (bounded). Returns a new ClosedJaxpr.
+def _optimize_bodies(jaxpr: Jaxpr, max_rounds: int, fold_limit: int, memo: dict) -> Jaxpr:
+    """``jaxpr`` with every ``ClosedJaxpr`` in its equations' parameters optimized (a body shared by several
+    equations stays shared)."""
+
+    def opt(v):
+        if type(v) is ClosedJaxpr:
+            got = memo.get(id(v))
+            if got is None:
+                got = memo[id(v)] = (v, optimize(v, max_rounds, fold_limit, memo))
+            return got[1]
+        if type(v) in (list, tuple) and v and all(type(b) is ClosedJaxpr for b in v):
+            return type(v)(opt(b) for b in v)
+        return v
+
+    eqns = []
+    changed = False
+    for eqn in jaxpr.eqns:
+        params = {k: opt(v) for k, v in eqn.params.items()}
+        if any(params[k] is not eqn.params[k] for k in params):
+            changed = True
+            eqn = Eqn(eqn.prim, eqn.inputs, params, eqn.outputs, eqn.source)
+        eqns.append(eqn)
+    return Jaxpr(jaxpr.constvars, jaxpr.invars, eqns, jaxpr.outvars) if changed else jaxpr
+
+
+def optimize(
+    closed: ClosedJaxpr, max_rounds: int = 4, fold_limit: int = _FOLD_LIMIT, _memo: dict | None = None
+) -> ClosedJaxpr:
+    """Simplify, fold, CSE and DCE to a fixed point (bounded), in the program and in every body it carries.
+    Returns a new ClosedJaxpr.
 
     ``fold_limit``: the largest folded array (in elements) kept as a constant; larger ones stay computations.
     """
-    jaxpr, consts = closed.jaxpr, list(closed.consts)
+    # bodies first: a body's constants folded or dead outputs simplified then show in the enclosing program
+    jaxpr = _optimize_bodies(closed.jaxpr, max_rounds, fold_limit, {} if _memo is None else _memo)
+    consts = list(closed.consts)
     effects = has_effects(jaxpr)  # the passes never add one, so a program without effects is not searched again
     for _ in range(max_rounds):
         n = len(jaxpr.eqns)

@@ -9,7 +9,7 @@ an emitter, the one object that knows the device, to turn those plans into code 
   passed as views of these unsigned integer dtypes);
 - **kernels** from backend-neutral specs: ``fused_kernel`` (a ``fusion.KernelSpec``: one loop nest with an
   optional reduction), ``staged_kernel`` (a ``fusion.StagedSpec``: passes over the rows of a (rows, cols) space),
-  ``loop_kernel`` (a ``loopgen.LoopSpec``: a whole ``scan``), each raising ``Unsupported`` for what it cannot
+  ``loop_kernel`` (a ``loopgen.LoopSpec``: a whole loop), each raising ``Unsupported`` for what it cannot
   generate so that the lowering runs the equations another way;
 - **memory**: ``empty`` for outputs, ``asarray`` for constants, ``scratch`` for the row buffers a kernel asks for,
   and an optional placement of large outputs relative to an input (``placed``, ``anchor``, ``empty_near``);
@@ -81,7 +81,7 @@ class Emitter(Protocol):
         ...
 
     def loop_kernel(self, spec: Any) -> Callable[..., Any]:  # a loopgen.LoopSpec (loopgen imports this module)
-        """A whole ``scan``: ``k(length, consts, init_carry, xs) -> (final_carry, ys)``; ``Unsupported`` if not."""
+        """A whole loop: ``k(length, consts, init_carry, xs) -> (final_carry, ys)``; ``Unsupported`` if not."""
         ...
 
     def empty(self, shape: tuple[int, ...], dtype: np.dtype) -> Any:

@@ -1,9 +1,11 @@
-"""Whole loops as one numba function: a scan's body inlined into a generated ``for`` loop.
+"""Whole loops as one numba function: a ``scan``'s or ``while`` loop's body inlined into a generated ``for`` loop
+(a while loop's predicate ahead of its body, then ``break`` when it is false).
 
 A ``LoopSpec`` describes the body with no reference to tracing: numbered values (dtype and static shape; the
 first ones are the loop-invariant constants, the carry and the per-iteration slices of the scanned inputs) and
 steps over them (fused elementwise regions with an optional reduction, ``dot_general``, transposes, reshapes,
-broadcasts, slices, reversals). ``build(spec)`` generates one module whose ``kernel`` runs the whole loop:
+broadcasts, slices, reversals, concatenation, padding, dynamic slices and updates, ``cond`` as ``Switch`` and
+loops nested as ``Loop``). ``build(spec)`` generates one module whose ``kernel`` runs the whole loop:
 
 - every scratch buffer is allocated by the caller and passed in (``np.empty`` inside numba costs compile time
   and, for large buffers, run time); nothing is allocated inside the loop;
@@ -183,8 +185,81 @@ class Rev:
 
 
 @dataclass(frozen=True)
+class Concat:
+    srcs: tuple[int, ...]
+    out: int
+    axis: int
+
+
+@dataclass(frozen=True)
+class DynamicSlice:
+    """``dynamic_slice``: ``out = src[start[0] : start[0] + out.shape[0], ...]``, starts clamped into range."""
+
+    src: int
+    starts: tuple[int, ...]  # value ids of the 0-d integer starts
+    out: int
+
+
+@dataclass(frozen=True)
+class DynamicUpdateSlice:
+    """``dynamic_update_slice``: a copy of ``src`` with ``update`` written at the (clamped) starts."""
+
+    src: int
+    update: int
+    starts: tuple[int, ...]
+    out: int
+
+
+@dataclass(frozen=True)
+class Pad:
+    """``pad`` with non-negative edge padding: ``out`` filled with ``value``, ``src`` written every
+    ``interior + 1`` elements from ``lo`` on each axis."""
+
+    src: int
+    value: int
+    out: int
+    config: tuple[tuple[int, int, int], ...]
+
+
+@dataclass(frozen=True)
+class Branch:
+    steps: tuple
+    results: tuple[int, ...]  # value id of each branch output
+
+
+@dataclass(frozen=True)
+class Switch:
+    """``cond``: the steps of the branch the (clamped) ``index`` selects, its results copied into ``outs``. The
+    branches' values are numbered with the enclosing loop's; a branch reads its operands as those values."""
+
+    index: int
+    operands: tuple[int, ...]
+    branches: tuple[Branch, ...]
+    outs: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Loop:
+    """A loop inside a loop body: ``spec`` numbered on its own, its constants, initial carry and scanned inputs
+    being values of the enclosing body; ``outs`` the final carry, then the stacked outputs. ``length`` is the trip
+    count (a while loop's limit)."""
+
+    spec: LoopSpec
+    consts: tuple[int, ...]
+    init: tuple[int, ...]
+    xs: tuple[int, ...]
+    outs: tuple[int, ...]
+    length: int
+
+
+@dataclass(frozen=True)
 class LoopSpec:
-    """Values ``0 .. n_consts+n_carry+n_xs-1`` are the constants, the carry and the per-iteration slices."""
+    """Values ``0 .. n_consts+n_carry+n_xs-1`` are the constants, the carry and the per-iteration slices.
+
+    A ``while`` loop has no scanned inputs or stacked outputs and a predicate: its first ``n_cond_steps`` steps
+    compute the boolean value ``cond`` from the carry, and the loop stops (before the remaining steps run) when it
+    is false, or after ``length`` iterations.
+    """
 
     values: tuple[Value, ...]
     n_consts: int
@@ -194,6 +269,8 @@ class LoopSpec:
     carry_out: tuple[int, ...]  # value id of each new carry
     ys: tuple[int, ...]  # value id of each per-iteration output
     reverse: bool
+    cond: int | None = None
+    n_cond_steps: int = 0
 
 
 _VIEWS = (Transpose, Reshape, Slice, Rev, Broadcast)
@@ -205,7 +282,32 @@ def _io(st) -> tuple[tuple[int, ...], tuple[int, ...]]:
         return tuple(st.inputs), outs
     if type(st) is Dot:
         return (st.lhs, st.rhs), (st.out,)
+    if type(st) is Concat:
+        return st.srcs, (st.out,)
+    if type(st) is DynamicSlice:
+        return (st.src, *st.starts), (st.out,)
+    if type(st) is Pad:
+        return (st.src, st.value), (st.out,)
+    if type(st) is DynamicUpdateSlice:
+        return (st.src, st.update, *st.starts), (st.out,)
+    if type(st) is Switch:
+        return (st.index, *st.operands, *_branch_reads(st)), st.outs
+    if type(st) is Loop:
+        return (*st.consts, *st.init, *st.xs), st.outs
     return (st.src,), (st.out,)
+
+
+def _branch_reads(st: Switch) -> tuple[int, ...]:
+    # values a branch reads that it does not compute (constants and literals of the enclosing loop)
+    made: set = set()
+    reads: list = []
+    for br in st.branches:
+        for sub in br.steps:
+            ins, outs = _io(sub)
+            reads += [v for v in ins if v not in made]
+            made.update(outs)
+        reads += [v for v in br.results if v not in made]
+    return tuple(dict.fromkeys(reads))
 
 
 def _inplace(spec: LoopSpec) -> dict[int, int]:
@@ -289,14 +391,17 @@ class _Gen:
     takes LLVM over ten seconds to compile, and a C array read at permuted or affine indices does not.
     """
 
-    def __init__(self, spec: LoopSpec):
+    def __init__(self, spec: LoopSpec, pfx: str = "", consts: dict | None = None):
         self.spec = spec
+        self.pfx = pfx  # names of the helper functions of a loop nested in another
+        self.n_steps = len(spec.steps)  # numbers the steps inside branches after the top-level ones
         self.sizes: list[int] = []
         self.pre: list[str] = []  # before the loop
         self.body: list[str] = []  # inside the loop
         self.helpers: list[str] = []
-        self.consts: dict = {}
+        self.consts: dict = {} if consts is None else consts
         self.base: dict[int, str] = {}
+        self.base_shape: dict[str, tuple[int, ...]] = {}  # of each base array
         self.terms: dict[int, tuple] = {}
         self.root: dict[int, int] = {}
         self.invariant: set[int] = set(range(spec.n_consts))
@@ -334,9 +439,12 @@ class _Gen:
         return tuple((a, 1, "0") for a in range(r)) if r else ((None, 0, "0"),)
 
     def is_c(self, vid: int) -> bool:
-        return self.terms[vid] == self.identity(vid)
+        # the map alone does not tell: a slice from 0 with unit strides keeps it while shrinking the shape
+        return self.terms[vid] == self.identity(vid) and self.base_shape[self.base[vid]] == self.ish(vid)
 
     def bind(self, vid: int, base: str, root: int, terms=None) -> None:
+        if terms is None:
+            self.base_shape[base] = self.ish(vid)
         self.base[vid] = base
         self.terms[vid] = self.identity(vid) if terms is None else terms
         self.root[vid] = root
@@ -405,9 +513,9 @@ class _Gen:
             lines = self.region(st, names, f"s{n}_", "    ")
             self.helpers.append(
                 "@numba.njit(error_model='numpy', nogil=True, fastmath={'reassoc', 'contract'})\n"
-                f"def step{n}(d, {', '.join(names.values())}):\n" + "\n".join(lines) + "\n"
+                f"def {self.pfx}step{n}(d, {', '.join(names.values())}):\n" + "\n".join(lines) + "\n"
             )
-            self.body.append(f"step{n}(d, {', '.join(names)})")
+            self.body.append(f"{self.pfx}step{n}(d, {', '.join(names)})")
             return
         self.body += self.region(st, {}, f"s{n}_", "")
 
@@ -587,6 +695,23 @@ class _Gen:
                 terms.append((st.dims[a], m, off))
         self.view(st, tuple(terms))
 
+    def concat(self, st: Concat) -> None:
+        out = self.alloc(st.out)
+        shape = self.val(st.out).shape
+        lines: list[str] = []
+        off = 0
+        for src in st.srcs:
+            sshape = self.val(src).shape
+            loops, inner = self.loops(sshape, "")
+            idx = [f"j{k}" for k in range(len(sshape))]
+            dst = list(idx)
+            if off:
+                dst[st.axis] = f"j{st.axis} + {self.dim(off)}"
+            lines += loops + [f"{inner}{out}[{', '.join(dst)}] = {self.at(src, idx)}"]
+            off += sshape[st.axis]
+        assert off == shape[st.axis]
+        self.body += lines
+
     def ys_copies(self, defined, copied: set) -> None:
         """Copy stacked outputs into their row as soon as their value exists (before any carry is overwritten)."""
         defined = set(defined)
@@ -596,8 +721,148 @@ class _Gen:
                 self.body.append(f"w{k} = y{k}[i]")
                 self.body += self.copy(f"w{k}", v)
 
+    def stop(self) -> None:
+        """A while loop's exit: the predicate is computed (inside the loop, or once before it if invariant)."""
+        if np.dtype(self.val(self.spec.cond).dtype) != np.dtype(np.bool_):
+            raise Unsupported("a while predicate that is not boolean")
+        self.body.append(f"if not {self.at(self.spec.cond, ['0'] * len(self.val(self.spec.cond).shape))}:")
+        self.body.append("    break")
+
+    def dynamic_slice(self, st: DynamicSlice) -> None:
+        src, out = st.src, self.alloc(st.out)
+        ss, os_ = self.val(src).shape, self.val(st.out).shape
+        n = self.n_steps
+        self.n_steps += 1
+        lines = []
+        for a, sv in enumerate(st.starts):
+            # clamped like lax.dynamic_slice: the slice always lies inside the operand
+            lim = f"{self.dim(ss[a] - os_[a])}"
+            lines.append(f"q{n}_{a} = min(max(np.int64({self.at(sv, ['0'] * len(self.val(sv).shape))}), 0), {lim})")
+        loops, inner = self.loops(_ishape(os_), "")
+        idx = [f"j{a} + q{n}_{a}" for a in range(len(os_))]
+        full = ", ".join(f"j{k}" for k in range(len(_ishape(os_))))
+        lines += loops + [f"{inner}{out}[{full}] = {self.at(src, idx)}"]
+        self.body += lines
+
+    def dynamic_update_slice(self, st: DynamicUpdateSlice) -> None:
+        src, upd = st.src, st.update
+        ss, us = self.val(src).shape, self.val(upd).shape
+        n = self.n_steps
+        self.n_steps += 1
+        starts = []
+        for a, sv in enumerate(st.starts):
+            lim = f"{self.dim(ss[a] - us[a])}"
+            starts.append(f"q{n}_{a} = min(max(np.int64({self.at(sv, ['0'] * len(self.val(sv).shape))}), 0), {lim})")
+        out = self.alloc(st.out)
+        lines = starts + self.copy(out, src)
+        loops, inner = self.loops(_ishape(us), "")
+        dst = ", ".join(f"j{a} + q{n}_{a}" for a in range(len(us))) or "0"
+        lines += loops + [f"{inner}{out}[{dst}] = {self.at(upd, [f'j{a}' for a in range(len(us))])}"]
+        self.body += lines
+
+    def pad(self, st: Pad) -> None:
+        out = self.alloc(st.out)
+        os_, ss = self.val(st.out).shape, self.val(st.src).shape
+        loops, inner = self.loops(_ishape(os_), "")
+        full = ", ".join(f"j{k}" for k in range(len(_ishape(os_))))
+        lines = loops + [f"{inner}{out}[{full}] = {self.at(st.value, ['0'] * len(self.val(st.value).shape))}"]
+        loops, inner = self.loops(_ishape(ss), "")
+        dst = []
+        for a, (lo, _, interior) in enumerate(st.config):
+            j = f"j{a}" if interior == 0 else f"{self.dim(interior + 1)} * j{a}"
+            dst.append(f"{j} + {self.dim(lo)}" if lo else j)
+        src = self.at(st.src, [f"j{a}" for a in range(len(ss))])
+        lines += loops + [f"{inner}{out}[{', '.join(dst) or '0'}] = {src}"]
+        self.body += lines
+
+    def switch(self, st: Switch, n: int) -> None:
+        if np.dtype(self.val(st.index).dtype).kind not in "iu":
+            raise Unsupported("a cond index that is not an integer")
+        for v in st.outs:
+            self.alloc(v)
+        idx = self.at(st.index, ["0"] * len(self.val(st.index).shape))
+        last = len(st.branches) - 1
+        self.body.append(f"w{self.pfx}{n} = min(max(np.int64({idx}), 0), {last})")
+        for b, br in enumerate(st.branches):
+            outer, self.body = self.body, []
+            for sub in br.steps:
+                k = self.n_steps
+                self.n_steps += 1
+                self.step(sub, k)
+            for v, r in zip(st.outs, br.results):
+                self.body += self.copy(self.base[v], r)
+            inner, self.body = self.body, outer
+            head = "if" if b == 0 else "elif"
+            self.body.append(f"{head} w{self.pfx}{n} == {b}:" if b < last else ("else:" if b else "if True:"))
+            self.body += ["    " + ln for ln in inner] or ["    pass"]
+
+    def c_array(self, vid: int) -> str:
+        """``vid`` as a C-ordered array of its own shape (a copy if it is read through a non-identity map)."""
+        if self.is_c(vid):
+            return self.base[vid]
+        return self.materialize(vid, tuple(range(len(self.val(vid).shape))))
+
+    def loop(self, st: Loop, n: int) -> None:
+        sp = st.spec
+        sub = _Gen(sp, f"{self.pfx}l{n}_", self.consts)
+        fn = sub.function(f"{self.pfx}l{n}_kernel")
+        self.helpers += sub.helpers + [fn]
+        args = [self.c_array(v) for v in st.consts]
+        nk = sp.n_carry
+        for v, init in zip(st.outs[:nk], st.init):
+            base = self.alloc(v)
+            self.body += self.copy(base, init)
+            args.append(base)
+        length = self.dim(st.length)
+        for v, inner in zip(st.xs, range(sp.n_consts + nk, sp.n_consts + nk + sp.n_xs)):
+            a = self.c_array(v)
+            if not sp.values[inner].shape:  # a rank-0 slice lives in a 1-element array
+                a = f"{a}.reshape(({length}, 1))"
+            args.append(a)
+        for v, y in zip(st.outs[nk:], sp.ys):
+            a = self.alloc(v)
+            if not sp.values[y].shape:
+                a = f"{a}.reshape(({length}, 1))"
+            args.append(a)
+        args += [self.tmp(shape, dtype) for shape, dtype in sub.temps]
+        off = len(self.sizes)
+        self.sizes += sub.sizes
+        self.body.append(f"{self.pfx}l{n}_kernel({length}, d[{off}:{len(self.sizes)}], {', '.join(args)})")
+
+    def step(self, st, n: int) -> None:
+        kind = type(st)
+        if kind is Elementwise:
+            self.elementwise(st, n)
+        elif kind is Dot:
+            self.dot(st)
+        elif kind is Transpose:
+            self.transpose(st)
+        elif kind is Reshape:
+            self.reshape(st)
+        elif kind is Broadcast:
+            self.broadcast(st)
+        elif kind is Slice:
+            self.slice_(st)
+        elif kind is Rev:
+            self.rev(st)
+        elif kind is Concat:
+            self.concat(st)
+        elif kind is DynamicSlice:
+            self.dynamic_slice(st)
+        elif kind is Pad:
+            self.pad(st)
+        elif kind is DynamicUpdateSlice:
+            self.dynamic_update_slice(st)
+        elif kind is Switch:
+            self.switch(st, n)
+        elif kind is Loop:
+            self.loop(st, n)
+        else:
+            raise Unsupported(f"step {kind.__name__}")
+
     # -- the whole function -------------------------------------------------------------------------------------
-    def generate(self) -> str:
+    def function(self, name: str) -> str:
+        """The numba function running the whole loop (its helpers and constants collected on ``self``)."""
         sp = self.spec
         for v in sp.values:
             if np.dtype(v.dtype) not in VALUE_DTYPES:
@@ -624,24 +889,12 @@ class _Gen:
         copied: set = set()
         self.ys_copies(range(n_in), copied)
         for n, st in enumerate(sp.steps):
-            kind = type(st)
-            if kind is Elementwise:
-                self.elementwise(st, n)
-            elif kind is Dot:
-                self.dot(st)
-            elif kind is Transpose:
-                self.transpose(st)
-            elif kind is Reshape:
-                self.reshape(st)
-            elif kind is Broadcast:
-                self.broadcast(st)
-            elif kind is Slice:
-                self.slice_(st)
-            elif kind is Rev:
-                self.rev(st)
-            else:
-                raise Unsupported(f"step {kind.__name__}")
+            if sp.cond is not None and n == sp.n_cond_steps:
+                self.stop()
+            self.step(st, n)
             self.ys_copies(_io(st)[1], copied)
+        if sp.cond is not None and len(sp.steps) == sp.n_cond_steps:
+            self.stop()
         # the new carry may read an old one (a swap, or a view of one): stage those before overwriting any
         carry_ids = set(range(nc, nc + nk))
         final = []
@@ -654,6 +907,17 @@ class _Gen:
                 self.bind(v, stage, v)
             final += self.copy(f"h{k}", v)
         self.body += final
+        lines = ["@numba.njit(error_model='numpy', nogil=True)"]
+        args += [f"b{j}" for j in range(len(self.temps))]
+        lines.append(f"def {name}(n, d, {', '.join(args)}):")
+        lines += ["    " + s for s in self.pre]
+        lines.append("    for it in range(n):")
+        lines.append("        i = n - 1 - it" if sp.reverse else "        i = it")
+        lines += ["        " + s for s in self.body]
+        return "\n".join(lines) + "\n"
+
+    def generate(self) -> str:
+        fn = self.function("kernel")
         lines = [
             f"# funclib loop kernel (generator {GENERATOR_VERSION})",
             *fusion.KERNEL_IMPORTS,
@@ -667,14 +931,7 @@ class _Gen:
         lines += ["", ""]
         for h in self.helpers:
             lines += [h, ""]
-        lines.append("@numba.njit(error_model='numpy', nogil=True)")
-        args += [f"b{j}" for j in range(len(self.temps))]
-        lines.append(f"def kernel(n, d, {', '.join(args)}):")
-        lines += ["    " + s for s in self.pre]
-        lines.append("    for it in range(n):")
-        lines.append("        i = n - 1 - it" if sp.reverse else "        i = it")
-        lines += ["        " + s for s in self.body]
-        return "\n".join(lines) + "\n"
+        return "\n".join(lines) + "\n" + fn
 
 
 class LoopKernel:

@@ -350,10 +350,11 @@ def _scan_grad(variant):
 
 
 @pytest.mark.parametrize("variant", ["none", "unused ys", "ys"])
-def test_a_jitted_gradient_through_scan_does_not_depend_on_the_trip_count(variant):
+def test_a_jitted_gradient_through_scan_does_not_depend_on_the_trip_count(variant, monkeypatch):
     """The program, its kernels and its constants are the same for 10 and 10,000 steps (sizes are arguments of
     the generated loops); per-step outputs the loss ignores are neither stored by the forward loop nor read, as
     a (length, ...) array of zero cotangents, by the backward one."""
+    monkeypatch.setattr(fl.config, "whole_programs", False)  # the program's steps are what is checked
     w = rnd(3, 3, dtype=np.float64) * 0.3
     lows = [_scan_grad(variant).lower(w, rnd(t, 2, 3, dtype=np.float64)) for t in (10, 10_000)]
     assert [k for k in lows[0].kernels if "loop kernel" in k] == [k for k in lows[1].kernels if "loop kernel" in k]
@@ -538,9 +539,10 @@ def test_staged_kernels_split_heavy_math_into_passes_over_the_row(monkeypatch):
             np.testing.assert_array_equal(got.numpy(), want.numpy())
 
 
-def test_independent_regions_get_kernels_of_their_own_and_scalars_run_their_impls():
+def test_independent_regions_get_kernels_of_their_own_and_scalars_run_their_impls(monkeypatch):
     """Same-shape computations that share no array become separate kernels (one source for identical ones, so each
     compiles once); those reading one array stay one kernel; scalar arithmetic compiles nothing."""
+    monkeypatch.setattr(fl.config, "whole_programs", False)  # the program's steps are what is checked
     rng = np.random.default_rng(8)
     a, b, c, d, e = (fl.asarray(rng.normal(size=(4, 5)).astype(np.float32)) for _ in range(5))
     t = fl.asarray(np.float32(3.0))

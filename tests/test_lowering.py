@@ -65,7 +65,8 @@ def test_cpu_is_an_emitter():
     assert isinstance(kernel, Kernel) and "def kernel(" in kernel.source
 
 
-def test_every_kernel_and_allocation_goes_through_the_emitter():
+def test_every_kernel_and_allocation_goes_through_the_emitter(monkeypatch):
+    monkeypatch.setattr(fl.config, "whole_programs", False)  # each kind of step is what is checked
     args = _args()
     emitter = Recording()
     prog = compile_program(_jaxpr(_model, *map(fl.asarray, args)), emitter=emitter)

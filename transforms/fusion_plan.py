@@ -187,12 +187,13 @@ def _absorb(g, eqn, emitter) -> bool:
     return False
 
 
-def plan_groups(jaxpr: Jaxpr, emitter: Emitter, staged: bool = True) -> list:
+def plan_groups(jaxpr: Jaxpr, emitter: Emitter, staged: bool = True, scalars: bool = False) -> list:
     """Split the equations into fused groups and single steps, in a valid execution order.
 
     With ``staged``, a reduction over the trailing axes of a group keeps the group open: the per-row results, ops
     on them and elementwise ops consuming them join it as later passes over the same rows (a softmax or a
-    normalization becomes one kernel)."""
+    normalization becomes one kernel). With ``scalars``, groups of 0-d ops stay groups (inside a generated
+    loop they cost nothing to compile apart); otherwise they run as single steps."""
     consumers: dict = {}
     for i, e in enumerate(jaxpr.eqns):
         for a in e.inputs:
@@ -209,7 +210,7 @@ def plan_groups(jaxpr: Jaxpr, emitter: Emitter, staged: bool = True) -> list:
         for v in g.vars:
             owner.pop(v, None)
         if g.reduction is None and not g.staged:
-            if not g.shape:
+            if not g.shape and not scalars:
                 # scalar ops run their impls: a kernel would cost a compile (0.15 s and more) to save nothing
                 out.extend(("eqn", e) for e in g.eqns)
                 return

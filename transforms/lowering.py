@@ -4,7 +4,7 @@
 each planned step executable for the emitter (``kernels.numba_cpu.CPU`` unless another is given; see
 ``kernels/backend.py``) and hands them to a ``Program``. Equations that are not fused run as steps of their own:
 ``dot_general`` on BLAS, views, a collective across processes, ``scan``/``while``/``cond`` around their bodies'
-programs (a scan whose body lowers entirely becomes one generated loop, ``native_scan``), a call primitive's own
+programs (a loop whose bodies lower entirely becomes one generated loop, ``native_loops``), a call primitive's own
 ``prim.jit_step(eqn, body_program) -> step`` (``checkpoint``, ``checkify``, ``custom_linear_solve``), and every
 other primitive's NumPy impl.
 
@@ -32,8 +32,8 @@ from funclib.jaxpr import ClosedJaxpr, Jaxpr
 from funclib.primitives.collectives import ExternalAxis
 
 from . import steps
-from .native_scan import native_scan
-from .plan import PlannedStep, plan_program
+from .native_loops import WHOLE_PROGRAM_MAX_STEPS, native_scan, native_while, whole_program
+from .plan import PlannedStep, ProgramPlan, plan_program
 from .program import Program
 
 
@@ -46,7 +46,31 @@ def compile_program(jaxpr: Jaxpr, guard: bool = True, name: str = "program", emi
     plan = plan_program(jaxpr, emitter, guard=guard)
     made = [(st, _step(st, plan.jaxpr, name, emitter)) for st in plan.steps]
     made = [(st, fn) for st, fn in made if fn is not None]  # a guard step of an axis with nothing to check
-    return Program(replace(plan, steps=[st for st, _ in made]), [fn for _, fn in made], emitter)
+    prog = Program(replace(plan, steps=[st for st, _ in made]), [fn for _, fn in made], emitter)
+    if (
+        guard
+        and config.fuse_kernels
+        and config.native_loops
+        and config.whole_programs
+        and 1 < len(made) <= WHOLE_PROGRAM_MAX_STEPS
+        and all(st.kind != "guard" for st, _ in made)
+    ):
+        whole = _whole(jaxpr, prog, emitter)
+        if whole is not None:
+            return whole
+    return prog
+
+
+def _whole(jaxpr: Jaxpr, prog: Program, emitter: Emitter) -> Program | None:
+    """A small program as one generated function (``native_loops.whole_program``), as a Program of one step."""
+    whole = whole_program(jaxpr, jaxpr.cache.get("consts", []), lambda *a: prog.run(list(a)), emitter)
+    if whole is None:
+        return None
+    n_in, n_out = len(jaxpr.invars), len(jaxpr.outvars)
+    ins, outs = list(range(n_in)), list(range(n_in, n_in + n_out))
+    step = PlannedStep("whole", whole, ins, outs, True, "program", tuple(ins))
+    plan = ProgramPlan(jaxpr, ins, outs, [], [step], set())
+    return Program(plan, [whole], emitter)
 
 
 def body_program(cj: ClosedJaxpr, emitter: Emitter = CPU) -> Program | None:
@@ -112,7 +136,12 @@ def _lower_while(eqn, emitter: Emitter):
     cprog, bprog = body_program(p["cond_jaxpr"], emitter), body_program(p["body_jaxpr"], emitter)
     if cprog is None or bprog is None:
         return None
-    return steps.WhileLoop(cprog, bprog, p, emitter)
+    loop = steps.WhileLoop(cprog, bprog, p, emitter)
+    if config.fuse_kernels and config.native_loops:
+        native = native_while(eqn, loop, emitter)
+        if native is not None:
+            return native
+    return loop
 
 
 def _lower_cond(eqn, emitter: Emitter):

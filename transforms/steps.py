@@ -5,7 +5,7 @@ steps), built from a planned step (``transforms/plan.py``) and an emitter (``ker
   for that layout and remembers how to view each input; a call allocates the outputs and calls the kernel.
 - ``StagedStep`` runs a ``StagedRegion`` through one kernel over (rows, cols).
 - ``ScanLoop``, ``WhileLoop`` and ``Switch`` run ``scan``, ``while`` and ``cond`` around their bodies' compiled
-  programs (one executor pass per iteration); ``native_scan.NativeScan`` runs a whole scan as one kernel.
+  programs (one executor pass per iteration); ``native_loops.NativeLoop`` runs a whole loop as one kernel.
 - ``LOWERED`` holds the operations only lowered programs have (``plan.fuse_dot_col2im``).
 """
 

@@ -806,7 +806,13 @@ def _floor_divide_np(x, y):
 
 
 floor_divide_p, floor_divide = binary(
-    "floor_divide", _floor_divide_np, ok=REAL_NUMERIC, no_lowering=NO_TEMPLATE, dunder="__floordiv__",
+    "floor_divide",
+    _floor_divide_np,
+    ok=REAL_NUMERIC,
+    # integers only: numba's // floors and gives 0 for a zero divisor, as NumPy does; a float one would not round
+    # as NumPy's does
+    lowering=Lowering(integer="({0} // {1})", wraps=True),
+    dunder="__floordiv__",
     rdunder="__rfloordiv__",
 )
 nextafter_p, nextafter = binary("nextafter", np.nextafter, ok=REAL_FLOAT, no_lowering=NO_TEMPLATE)

@@ -1,0 +1,241 @@
+"""Every loop kind lowered to one generated loop (``transforms/native_loops.py``): ``while_loop``, ``fori_loop``,
+``cond`` inside loop bodies, loops nested in loops, and the backward loops of reverse mode.
+
+Each program runs three ways, which must agree: jitted with native loops, jitted with the executor loops
+(``fl.config.native_loops = False``) and eagerly; under ``grad``, ``vmap`` and nesting, in float32 and float64.
+"""
+
+import numpy as np
+import pytest
+from funclib.transforms.native_loops import NativeLoop, WholeProgram
+
+import funclib as fl
+
+RNG = np.random.default_rng(11)
+TOL = {np.float32: dict(rtol=2e-5, atol=2e-6), np.float64: dict(rtol=1e-11, atol=1e-12)}
+DTYPES = [np.float32, np.float64]
+
+
+@pytest.fixture(autouse=True)
+def _native_on(monkeypatch):
+    monkeypatch.setattr(fl.config, "native_loops", True)
+    monkeypatch.setattr(fl.config, "fuse_kernels", True)
+
+
+def native_steps(jitted, *args) -> list:
+    """The generated loops of the program, and the program itself when it is one generated function."""
+    return [s[0] for s in jitted.lower(*args).program.steps if isinstance(s[0], (NativeLoop, WholeProgram))]
+
+
+def check(f, *args, n_native: int, dtype):
+    """``f`` jitted with native loops (``n_native`` top-level loops, all run), with executor loops, and eagerly."""
+    g = fl.jit(f)
+    got = fl.tree.leaves(g(*args))
+    steps = native_steps(g, *args)
+    loops = [s for s in steps if isinstance(s, NativeLoop)]
+    if len(steps) == 1 and isinstance(steps[0], WholeProgram):
+        # a small program: one function holding the loops, each a function of its own
+        assert steps[0].source.count("for it in range(n):") >= n_native + 1
+    else:
+        assert len(loops) == n_native, g.lower(*args).program.describe()
+    assert all(s.ran and not s.failed for s in steps)
+    fl.config.native_loops = False
+    ref = fl.jit(f)
+    via_executor = fl.tree.leaves(ref(*args))
+    assert not native_steps(ref, *args)
+    fl.config.native_loops = True
+    eager = fl.tree.leaves(f(*args))
+    for want in (via_executor, eager):
+        assert len(got) == len(want)
+        for a, b in zip(got, want):
+            a, b = np.asarray(a), np.asarray(b)
+            assert a.shape == b.shape and a.dtype == b.dtype
+            np.testing.assert_allclose(a, b, **TOL[dtype])
+    return got
+
+
+def arr(*shape, dtype):
+    return fl.asarray(RNG.normal(size=shape).astype(dtype))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# while_loop
+
+
+def pendulum(y0, steps):
+    def body(s):
+        k, y = s
+        th, om = y[0], y[1]
+        return k + 1, fl.stack([th + 0.01 * om, om - 0.0981 * fl.sin(th)])
+
+    return fl.while_loop(lambda s: s[0] < steps, body, (0, y0))[1]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_while_loop_forward_and_trip_count_at_run_time(dtype):
+    y0 = arr(2, dtype=dtype)
+    out = check(lambda y: pendulum(y, 50), y0, n_native=1, dtype=dtype)
+    # the trip count is data: the same kernel serves another count
+    g = fl.jit(pendulum)
+    a, b = g(y0, fl.asarray(7)), g(y0, fl.asarray(300))
+    src = native_steps(g, y0, fl.asarray(7))[0].source
+    assert "300" not in src and "(7)" not in src
+    np.testing.assert_allclose(np.asarray(b), np.asarray(pendulum(y0, 300)), **TOL[dtype])
+    np.testing.assert_allclose(np.asarray(a), np.asarray(pendulum(y0, 7)), **TOL[dtype])
+    assert out[0].dtype == dtype
+
+
+def heun(y0, a, max_steps=400):
+    """Adaptive Heun steps of a pendulum up to t = 2: a predicate on a float carry, a reduction, selects."""
+
+    def f(y):
+        return fl.stack([y[1], -a * fl.sin(y[0])])
+
+    def body(s):
+        t, y, h = s
+        k1 = f(y)
+        k2 = f(y + h * k1)
+        err = fl.max(fl.abs(0.5 * h * (k2 - k1)))
+        ok = err < 1e-4
+        t2 = fl.where(ok, t + h, t)
+        y2 = fl.where(ok, y + 0.5 * h * (k1 + k2), y)
+        h2 = h * fl.clip(0.9 * fl.sqrt(1e-4 / (err + 1e-12)), 0.2, 5.0)
+        return t2, y2, fl.minimum(h2, 2.0 - t2 + 1e-6)
+
+    dt = y0.dtype
+    init = (fl.asarray(0.0, dtype=dt), y0, fl.asarray(0.05, dtype=dt))
+    _, y, _ = fl.while_loop(lambda s: s[0] < 2.0, body, init, max_steps=max_steps)
+    return (y * y).sum()
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_while_loop_max_steps_forward_and_grad(dtype):
+    y0, a = fl.asarray(np.array([1.0, 0.0], dtype)), fl.asarray(np.asarray(1.3, dtype))
+    check(heun, y0, a, n_native=1, dtype=dtype)
+    # reverse mode: the checkpointing forward sweep (a while nested in a while) and the segment scan (a cond
+    # inside a scan nested in a scan) are generated loops
+    check(fl.grad(heun, argnums=(0, 1)), y0, a, n_native=2, dtype=dtype)
+    if dtype == np.float64:
+        g = fl.jit(fl.grad(heun, argnums=1))(y0, a)
+        eps = 1e-6
+        fd = (heun(y0, a + eps) - heun(y0, a - eps)) / (2 * eps)
+        np.testing.assert_allclose(np.asarray(g), np.asarray(fd), rtol=1e-4, atol=1e-6)
+
+
+def test_while_loop_max_steps_stops_a_loop_that_would_not():
+    def f(x):
+        return fl.while_loop(lambda c: c[0] > -1.0, lambda c: c * 1.5, x, max_steps=5)
+
+    x = fl.asarray(np.ones(3))
+    got = check(f, x, n_native=1, dtype=np.float64)
+    np.testing.assert_allclose(np.asarray(got[0]), 1.5**5)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_while_loop_under_vmap(dtype):
+    # a batched predicate: lanes finish at different steps
+    def f(x, n):
+        return fl.while_loop(lambda s: s[0] < n, lambda s: (s[0] + 1, s[1] * 0.9 + fl.tanh(s[1])), (0, x))[1]
+
+    xs = arr(4, 3, dtype=dtype)
+    ns = fl.asarray(np.array([1, 5, 3, 0]))
+    check(fl.vmap(f), xs, ns, n_native=1, dtype=dtype)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# fori_loop
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_fori_loop_static_and_traced_bounds(dtype):
+    W = arr(3, 3, dtype=dtype) * 0.3
+
+    def body(i, h):
+        return fl.tanh(h @ W + i.astype(h.dtype) * 0.01)
+
+    h0 = arr(2, 3, dtype=dtype)
+    check(lambda h: fl.fori_loop(0, 6, body, h), h0, n_native=1, dtype=dtype)  # a scan
+    check(lambda h, n: fl.fori_loop(0, n, body, h), h0, fl.asarray(6), n_native=1, dtype=dtype)  # a while
+    # reverse mode through the static form
+    check(fl.grad(lambda h: fl.fori_loop(0, 6, body, h).sum()), h0, n_native=2, dtype=dtype)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# cond and nesting
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_cond_and_switch_inside_loops(dtype):
+    def f(xs):
+        def step(c, x):
+            c = fl.cond(x.sum() > 0, lambda c: c + x, lambda c: c * 0.5 - fl.sin(x), c)
+            k = (fl.abs(x[0]) * 2).astype(fl.int32)  # 0, 1, 2 or more (clamped)
+            y = fl.switch(k, [lambda c: c, lambda c: -c, lambda c: c * c], c)
+            return c, y.sum()
+
+        return fl.scan(step, fl.zeros(3, dtype=xs.dtype), xs)
+
+    xs = arr(7, 3, dtype=dtype)
+    check(f, xs, n_native=1, dtype=dtype)
+    check(fl.grad(lambda xs: f(xs)[1].sum()), xs, n_native=2, dtype=dtype)
+    check(fl.vmap(f), arr(2, 7, 3, dtype=dtype), n_native=1, dtype=dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_loops_nested_in_loops(dtype):
+    def f(x, xs):
+        def outer(c, x):
+            # a while inside a scan, a scan inside that while
+            def body(s):
+                k, v = s
+                v, _ = fl.scan(lambda a, b: (a * 0.7 + b, None), v, fl.stack([x, -x]))
+                return k + 1, v
+
+            _, c = fl.while_loop(lambda s: s[0] < 3, body, (0, c), max_steps=3)
+            return c, c.sum()
+
+        return fl.scan(outer, x, xs)
+
+    x, xs = arr(3, dtype=dtype), arr(4, 3, dtype=dtype)
+    check(f, x, xs, n_native=1, dtype=dtype)
+    check(fl.grad(lambda x, xs: f(x, xs)[1].sum(), argnums=(0, 1)), x, xs, n_native=2, dtype=dtype)
+
+
+def test_bodies_are_optimized_and_lower_shows_them():
+    def f(x):
+        def body(s):
+            k, a = s
+            return k + 1, fl.sin(a) * 1.0 + fl.sin(a) + 0.0
+
+        return fl.while_loop(lambda s: s[0] < 4, body, (0, x))[1]
+
+    x = fl.asarray(np.linspace(0, 1, 5))
+    text = fl.jit(f).lower(x).as_text()
+    body = text[text.index("body_jaxpr") :]
+    assert body.count(" sin ") == 1 and " mul " not in body.split("in (")[0]  # CSE and x*1, x+0 in the body
+    assert "funclib loop kernel" in text and "break" in text  # the generated loop itself
+
+
+def test_unsupported_while_body_keeps_the_executor_loop():
+    def f(x):
+        return fl.while_loop(lambda c: c.sum() < 10, lambda c: c + fl.sort(c), x)
+
+    x = fl.asarray(np.array([3.0, 1.0, 2.0]))
+    g = fl.jit(f)
+    assert not native_steps(g, x)
+    np.testing.assert_allclose(np.asarray(g(x)), np.asarray(f(x)))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_a_slice_from_zero_is_not_read_as_its_whole_base(dtype):
+    # x[:, :1] keeps the identity index map of x; a matmul or reshape of it must see one column, not x
+    W = arr(1, 3, dtype=dtype)
+
+    def f(xs):
+        def step(c, x):
+            c = c + x[:, :1] @ W + x[:, :2].reshape((4,)).sum()
+            return c, None
+
+        return fl.scan(step, fl.zeros((2, 3), dtype=xs.dtype), xs)[0]
+
+    check(f, arr(5, 2, 3, dtype=dtype), n_native=1, dtype=dtype)
