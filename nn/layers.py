@@ -115,6 +115,13 @@ def _dtype(dtype, device=None):
     return d
 
 
+def _check_divides(op: str, part: str, p, whole: str, w) -> None:
+    """Check that the positive int ``p`` (heads, groups) divides the positive int ``w`` (features, channels)."""
+    check_int(w, op, whole, min=1)
+    check_int(p, op, part, min=1)
+    if w % p:
+        raise ValueError(f"{op}: {whole}={w} must be divisible by {part}={p}; choose {part} dividing {whole}")
+
 def _affine(module, shape, d, weight: bool, bias: bool) -> None:
     """Register a norm's ``weight`` (ones) and ``bias`` (zeros) of ``shape``; each is None when off, as in
     PyTorch, so the state_dict keys do not depend on the options."""
@@ -906,11 +913,7 @@ class GroupNorm(Module):
         dtype=None,
     ):
         super().__init__()
-        if num_channels % num_groups:
-            raise ValueError(
-                f"GroupNorm: num_channels={num_channels} must be divisible by num_groups={num_groups}; choose "
-                "num_groups dividing num_channels"
-            )
+        _check_divides("GroupNorm", "num_groups", num_groups, "num_channels", num_channels)
         d = _dtype(dtype, device)
         self.num_groups, self.num_channels, self.eps, self.affine = num_groups, num_channels, eps, affine
         _affine(self, (num_channels,), d, affine, affine)

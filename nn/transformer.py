@@ -22,7 +22,7 @@ from funclib.errors import ShapeError
 from . import functional as F
 from . import init
 from .container import ModuleList
-from .layers import Dropout, LayerNorm, Linear, _dtype
+from .layers import Dropout, LayerNorm, Linear, _check_divides, _dtype
 from .module import Module, Parameter, _split_key
 
 __all__ = [
@@ -95,10 +95,7 @@ class MultiheadAttention(Module):
         key=None,
     ):
         super().__init__()
-        if embed_dim % num_heads:
-            raise ValueError(
-                f"MultiheadAttention: embed_dim={embed_dim} must be divisible by num_heads={num_heads}"
-            )
+        _check_divides("MultiheadAttention", "num_heads", num_heads, "embed_dim", embed_dim)
         d = _dtype(dtype, device)
         self.embed_dim, self.num_heads, self.dropout = embed_dim, num_heads, dropout
         self.kdim = kdim if kdim is not None else embed_dim
