@@ -115,6 +115,41 @@ def _dtype(dtype, device=None):
     return d
 
 
+def _check_divides(op: str, part: str, p, whole: str, w) -> None:
+    """Check that the positive int ``p`` (heads, groups) divides the positive int ``w`` (features, channels)."""
+    check_int(w, op, whole, min=1)
+    check_int(p, op, part, min=1)
+    if w % p:
+        raise ValueError(f"{op}: {whole}={w} must be divisible by {part}={p}; choose {part} dividing {whole}")
+
+def _affine(module, shape, d, weight: bool, bias: bool) -> None:
+    """Register a norm's ``weight`` (ones) and ``bias`` (zeros) of ``shape``; each is None when off, as in
+    PyTorch, so the state_dict keys do not depend on the options."""
+    module.register_parameter("weight", Parameter(fl.ones(shape, dtype=d)) if weight else None)
+    module.register_parameter("bias", Parameter(fl.zeros(shape, dtype=d)) if bias else None)
+
+
+def _norm_stats(module, num_features, eps, momentum, affine: bool, track_running_stats: bool, d) -> None:
+    """The state batch and instance norms share: checked options, per-channel affine parameters and (when
+    tracked) running statistics with their batch counter, in PyTorch's state_dict layout."""
+    name = type(module).__name__
+    check_int(num_features, name, "num_features", min=1)
+    check_number(eps, name, "eps", min=0.0)
+    if momentum is not None:
+        check_number(momentum, name, "momentum", min=0.0, max=1.0)
+    module.num_features, module.eps, module.momentum = num_features, eps, momentum
+    module.affine, module.track_running_stats = affine, track_running_stats
+    _affine(module, (num_features,), d, affine, affine)
+    if track_running_stats:
+        module.register_buffer("running_mean", fl.zeros((num_features,), dtype=d))
+        module.register_buffer("running_var", fl.ones((num_features,), dtype=d))
+        # an instance norm keeps the counter only for PyTorch's layout: PyTorch never advances it there
+        module._register_counter("num_batches_tracked")
+    else:
+        for buffer in ("running_mean", "running_var", "num_batches_tracked"):
+            module.register_buffer(buffer, None)
+
+
 def _uniform(shape, bound, d, key):
     return Parameter(init.uniform_(fl.empty(shape, dtype=d), -bound, bound, key=key))
 
@@ -725,28 +760,7 @@ class _BatchNorm(Module):
         dtype=None,
     ):
         super().__init__()
-        d = _dtype(dtype, device)
-        name = type(self).__name__
-        check_int(num_features, name, "num_features", min=1)
-        check_number(eps, name, "eps", min=0.0)
-        if momentum is not None:
-            check_number(momentum, name, "momentum", min=0.0, max=1.0)
-        self.num_features, self.eps, self.momentum = num_features, eps, momentum
-        self.affine, self.track_running_stats = affine, track_running_stats
-        if affine:
-            self.weight = Parameter(fl.ones((num_features,), dtype=d))
-            self.bias = Parameter(fl.zeros((num_features,), dtype=d))
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
-        if track_running_stats:
-            self.register_buffer("running_mean", fl.zeros((num_features,), dtype=d))
-            self.register_buffer("running_var", fl.ones((num_features,), dtype=d))
-            self._register_counter("num_batches_tracked")
-        else:
-            self.register_buffer("running_mean", None)
-            self.register_buffer("running_var", None)
-            self.register_buffer("num_batches_tracked", None)
+        _norm_stats(self, num_features, eps, momentum, affine, track_running_stats, _dtype(dtype, device))
 
     def reset_running_stats(self) -> None:
         if self.track_running_stats:
@@ -862,15 +876,7 @@ class LayerNorm(Module):
         d = _dtype(dtype, device)
         ns = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
         self.normalized_shape, self.eps, self.elementwise_affine = ns, eps, elementwise_affine
-        if elementwise_affine:
-            self.weight = Parameter(fl.ones(ns, dtype=d))
-            if bias:
-                self.bias = Parameter(fl.zeros(ns, dtype=d))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _affine(self, ns, d, elementwise_affine, elementwise_affine and bias)
 
     def forward(self, input):
         return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
@@ -907,19 +913,10 @@ class GroupNorm(Module):
         dtype=None,
     ):
         super().__init__()
-        if num_channels % num_groups:
-            raise ValueError(
-                f"GroupNorm: num_channels={num_channels} must be divisible by num_groups={num_groups}; choose "
-                "num_groups dividing num_channels"
-            )
+        _check_divides("GroupNorm", "num_groups", num_groups, "num_channels", num_channels)
         d = _dtype(dtype, device)
         self.num_groups, self.num_channels, self.eps, self.affine = num_groups, num_channels, eps, affine
-        if affine:
-            self.weight = Parameter(fl.ones((num_channels,), dtype=d))
-            self.bias = Parameter(fl.zeros((num_channels,), dtype=d))
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _affine(self, (num_channels,), d, affine, affine)
 
     def forward(self, input):
         if input.ndim < 2 or input.shape[1] != self.num_channels:

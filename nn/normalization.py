@@ -13,7 +13,7 @@ from funclib.checks import check_int, check_number
 from funclib.errors import ShapeError
 
 from . import functional as F
-from .layers import _dtype
+from .layers import _dtype, _norm_stats
 from .module import Module, Parameter, store_state
 
 __all__ = ["InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "RMSNorm", "LocalResponseNorm"]
@@ -42,29 +42,7 @@ class _InstanceNorm(Module):
         dtype=None,
     ):
         super().__init__()
-        name = type(self).__name__
-        d = _dtype(dtype, device)
-        check_int(num_features, name, "num_features", min=1)
-        check_number(eps, name, "eps", min=0.0)
-        if momentum is not None:
-            check_number(momentum, name, "momentum", min=0.0, max=1.0)
-        self.num_features, self.eps, self.momentum = num_features, eps, momentum
-        self.affine, self.track_running_stats = affine, track_running_stats
-        if affine:
-            self.weight = Parameter(fl.ones((num_features,), dtype=d))
-            self.bias = Parameter(fl.zeros((num_features,), dtype=d))
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
-        if track_running_stats:
-            self.register_buffer("running_mean", fl.zeros((num_features,), dtype=d))
-            self.register_buffer("running_var", fl.ones((num_features,), dtype=d))
-            # kept for PyTorch's state_dict layout; PyTorch's instance norms never advance it
-            self._register_counter("num_batches_tracked")
-        else:
-            self.register_buffer("running_mean", None)
-            self.register_buffer("running_var", None)
-            self.register_buffer("num_batches_tracked", None)
+        _norm_stats(self, num_features, eps, momentum, affine, track_running_stats, _dtype(dtype, device))
 
     def forward(self, input):
         name, nd = type(self).__name__, self._nd

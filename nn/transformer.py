@@ -22,7 +22,7 @@ from funclib.errors import ShapeError
 from . import functional as F
 from . import init
 from .container import ModuleList
-from .layers import Dropout, LayerNorm, Linear, _dtype
+from .layers import Dropout, LayerNorm, Linear, _check_divides, _dtype
 from .module import Module, Parameter, _split_key
 
 __all__ = [
@@ -95,10 +95,7 @@ class MultiheadAttention(Module):
         key=None,
     ):
         super().__init__()
-        if embed_dim % num_heads:
-            raise ValueError(
-                f"MultiheadAttention: embed_dim={embed_dim} must be divisible by num_heads={num_heads}"
-            )
+        _check_divides("MultiheadAttention", "num_heads", num_heads, "embed_dim", embed_dim)
         d = _dtype(dtype, device)
         self.embed_dim, self.num_heads, self.dropout = embed_dim, num_heads, dropout
         self.kdim = kdim if kdim is not None else embed_dim
@@ -237,7 +234,7 @@ class MultiheadAttention(Module):
         return ""
 
 
-def _activation(act, op: str = "TransformerEncoderLayer"):
+def _activation(act, op: str):
     if callable(act):
         return act
     table = {"relu": F.relu, "gelu": F.gelu}
@@ -246,18 +243,12 @@ def _activation(act, op: str = "TransformerEncoderLayer"):
     return table[act]
 
 
-class TransformerEncoderLayer(Module):
-    """Self-attention and a feed-forward block with residual connections and layer norms (post-norm, or
-    pre-norm with ``norm_first=True``), as ``torch.nn.TransformerEncoderLayer``.
-
-    Submodules: ``self_attn``, ``linear1``, ``dropout``, ``linear2``, ``norm1``, ``norm2``, ``dropout1``,
-    ``dropout2``.
-
-    Args:
+_LAYER_ARGS = """
         d_model: the features of each position.
         nhead: the attention heads.
-        dim_feedforward: the hidden size of the feed-forward block (default 2048).
-        dropout: dropout after attention, in and after the feed-forward block (default 0.1).
+        dim_feedforward: the hidden size of the feed-forward block (default 2048)."""
+
+_LAYER_OPTIONS = """
         activation: ``"relu"``, ``"gelu"`` or a callable (default ``"relu"``).
         layer_norm_eps: the layer norms' eps (default 1e-5).
         batch_first: inputs are ``(N, L, d_model)`` (default False: ``(L, N, d_model)``).
@@ -265,16 +256,13 @@ class TransformerEncoderLayer(Module):
         bias: learn the biases of the linear layers and layer norms (default True).
         device: ``None`` or ``"cpu"``.
         dtype: the parameters' floating dtype (default ``fl.float32``).
-        key: a ``fl.random`` key for the initialization (default: the global generator).
+        key: a ``fl.random`` key for the initialization (default: the global generator)."""
 
-    Returns:
-        A module whose ``forward(src, src_mask=None, src_key_padding_mask=None, is_causal=False)`` returns a tensor
-        of ``src``'s shape.
 
-    >>> layer = nn.TransformerEncoderLayer(d_model=16, nhead=4, dim_feedforward=32, batch_first=True)
-    >>> layer(fl.ones((2, 5, 16))).shape
-    (2, 5, 16)
-    """
+class _TransformerLayer(Module):
+    # the encoder layer has two blocks (self-attention, feed-forward), the decoder three (cross-attention between);
+    # block i owns norm{i} and dropout{i}, registered in PyTorch's order so state_dicts and key streams match
+    _blocks = 2
 
     def __init__(
         self,
@@ -293,42 +281,53 @@ class TransformerEncoderLayer(Module):
         key=None,
     ):
         super().__init__()
-        k_attn, k1, k2 = _split_key(key, 3)
-        self.self_attn = MultiheadAttention(
-            d_model,
-            nhead,
-            dropout=dropout,
-            bias=bias,
-            batch_first=batch_first,
-            device=device,
-            dtype=dtype,
-            key=k_attn,
-        )
+        *k_attn, k1, k2 = _split_key(key, self._blocks + 1)
+        attn = {"dropout": dropout, "bias": bias, "batch_first": batch_first, "device": device, "dtype": dtype}
+        self.self_attn = MultiheadAttention(d_model, nhead, **attn, key=k_attn[0])
+        if self._blocks == 3:
+            self.multihead_attn = MultiheadAttention(d_model, nhead, **attn, key=k_attn[1])
         self.linear1 = Linear(d_model, dim_feedforward, bias=bias, device=device, dtype=dtype, key=k1)
         self.dropout = Dropout(dropout)
         self.linear2 = Linear(dim_feedforward, d_model, bias=bias, device=device, dtype=dtype, key=k2)
         self.norm_first = norm_first
-        self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, device=device, dtype=dtype)
-        self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, device=device, dtype=dtype)
-        self.dropout1 = Dropout(dropout)
-        self.dropout2 = Dropout(dropout)
-        self.activation = _activation(activation)
+        for i in range(1, self._blocks + 1):
+            setattr(self, f"norm{i}", LayerNorm(d_model, eps=layer_norm_eps, bias=bias, device=device, dtype=dtype))
+        for i in range(1, self._blocks + 1):
+            setattr(self, f"dropout{i}", Dropout(dropout))
+        self.activation = _activation(activation, type(self).__name__)
         self.batch_first = batch_first
 
     def _sa_block(self, x, attn_mask, key_padding_mask, is_causal):
         x = self.self_attn(
-            x,
-            x,
-            x,
-            attn_mask=attn_mask,
-            key_padding_mask=key_padding_mask,
-            need_weights=False,
-            is_causal=is_causal,
+            x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask, need_weights=False, is_causal=is_causal
         )[0]
         return self.dropout1(x)
 
     def _ff_block(self, x):
-        return self.dropout2(self.linear2(self.dropout(self.activation(self.linear1(x)))))
+        last = self.dropout3 if self._blocks == 3 else self.dropout2
+        return last(self.linear2(self.dropout(self.activation(self.linear1(x)))))
+
+
+class TransformerEncoderLayer(_TransformerLayer):
+    __doc__ = f"""Self-attention and a feed-forward block with residual connections and layer norms (post-norm, or
+    pre-norm with ``norm_first=True``), as ``torch.nn.TransformerEncoderLayer``.
+
+    Submodules: ``self_attn``, ``linear1``, ``dropout``, ``linear2``, ``norm1``, ``norm2``, ``dropout1``,
+    ``dropout2``.
+
+    Args:{_LAYER_ARGS}
+        dropout: dropout after attention, in and after the feed-forward block (default 0.1).{_LAYER_OPTIONS}
+
+    Returns:
+        A module whose ``forward(src, src_mask=None, src_key_padding_mask=None, is_causal=False)`` returns a tensor
+        of ``src``'s shape.
+
+    >>> layer = nn.TransformerEncoderLayer(d_model=16, nhead=4, dim_feedforward=32, batch_first=True)
+    >>> layer(fl.ones((2, 5, 16))).shape
+    (2, 5, 16)
+    """
+
+    _blocks = 2
 
     def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal: bool = False):
         x = src
@@ -383,27 +382,16 @@ class TransformerEncoder(Module):
         return x
 
 
-class TransformerDecoderLayer(Module):
-    """Self-attention over the target, attention to the encoder's output (``memory``) and a feed-forward block,
-    each with a residual connection and a layer norm (post-norm, or pre-norm with ``norm_first=True``), as
+class TransformerDecoderLayer(_TransformerLayer):
+    __doc__ = f"""Self-attention over the target, attention to the encoder's output (``memory``) and a feed-forward
+    block, each with a residual connection and a layer norm (post-norm, or pre-norm with ``norm_first=True``), as
     ``torch.nn.TransformerDecoderLayer``.
 
     Submodules: ``self_attn``, ``multihead_attn``, ``linear1``, ``dropout``, ``linear2``, ``norm1``, ``norm2``,
     ``norm3``, ``dropout1``, ``dropout2``, ``dropout3``.
 
-    Args:
-        d_model: the features of each position.
-        nhead: the attention heads.
-        dim_feedforward: the hidden size of the feed-forward block (default 2048).
-        dropout: dropout after each block and in the feed-forward block (default 0.1).
-        activation: ``"relu"``, ``"gelu"`` or a callable (default ``"relu"``).
-        layer_norm_eps: the layer norms' eps (default 1e-5).
-        batch_first: inputs are ``(N, L, d_model)`` (default False: ``(L, N, d_model)``).
-        norm_first: normalize before each block instead of after (default False).
-        bias: learn the biases of the linear layers and layer norms (default True).
-        device: ``None`` or ``"cpu"``.
-        dtype: the parameters' floating dtype (default ``fl.float32``).
-        key: a ``fl.random`` key for the initialization (default: the global generator).
+    Args:{_LAYER_ARGS}
+        dropout: dropout after each block and in the feed-forward block (default 0.1).{_LAYER_OPTIONS}
 
     Returns:
         A module whose ``forward(tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
@@ -415,43 +403,7 @@ class TransformerDecoderLayer(Module):
     (2, 3, 16)
     """
 
-    def __init__(
-        self,
-        d_model: int,
-        nhead: int,
-        dim_feedforward: int = 2048,
-        dropout: float = 0.1,
-        activation="relu",
-        layer_norm_eps: float = 1e-5,
-        batch_first: bool = False,
-        norm_first: bool = False,
-        bias: bool = True,
-        device=None,
-        dtype=None,
-        *,
-        key=None,
-    ):
-        super().__init__()
-        k_self, k_cross, k1, k2 = _split_key(key, 4)
-        attn = {"dropout": dropout, "bias": bias, "batch_first": batch_first, "device": device, "dtype": dtype}
-        self.self_attn = MultiheadAttention(d_model, nhead, **attn, key=k_self)
-        self.multihead_attn = MultiheadAttention(d_model, nhead, **attn, key=k_cross)
-        self.linear1 = Linear(d_model, dim_feedforward, bias=bias, device=device, dtype=dtype, key=k1)
-        self.dropout = Dropout(dropout)
-        self.linear2 = Linear(dim_feedforward, d_model, bias=bias, device=device, dtype=dtype, key=k2)
-        self.norm_first = norm_first
-        for i in (1, 2, 3):
-            setattr(self, f"norm{i}", LayerNorm(d_model, eps=layer_norm_eps, bias=bias, device=device, dtype=dtype))
-        for i in (1, 2, 3):
-            setattr(self, f"dropout{i}", Dropout(dropout))
-        self.activation = _activation(activation, "TransformerDecoderLayer")
-        self.batch_first = batch_first
-
-    def _sa_block(self, x, attn_mask, key_padding_mask, is_causal):
-        x = self.self_attn(
-            x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask, need_weights=False, is_causal=is_causal
-        )[0]
-        return self.dropout1(x)
+    _blocks = 3
 
     def _mha_block(self, x, mem, attn_mask, key_padding_mask, is_causal):
         x = self.multihead_attn(
@@ -459,9 +411,6 @@ class TransformerDecoderLayer(Module):
             is_causal=is_causal,
         )[0]
         return self.dropout2(x)
-
-    def _ff_block(self, x):
-        return self.dropout3(self.linear2(self.dropout(self.activation(self.linear1(x)))))
 
     def forward(
         self,
