@@ -536,7 +536,7 @@ case("rnn.pad-sequence-shapes", lambda: nn.utils.rnn.pad_sequence([fl.ones((2, 3
 case("rnn.pad-packed-type", lambda: nn.utils.rnn.pad_packed_sequence(fl.ones(3)), "pad_packed_sequence",
      "PackedSequence")
 case("tensor.to-bogus", lambda: x3().to(3.5), "Tensor.to", "dtype")
-case("tensor.to-device", lambda: x3().to("cuda"), "Tensor.to", "'cuda'")
+case("tensor.to-device", lambda: x3().to("tpu"), "Tensor.to", "'tpu'")
 case("nn.conv-transpose2d-stride", lambda: nn.ConvTranspose2d(1, 1, 3, stride=0), "ConvTranspose2d", "stride")
 case("nn.conv-transpose2d-output-padding", lambda: nn.ConvTranspose2d(1, 1, 3, stride=1, output_padding=2),
      "ConvTranspose2d", "output_padding")

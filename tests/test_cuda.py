@@ -50,7 +50,7 @@ UNSUPPORTED = {
     "dynamic_slice", "dynamic_update_slice", "segment_max", "segment_min", "segment_sum", "sddmm", "spmm",
     "conv_patches", "conv_patches_transpose", "fft", "cholesky", "eig", "eigh", "lu", "qr", "svd",
     "triangular_solve", "random_gamma", "random_gamma_grad", "random_normal", "random_poisson",
-    "random_standard", "random_truncated_normal",
+    "random_standard", "random_truncated_normal", "random_uniform_rows",
     "debug_callback", "pure_callback", "cond", "scan", "while", "check", "checkify", "custom_linear_solve",
 }
 # primitives without operands run where creation functions put them (``device=``; see test_creation_on_device)

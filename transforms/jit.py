@@ -45,7 +45,6 @@ from funclib.jaxpr import (
     partial_eval_jaxpr,
     trace_to_jaxpr,
 )
-from funclib.passes import dce, optimize
 from funclib.primitives.shape import instantiate, zeros
 
 from ._api_util import as_tensor_leaf, check_argnames, leaf_labels, static_both_ways
@@ -53,6 +52,7 @@ from .autodiff import backward_pass, jvp
 from .batching import vmap
 from .device_calls import call_impl, on_device
 from .lowering import compile_program
+from .passes import dce, optimize
 from .program import Program
 
 log = logging.getLogger("funclib.jit")

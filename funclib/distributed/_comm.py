@@ -16,6 +16,8 @@ from __future__ import annotations
 import hashlib
 import sys
 import threading
+import time
+import traceback
 
 import numpy as np
 
@@ -145,10 +147,16 @@ def _install_abort(w: World) -> None:
 
     def hook(etype, value, tb):
         try:
-            previous(etype, value, tb)
+            if previous is sys.__excepthook__:
+                # one write, then a moment for mpiexec to forward it: the abort kills the ranks and their pipes, and
+                # a traceback written piecewise arrived cut short under load
+                sys.stderr.write("".join(traceback.format_exception(etype, value, tb)))
+            else:
+                previous(etype, value, tb)
             sys.stderr.write(f"funclib.distributed: rank {w.rank} of {w.size} raised {etype.__name__}; aborting "
                              "every rank\n")
             sys.stderr.flush()
+            time.sleep(0.5)
         finally:
             w.MPI.COMM_WORLD.Abort(1)
 

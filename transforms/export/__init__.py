@@ -31,10 +31,10 @@ from funclib import tree as tree_util
 from funclib.core import ShapedArray, Tensor, _wrap, aval_of
 from funclib.errors import FunclibError
 from funclib.jaxpr import ClosedJaxpr, Jaxpr, JaxprTypeError, typecheck
-from funclib.passes import optimize
 
 from .._api_util import as_tensor_leaf
 from ..jit import _PY_SCALARS, Jitted, jit, jit_p
+from ..passes import optimize
 from ._batch import batch_leaves, merge, merge_pools, with_batch
 from ._codec import Decoder, Encoder, ExportError, normal
 from ._trees import describe_tree, mark_sources, rebuild, show_tree

@@ -14,12 +14,12 @@ import numpy as np
 from funclib import tree as tree_util
 from funclib.core import ShapedArray, Tensor, _state, set_trace
 from funclib.jaxpr import ClosedJaxpr, Eqn, Jaxpr, JaxprTrace, Var
-from funclib.passes import optimize
 
 from .._api_util import as_tensor_leaf
 from ..autodiff import jvp
 from ..control_flow._common import call
 from ..jit import JitTrace
+from ..passes import optimize
 from ._dims import Symbolic, align
 from ._errors import ExportError
 from ._lower import Lowering, elem_type, require_onnx

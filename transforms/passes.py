@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .core import ShapedArray, Tensor
-from .jaxpr import ClosedJaxpr, Eqn, Jaxpr, Literal, Var, eqn_has_effects, has_effects, use_counts
+from funclib.core import ShapedArray, Tensor
+from funclib.jaxpr import ClosedJaxpr, Eqn, Jaxpr, Literal, Var, eqn_has_effects, has_effects, use_counts
 
 _FOLD_LIMIT = 1 << 16  # elements: larger constant results stay as computations (they would bloat the program)
 
