@@ -100,14 +100,6 @@ class LinearTracer(Tracer):
             a = self._aval = ShapedArray(v.shape, v.dtype)
         return a
 
-    @property
-    def dtype(self):
-        return self.aval.dtype
-
-    @property
-    def shape(self):
-        return self.aval.shape
-
 
 class Tape(Trace):
     """Records the linear map of an eager function as it runs (the parent of the ``JVPTrace`` of ``grad``).
