@@ -23,7 +23,8 @@ from funclib import tree as tree_util
 from funclib.checks import check_callable
 from funclib.core import ShapedArray, Trace, Tracer, _state, aval_of, set_trace
 from funclib.errors import ConcretizationError, FunclibError
-from funclib.jaxpr import ClosedJaxpr, Jaxpr, eval_jaxpr, trace_to_jaxpr
+from funclib.jaxpr import eval_jaxpr, trace_to_jaxpr
+from funclib.primitives.collectives import binds_collective
 from funclib.primitives.shape import broadcast_in_dim, concatenate, moveaxis, slice_
 
 from ._api_util import as_tensor_leaf, broadcast_prefix, leaf_labels
@@ -103,26 +104,6 @@ class Chunks:
         )
 
 
-def _binds_collective(obj, name) -> bool:
-    """Whether a jaxpr (or a param holding jaxprs) binds a collective over axis ``name``, at any depth."""
-    if isinstance(obj, ClosedJaxpr):
-        obj = obj.jaxpr
-    if isinstance(obj, Jaxpr):
-        key = ("binds_collective", name)
-        found = obj.cache.get(key)
-        if found is None:
-            found = any(
-                (getattr(e.prim, "collective", False) and name in e.params["axes"])
-                or any(_binds_collective(v, name) for v in e.params.values())
-                for e in obj.eqns
-            )
-            obj.cache[key] = found
-        return found
-    if isinstance(obj, (tuple, list)):
-        return any(_binds_collective(v, name) for v in obj)
-    return False
-
-
 class BatchTracer(Tracer):
     __slots__ = ("val", "bdim")
 
@@ -181,7 +162,7 @@ class BatchTrace(Trace):
                 dims.append(None)
         named = getattr(prim, "batch_named", False)
         if named and self.axis is not None:
-            body_binds = _binds_collective(list(params.values()), self.axis_name)
+            body_binds = binds_collective(list(params.values()), self.axis_name)
             if body_binds and (not batched or self.axis.chunks is not None) and prim.name == "jit":
                 # the body's collectives must reach this trace (to see its lanes, or to be resolved across
                 # chunks), so it is evaluated inline instead of batched as a unit

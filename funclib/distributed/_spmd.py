@@ -17,29 +17,9 @@ from collections.abc import Callable
 from funclib.checks import check_callable
 from funclib.core import Trace, _state
 from funclib.jaxpr import ClosedJaxpr, Eqn, Jaxpr
-from funclib.primitives.collectives import ExternalAxis
+from funclib.primitives.collectives import ExternalAxis, binds_collective
 
 from ._comm import ProcessAxis, world
-
-
-def _binds(obj, name) -> bool:
-    """Whether a jaxpr (or a param holding jaxprs) binds a collective over ``name``, at any depth."""
-    if isinstance(obj, ClosedJaxpr):
-        obj = obj.jaxpr
-    if isinstance(obj, Jaxpr):
-        key = ("binds_collective", name)
-        found = obj.cache.get(key)
-        if found is None:
-            found = any(
-                (getattr(e.prim, "collective", False) and name in e.params["axes"])
-                or any(_binds(v, name) for v in e.params.values())
-                for e in obj.eqns
-            )
-            obj.cache[key] = found
-        return found
-    if isinstance(obj, (tuple, list)):
-        return any(_binds(v, name) for v in obj)
-    return False
 
 
 def _resolve_axes(axes: tuple, axis: ProcessAxis) -> tuple:
@@ -56,7 +36,7 @@ def _carries_code(v) -> bool:
 
 
 def _rewrite_jaxpr(j: Jaxpr, axis: ProcessAxis) -> Jaxpr:
-    if not _binds(j, axis.name):
+    if not binds_collective(j, axis.name):
         return j
     key = ("spmd", axis)
     done = j.cache.get(key)

@@ -25,6 +25,7 @@ import numpy as np
 from .. import tree as tree_util
 from ..core import Primitive, ShapedArray, Zero, _wrap, aval_of, current_trace, is_undefined
 from ..errors import DTypeError, FunclibError
+from ..jaxpr import ClosedJaxpr, Jaxpr
 from ..namespace import public
 from .elementwise import _to_tensor, add, bitwise_and, bitwise_or, convert, equal, maximum, minimum, safe_div
 from .indexing import gather
@@ -125,7 +126,6 @@ def _psum_abstract(*avals, axes):
         if a.dtype == np.bool_:
             raise DTypeError("psum: boolean operands have no sum; fl.psum counts them as int64 (or use pmax: any)")
     return _same_avals(*avals, axes=axes)
-
 
 
 @psum_p.def_jvp
@@ -553,6 +553,26 @@ def ppermute(x, axis_name, perm):
             raise ValueError(f"ppermute: lane {dup} is the {what} of more than one pair in perm={list(pairs)}")
     leaves, tree = _flat(x, "ppermute")
     return tree_util.unflatten(tree, ppermute_p.bind(*leaves, axes=(name,), perm=pairs)) if leaves else x
+
+
+def binds_collective(obj, name) -> bool:
+    """Whether a jaxpr (or a param holding jaxprs) binds a collective over axis ``name``, at any depth."""
+    if isinstance(obj, ClosedJaxpr):
+        obj = obj.jaxpr
+    if isinstance(obj, Jaxpr):
+        key = ("binds_collective", name)
+        found = obj.cache.get(key)
+        if found is None:
+            found = any(
+                (getattr(e.prim, "collective", False) and name in e.params["axes"])
+                or any(binds_collective(v, name) for v in e.params.values())
+                for e in obj.eqns
+            )
+            obj.cache[key] = found
+        return found
+    if isinstance(obj, (tuple, list)):
+        return any(binds_collective(v, name) for v in obj)
+    return False
 
 
 def axis_size_of(axis_name) -> int:
