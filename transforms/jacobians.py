@@ -158,8 +158,7 @@ def jacrev(
 
         cts_in = vmap(pull, in_axes=tuple([0] * len(basis)), chunk_size=chunk_size, max_bytes=max_bytes)(*basis)
         # cts_in: tuple per input leaf, each (total, *in_shape); split the leading axis per output leaf
-        in_blocks = [tuple(as_tensor_leaf(c, "jacrev") for c in tree_util.leaves(cts_in))]
-        per_in = in_blocks[0]
+        per_in = tuple(as_tensor_leaf(c, "jacrev") for c in tree_util.leaves(cts_in))
         shapes = [tuple(o.shape) for o in o_leaves]
         split = [_split_basis_dim(c, sizes, shapes, axis_front=True) for c in per_in]
         per_out = []
