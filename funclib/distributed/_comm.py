@@ -1,12 +1,18 @@
 """The MPI world: lazy loading of mpi4py, the process axis and its collectives on NumPy arrays.
 
-Every collective first agrees with the other ranks on what it is about to do: an eager collective exchanges a
-hash of its operation and operand types, a compiled program one hash of its whole jaxpr per call (the guard step
-that ``transforms/lowering.py`` puts first). A mismatch raises on every rank, naming the ranks and what differs,
-instead of deadlocking or mixing buffers of different shapes. The agreement cannot ride on the data collective
-itself: ranks that disagree on a shape would post buffers of different lengths, which MPI may truncate, mix or
-wait on forever. So it is one 16-byte Allreduce of a digest computed once per signature (per program when
-compiled), a few microseconds on an idle machine.
+Every call that communicates (an eager collective, a compiled program) first agrees with the other ranks on what
+it is about to do, by a digest of its signature (operation and operand types; a program's whole jaxpr). A
+mismatch raises on every rank, naming the ranks and what differs, instead of deadlocking or mixing buffers of
+different shapes. Ranks that disagree on a shape would post buffers of different lengths, which MPI may truncate,
+mix or wait on, so the digest cannot simply be added to the data: it rides there only where every rank is known
+to post the same buffer. That is predicted from the history every rank shares: each rank remembers, for the last
+agreed signature, which signature and which Allreduce came next the previous time. When the prediction names an
+Allreduce, every rank posts that Allreduce with a header of the digest after the data: the data itself if its
+call is the predicted one, a dummy of the predicted size if not. After the one collective, each rank reads from
+the reduced header whether every rank carried its digest (``_header``), so all ranks reach the same verdict: all
+predicted, and the result is the data; all mispredicted, and they agree explicitly; a mix, and they raise. A
+loop repeating the same calls therefore runs one collective per call. Without a prediction (a new signature, a
+collective that is not a sum) the agreement is its own 16-byte Allreduce before the data.
 
 Allreduce outputs come from a pool (``_pool.py``) and are reused once the tensors made from them are gone.
 """
@@ -24,7 +30,7 @@ import numpy as np
 from funclib.errors import FunclibError
 from funclib.primitives.collectives import ExternalAxis
 
-from ._guard import describe_program, program_key
+from ._guard import describe_program, first_collective, program_key
 from ._pool import BufferPool
 
 INSTALL_HINT = "pip install funclib[dist]"
@@ -70,6 +76,9 @@ class World:
         self._mine = np.zeros(2, np.int64)
         self._every = np.zeros(2, np.int64)
         self._digests: dict = {}  # an eager collective's signature -> digest
+        self._last = 0  # the digest of the last agreed call
+        self._next: dict = {}  # a call's digest -> (digest, Allreduce layout (count, dtype) or None) of the next
+        self._pending = None  # a program's (digest, describe), agreed in its first collective
 
     def axis(self, name) -> ProcessAxis:
         ax = self.axes.get(name)
@@ -78,19 +87,120 @@ class World:
         return ax
 
     # --- agreement ------------------------------------------------------------------------------------------
+    # A call is one eager collective or one compiled program's run. Every rank keeps the same history of agreed
+    # calls (it changes only after an agreement), so every rank makes the same prediction of what comes next.
+
     def agree(self, digest: int, describe) -> None:
-        """Raise RankMismatchError on every rank unless every rank passed the same ``digest`` (of ``digest()``);
-        ``describe()`` gives this rank's readable version of it, exchanged only on a mismatch."""
+        """Raise RankMismatchError on every rank unless every rank passed the same ``digest``; ``describe()``
+        gives this rank's readable version of its call, exchanged only on a mismatch."""
         if self.size == 1:
             return
+        self._settle()
+        predicted = self._next.get(self._last)
+        if predicted is not None and predicted[1] is not None:
+            self._ride(predicted, None, describe)  # returns only if every rank missed the prediction
+        self._agree_round(digest, describe)
+        self._remember(digest, None)
+
+    def allreduce_agreed(self, digest: int, describe, count: int, dtype: np.dtype, fill) -> np.ndarray:
+        """Sum ``count`` elements of ``dtype`` (header-capable: ``header_capable``) across ranks, agreed on
+        ``digest`` as ``agree`` does, in the same message when predicted. ``fill(buf)`` writes this rank's
+        elements into ``buf``; the result is a pooled array of ``count`` elements."""
+        self._settle()
+        layout = (count, dtype)
+        predicted = self._next.get(self._last)
+        if predicted is not None and predicted[1] is not None:
+            out = self._ride(predicted, (digest, layout, fill), describe)
+            if out is not None:
+                return out
+        self._agree_round(digest, describe)
+        self._remember(digest, layout)
+        buf = self.pool.take((count,), dtype)
+        fill(buf)
+        self.comm.Allreduce(self.MPI.IN_PLACE, buf, op=self.MPI.SUM)
+        return buf
+
+    def defer(self, digest: int, describe) -> None:
+        """Agree on ``digest`` in the next ``allreduce_agreed`` (a compiled program whose first collective is a
+        sum), or explicitly before any other communication."""
+        if self.size > 1:
+            self._settle()
+            self._pending = (digest, describe)
+
+    def take_pending(self):
+        """The deferred ``(digest, describe)``, now the caller's to agree on, or None."""
+        p, self._pending = self._pending, None
+        return p
+
+    def _settle(self) -> None:
+        if self._pending is not None:
+            self.agree(*self.take_pending())
+
+    def _ride(self, predicted, call, describe):
+        """Post the predicted Allreduce with this rank's data (``call`` = (digest, layout, fill) matching the
+        prediction) or a dummy of its size; return the data if every rank predicted right, None if every rank
+        missed, and raise on every rank if some did and some did not."""
+        p_digest, (p_count, p_dtype) = predicted
+        hit = call is not None and call[0] == p_digest and call[1] == predicted[1]
+        buf = self.pool.take((p_count + HEADER,), p_dtype)
+        if hit:
+            call[2](buf[:p_count])
+        code = p_digest if hit else MISSED
+        buf[p_count:] = _header(code)
+        self.comm.Allreduce(self.MPI.IN_PLACE, buf, op=self.MPI.SUM)
+        if not np.array_equal(buf[p_count:], self.size * _header(code)):
+            self._mismatch(describe)
+        if hit:
+            self._last = p_digest
+            return buf[:p_count]
+        return None
+
+    def _agree_round(self, digest: int, describe) -> None:
         mine, every = self._mine, self._every
         mine[0] = digest
         mine[1] = -digest
         self.comm.Allreduce(mine, every, op=self.MPI.MAX)  # max(d) == -max(-d) == d on every rank iff all equal
-        if every[0] == digest and every[1] == -digest:
-            return
+        if every[0] != digest or every[1] != -digest:
+            self._mismatch(describe)
+
+    def _mismatch(self, describe):
+        self._pending = None
+        self._last = 0  # every rank raises here: the history restarts the same everywhere
         every = self.comm.allgather(describe())
         raise RankMismatchError(_mismatch_message(every, self.rank))
+
+    def _remember(self, digest: int, layout) -> None:
+        if len(self._next) > 4096:
+            self._next.clear()
+        self._next[self._last] = (digest, layout)
+        self._last = digest
+
+
+# The header: the digest's 14 nibbles x as pairs (x, x*x), or a marker 16 in every nibble for a rank that missed
+# the prediction. Summed over N ranks, sum(x) == N*m and sum(x*x) == N*m*m hold only if every x equals m (their
+# difference is the sum of (x - m)**2), so each rank checks its own header against the sum and all conclude alike.
+# Values stay below 2**24 for N < 65536, exact in every dtype allowed.
+HEADER = 28
+MISSED = -1
+_HEADER_DTYPES = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.complex64, np.complex128, np.int32,
+                                                  np.int64, np.uint32, np.uint64))
+_headers: dict = {}
+
+
+def header_capable(dtype: np.dtype) -> bool:
+    """Whether a sum in ``dtype`` carries the header exactly (narrow integers would overflow)."""
+    return dtype in _HEADER_DTYPES
+
+
+def _header(code: int) -> np.ndarray:
+    h = _headers.get(code)
+    if h is None:
+        if len(_headers) > 4096:
+            _headers.clear()
+        x = np.full(HEADER // 2, 16.0) if code == MISSED else np.array([(code >> (4 * i)) & 15 for i in
+                                                                         range(HEADER // 2)], np.float64)
+        h = _headers[code] = np.concatenate([x, x * x])
+    return h
 
 
 def digest(key: bytes) -> int:
@@ -203,9 +313,43 @@ class ProcessAxis(ExternalAxis):
     # --- the collectives ------------------------------------------------------------------------------------
     def collective(self, op: str, arrays: list, **params) -> list:
         arrays = [np.asarray(a) for a in arrays]
-        if self.size > 1 and op != "axis_index":  # axis_index sends nothing: nothing to disagree on
-            self.world.agree(self._digest(op, arrays, params), lambda: _op_description(op, arrays, params))
+        if self.size == 1 or op == "axis_index":  # axis_index sends nothing: nothing to disagree on
+            return self.run(op, arrays, params)
+        d = self._digest(op, arrays, params)
+
+        def describe():
+            return _op_description(op, arrays, params)
+
+        if op == "psum":
+            out = self._sum_agreed(arrays, d, describe)
+            if out is not None:
+                return out
+        self.world.agree(d, describe)
         return self.run(op, arrays, params)
+
+    def _sum_agreed(self, arrays: list, digest: int, describe) -> list | None:
+        """``psum`` of operands of one dtype as one Allreduce that also carries the agreement on ``digest``
+        (``World.allreduce_agreed``); None where the dtypes do not allow it."""
+        dtype = arrays[0].dtype if arrays else None
+        wide = _wide(dtype) if dtype is not None else None
+        if wide is None or not header_capable(wide) or any(a.dtype != dtype for a in arrays):
+            return None
+        sizes = [a.size for a in arrays]
+
+        def fill(buf):
+            k = 0
+            for a, n in zip(arrays, sizes):
+                np.copyto(buf[k : k + n].reshape(a.shape), a)  # any layout, widened on the way
+                k += n
+
+        flat = self.world.allreduce_agreed(digest, describe, sum(sizes), wide, fill)
+        if wide != dtype:
+            flat = flat.astype(dtype)
+        out, k = [], 0
+        for a, n in zip(arrays, sizes):
+            out.append(flat[k : k + n].reshape(a.shape))
+            k += n
+        return out
 
     def _digest(self, op, arrays, params) -> int:
         cache = self.world._digests
@@ -221,23 +365,40 @@ class ProcessAxis(ExternalAxis):
         return d
 
     def program_step(self, op: str, params: dict):
-        """The step of a compiled program for this collective (the program's guard has checked the ranks agree)."""
-        run = self.run
+        """The step of a compiled program for this collective (the program's guard has checked the ranks agree,
+        or left its agreement to this step: ``program_guard``)."""
+        run, w = self.run, self.world
 
         def step(*arrays):
-            return run(op, [np.asarray(a) for a in arrays], params)
+            arrays = [np.asarray(a) for a in arrays]
+            if w._pending is not None:
+                pending = w.take_pending()
+                if op == "psum":
+                    out = self._sum_agreed(arrays, *pending)
+                    if out is not None:
+                        return out
+                w.agree(*pending)
+            return run(op, arrays, params)
 
         return step
 
     def program_guard(self, jaxpr, name: str):
-        """A step that checks every rank runs the same program before its first collective (once per call)."""
+        """A step that checks every rank runs the same program before its first collective (once per call).
+        When that collective is a sum of one dtype run by the program itself (not in a loop or a branch), the
+        check rides in its Allreduce: the guard only leaves the digest to it."""
         d = digest(program_key(jaxpr))
+
+        def describe():
+            return describe_program(jaxpr, name)
+
+        first = first_collective(jaxpr)
+        dtypes = {np.dtype(v.aval.dtype) for v in first.inputs} if first is not None else set()
+        if (first is not None and first.prim.name == "psum" and tuple(first.params["axes"]) == (self,)
+                and len(dtypes) == 1 and header_capable(_wide(dtypes.pop()))):
+            defer = self.world.defer
+            return lambda: defer(d, describe)
         agree = self.world.agree
-
-        def guard():
-            agree(d, lambda: describe_program(jaxpr, name))
-
-        return guard
+        return lambda: agree(d, describe)
 
     def run(self, op: str, arrays: list, params: dict) -> list:
         if op == "axis_index":

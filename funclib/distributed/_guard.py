@@ -65,3 +65,23 @@ def describe_program(jaxpr: Jaxpr, name: str):
     for i, line in enumerate(_lines(jaxpr)[1:-1]):
         items.append((f"operation {i}", line.split(" = ", 1)[1].split("[", 1)[0]))
     return (f"the jitted function {name!r}", items)
+
+
+def _binds_external(v) -> bool:
+    if isinstance(v, ClosedJaxpr):
+        v = v.jaxpr
+    if isinstance(v, Jaxpr):
+        return any(_is_external(e) or any(_binds_external(p) for p in e.params.values()) for e in v.eqns)
+    if isinstance(v, (tuple, list)):
+        return any(_binds_external(x) for x in v)
+    return False
+
+
+def _is_external(e) -> bool:
+    return getattr(e.prim, "collective", False) and any(isinstance(a, ExternalAxis) for a in e.params["axes"])
+
+
+def first_collective(jaxpr: Jaxpr):
+    """The first equation of ``jaxpr`` that is, or holds in a body, a collective over a process axis; or None."""
+    return next((e for e in jaxpr.eqns if _is_external(e) or any(_binds_external(v) for v in e.params.values())),
+                None)

@@ -202,4 +202,87 @@ D.barrier()
 shares = D.spmd(lambda v: fl.all_gather(v, "data"))(fl.asarray(D.DistributedSampler(11, seed=3).indices()))
 covered = sorted(set(shares.numpy().reshape(-1).tolist()))
 assert covered == list(range(11)) and shares.shape == (n, -(-11 // n)), shares
+
+# --- the agreement rides in the data: one message per call once the ranks have seen the sequence ----------------
+if n > 1:
+    from funclib.distributed._comm import world
+
+    class Counting:
+        """The world's communicator, counting the MPI calls made through it."""
+
+        def __init__(self, comm):
+            self.comm, self.calls = comm, []
+
+        def __getattr__(self, name):
+            f = getattr(self.comm, name)
+
+            def counted(*a, **k):
+                self.calls.append(name)
+                return f(*a, **k)
+
+            return counted if callable(f) else f
+
+    def calls(fn, times=3):
+        w = world()
+        real, w.comm = w.comm, Counting(w.comm)
+        try:
+            for _ in range(times):
+                fn()
+            return w.comm.calls
+        finally:
+            w.comm = real
+
+    def expect_mismatch(fn, *needles):
+        try:
+            fn()
+        except RankMismatchError as e:
+            assert all(k in str(e) for k in needles), (needles, str(e))
+        else:
+            raise AssertionError(f"rank {r}: no RankMismatchError, expected one naming {needles}")
+
+    psum = D.spmd(lambda v: fl.psum(v, "data"))
+    a3, b5 = fl.ones(3), fl.asarray(np.arange(5, dtype=np.int32))
+    tree3 = {"x": fl.ones((2, 2)), "y": fl.ones(3)}
+    for _ in range(2):  # learn the sequence a3, b5, tree3
+        psum(a3), psum(b5), psum(tree3)
+    seen = calls(lambda: (psum(a3), psum(b5), psum(tree3)))
+    assert seen == ["Allreduce"] * 9, seen
+    assert psum(b5).numpy().tolist() == [n * k for k in range(5)]
+    assert psum(tree3)["x"].numpy().tolist() == [[n, n], [n, n]]
+    # every rank leaves the sequence together: the dummy, the explicit agreement, the data; then learned again
+    c7 = fl.full((7,), 2.0)
+    assert calls(lambda: psum(c7), 1) == ["Allreduce"] * 3
+    assert psum(c7).numpy().tolist() == [2.0 * n] * 7 and calls(lambda: psum(c7), 2) == ["Allreduce"] * 2
+    # int8 cannot carry the digest exactly: its agreement is a separate round, every call
+    i8 = fl.ones(4, dtype=fl.int8)
+    psum(i8)
+    seen = calls(lambda: psum(i8))
+    assert seen == ["Allreduce"] * 6 and psum(i8).numpy().tolist() == [n] * 4, (seen, psum(i8))
+    psum(a3), psum(a3)
+
+    # one rank leaves the learned sequence: every rank raises, naming it, and the world stays usable
+    expect_mismatch(lambda: psum(fl.ones(3 if r != n - 1 else 4)), f"rank {n - 1}", "float32[3]", "float32[4]")
+    psum(a3), psum(a3)
+    expect_mismatch(lambda: psum(a3) if r != 1 else D.spmd(lambda v: fl.all_gather(v, "data"))(a3),
+                    "rank 1 ran all_gather", "rank 0 ran psum")
+    psum(a3), psum(a3)
+    expect_mismatch(lambda: psum(a3) if r != 1 else psum(fl.ones(3, dtype=fl.float64)), "float64[3]")
+    assert psum(a3).numpy().tolist() == [n] * 3
+
+    # a jitted program whose first collective is a sum agrees inside that Allreduce
+    def step2(x, y):
+        return fl.psum(x * 2.0, "data") + y
+
+    jstep = fl.jit(D.spmd(step2))
+    x43 = fl.ones((4, 3))
+    for _ in range(2):
+        jstep(x43, a3)
+    assert calls(lambda: jstep(x43, a3)) == ["Allreduce"] * 3
+    assert jstep(x43, a3).numpy().tolist() == [[2.0 * n + 1] * 3] * 4
+    expect_mismatch(lambda: jstep(x43, fl.ones(3 if r == 0 else 1)), "argument 'y'", "rank 1", "'step2'")
+    jstep(x43, a3), jstep(x43, a3)
+    expect_mismatch(lambda: jstep(x43, a3) if r == 0 else psum(x43 * 2.0), "rank 1 ran psum",
+                    "rank 0 ran the jitted function 'step2'")
+    assert jstep(x43, a3).numpy().tolist() == [[2.0 * n + 1] * 3] * 4
+
 print(f"rank {r}: collectives ok")
