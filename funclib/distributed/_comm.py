@@ -6,13 +6,14 @@ mismatch raises on every rank, naming the ranks and what differs, instead of dea
 different shapes. Ranks that disagree on a shape would post buffers of different lengths, which MPI may truncate,
 mix or wait on, so the digest cannot simply be added to the data: it rides there only where every rank is known
 to post the same buffer. That is predicted from the history every rank shares: each rank remembers, for the last
-agreed signature, which signature and which Allreduce came next the previous time. When the prediction names an
-Allreduce, every rank posts that Allreduce with a header of the digest after the data: the data itself if its
-call is the predicted one, a dummy of the predicted size if not. After the one collective, each rank reads from
-the reduced header whether every rank carried its digest (``_header``), so all ranks reach the same verdict: all
-predicted, and the result is the data; all mispredicted, and they agree explicitly; a mix, and they raise. A
-loop repeating the same calls therefore runs one collective per call. Without a prediction (a new signature, a
-collective that is not a sum) the agreement is its own 16-byte Allreduce before the data.
+agreed call, the length and dtype of the Allreduce that came next the previous time (none if the next call was
+not a sum). Where there is one, every rank posts that Allreduce with a header of its digest after the data: its
+own data and digest if its call sums that many elements of that dtype, a dummy marked as such if not. From the
+reduced header each rank reads whether every rank carried its own header (``_header``), so all ranks reach the
+same verdict: all alike, and the result is the data (or, all dummies, they agree explicitly next); different, and
+they all raise. Calls that repeat a sequence (a training loop; eager and jitted sums of one size in any order)
+therefore cost one collective each. Otherwise (a new sequence, a collective that is not a sum) the agreement is
+its own 16-byte Allreduce before the data, and a misprediction costs the dummy as well.
 
 Allreduce outputs come from a pool (``_pool.py``) and are reused once the tensors made from them are gone.
 """
@@ -77,7 +78,7 @@ class World:
         self._every = np.zeros(2, np.int64)
         self._digests: dict = {}  # an eager collective's signature -> digest
         self._last = 0  # the digest of the last agreed call
-        self._next: dict = {}  # a call's digest -> (digest, Allreduce layout (count, dtype) or None) of the next
+        self._next: dict = {}  # a call's digest -> the Allreduce (count, dtype) of the call after it, if a sum
         self._pending = None  # a program's (digest, describe), agreed in its first collective
 
     def axis(self, name) -> ProcessAxis:
@@ -97,7 +98,7 @@ class World:
             return
         self._settle()
         predicted = self._next.get(self._last)
-        if predicted is not None and predicted[1] is not None:
+        if predicted is not None:
             self._ride(predicted, None, describe)  # returns only if every rank missed the prediction
         self._agree_round(digest, describe)
         self._remember(digest, None)
@@ -109,7 +110,7 @@ class World:
         self._settle()
         layout = (count, dtype)
         predicted = self._next.get(self._last)
-        if predicted is not None and predicted[1] is not None:
+        if predicted is not None:
             out = self._ride(predicted, (digest, layout, fill), describe)
             if out is not None:
                 return out
@@ -137,21 +138,21 @@ class World:
             self.agree(*self.take_pending())
 
     def _ride(self, predicted, call, describe):
-        """Post the predicted Allreduce with this rank's data (``call`` = (digest, layout, fill) matching the
-        prediction) or a dummy of its size; return the data if every rank predicted right, None if every rank
-        missed, and raise on every rank if some did and some did not."""
-        p_digest, (p_count, p_dtype) = predicted
-        hit = call is not None and call[0] == p_digest and call[1] == predicted[1]
+        """Post the predicted Allreduce with this rank's data and digest (``call`` = (digest, layout, fill), its
+        layout the predicted one) or a dummy of its size; return the data if every rank carried the same digest,
+        None if every rank missed the prediction, and raise on every rank otherwise."""
+        p_count, p_dtype = predicted
+        hit = call is not None and call[1] == predicted
         buf = self.pool.take((p_count + HEADER,), p_dtype)
         if hit:
             call[2](buf[:p_count])
-        code = p_digest if hit else MISSED
+        code = call[0] if hit else MISSED
         buf[p_count:] = _header(code)
         self.comm.Allreduce(self.MPI.IN_PLACE, buf, op=self.MPI.SUM)
         if not np.array_equal(buf[p_count:], self.size * _header(code)):
             self._mismatch(describe)
         if hit:
-            self._last = p_digest
+            self._last = code
             return buf[:p_count]
         return None
 
@@ -172,7 +173,10 @@ class World:
     def _remember(self, digest: int, layout) -> None:
         if len(self._next) > 4096:
             self._next.clear()
-        self._next[self._last] = (digest, layout)
+        if layout is None:
+            self._next.pop(self._last, None)
+        else:
+            self._next[self._last] = layout
         self._last = digest
 
 

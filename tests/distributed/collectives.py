@@ -267,6 +267,9 @@ if n > 1:
                     "rank 1 ran all_gather", "rank 0 ran psum")
     psum(a3), psum(a3)
     expect_mismatch(lambda: psum(a3) if r != 1 else psum(fl.ones(3, dtype=fl.float64)), "float64[3]")
+    psum(a3), psum(a3)
+    # the predicted Allreduce fits both calls (3 float32 elements): the digests in its header tell them apart
+    expect_mismatch(lambda: psum(a3) if r != 1 else psum(fl.ones((1, 3))), "float32[1, 3]", "float32[3]")
     assert psum(a3).numpy().tolist() == [n] * 3
 
     # a jitted program whose first collective is a sum agrees inside that Allreduce
@@ -279,6 +282,12 @@ if n > 1:
         jstep(x43, a3)
     assert calls(lambda: jstep(x43, a3)) == ["Allreduce"] * 3
     assert jstep(x43, a3).numpy().tolist() == [[2.0 * n + 1] * 3] * 4
+    # eager and jitted sums of one size, in any order: the prediction is the Allreduce, not the call
+    jsum = fl.jit(psum)
+    for f in (psum, jsum, jsum, psum, psum):  # each call's successor seen once
+        f(x43)
+    for order in ([psum, jsum], [jsum, psum], [jsum, jsum, psum, psum, jsum]):
+        assert calls(lambda order=order: [f(x43) for f in order], 2) == ["Allreduce"] * (2 * len(order)), order
     expect_mismatch(lambda: jstep(x43, fl.ones(3 if r == 0 else 1)), "argument 'y'", "rank 1", "'step2'")
     jstep(x43, a3), jstep(x43, a3)
     expect_mismatch(lambda: jstep(x43, a3) if r == 0 else psum(x43 * 2.0), "rank 1 ran psum",
