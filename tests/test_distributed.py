@@ -212,3 +212,19 @@ def test_pooled_buffers_are_reused_only_when_nothing_refers_to_them(monkeypatch)
     assert pool.take(shape, np.float32).base is None  # 0 turns reuse off
     pool.clear()
     assert pool.held_bytes == 0
+
+
+def test_pool_evicts_a_free_buffer_behind_one_in_use(monkeypatch):
+    import numpy as np
+
+    import funclib as fl
+    from funclib.distributed._pool import MIN_BYTES, BufferPool
+
+    monkeypatch.setattr(fl.config, "distributed_buffer_pool_mb", 1)
+    pool = BufferPool()
+    kept, dropped = pool.take((MIN_BYTES,), np.uint8), pool.take((MIN_BYTES,), np.uint8)
+    kept[:] = 7
+    del dropped
+    big = pool.take(((1 << 20) - MIN_BYTES,), np.uint8)  # fits only once the free buffer, second of its size, goes
+    assert big.size == (1 << 20) - MIN_BYTES and pool.held_bytes == 1 << 20
+    assert (kept == 7).all()

@@ -78,7 +78,8 @@ class BufferPool:
         for _, size, e in free:
             if released >= need:
                 break
-            self._by_size[size].remove(e)
+            entries = self._by_size[size]
+            del entries[next(i for i, x in enumerate(entries) if x is e)]  # by identity: == would compare arrays
             self._held -= size
             released += size
         return released >= need
