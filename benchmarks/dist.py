@@ -88,7 +88,7 @@ def _allreduce(report):
         }
         np.testing.assert_allclose(jitted(t).numpy(), eager(t).numpy())
         best: dict = {}
-        med = _interleaved(comm, variants, 40 if mb == 4 else 15, best)
+        med = _interleaved(comm, variants, 100 if mb == 4 else 20, best)
         row = {k: {"median_ms": 1e3 * v, "GB_per_s": (mb / 1024) / v, "best_ms": 1e3 * best[k]} for k, v in med.items()}
         for k in ("funclib eager", "funclib jit", "raw mpi4py, agreement first", "raw mpi4py, header in the data"):
             row[k]["fraction_of_raw"] = med[raw] / med[k]
