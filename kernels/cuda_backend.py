@@ -24,6 +24,7 @@ array([0., 1., 2.])
 from __future__ import annotations
 
 import importlib
+import linecache
 import math
 import os
 import threading
@@ -82,6 +83,15 @@ class CudaArray:
     @property
     def nbytes(self) -> int:
         return self.size * self.dtype.itemsize
+
+    @property
+    def strides(self) -> tuple[int, ...]:
+        """Byte strides of the C-contiguous layout (never zero: a device buffer is no broadcast view)."""
+        out, acc = [], self.dtype.itemsize
+        for n in reversed(self.shape):
+            out.append(acc)
+            acc *= max(n, 1)
+        return tuple(reversed(out))
 
     def reshape(self, shape: Sequence[int]) -> CudaArray:
         """The same buffer with another shape (no copy: the buffer is contiguous)."""
@@ -227,8 +237,9 @@ class NumbaCuda:
     def to_host(self, a: CudaArray) -> np.ndarray:
         return a.handle.copy_to_host().view(a.dtype).reshape(a.shape)
 
-    def compile(self, source: str, name: str) -> Any:
-        """The kernel ``name`` defined by ``source`` (generated Python), compiled once per source."""
+    def compile(self, source: str, name: str, filename: str | None = None) -> Any:
+        """The kernel ``name`` defined by ``source`` (generated Python), compiled once per source. ``filename``
+        (a copy of ``source`` on disk) is what tracebacks show."""
         key = (source, name)
         k = self._kernels.get(key)
         if k is None:
@@ -236,7 +247,9 @@ class NumbaCuda:
                 k = self._kernels.get(key)
                 if k is None:
                     ns: dict[str, Any] = {}
-                    exec(compile(source, f"<cuda kernel {name}>", "exec"), ns)
+                    filename = filename or f"<cuda kernel {name}>"
+                    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+                    exec(compile(source, filename, "exec"), ns)
                     k = self._kernels[key] = self.cuda.jit(ns[name])
         return k
 
