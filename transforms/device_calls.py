@@ -14,7 +14,7 @@ import threading
 
 import numpy as np
 
-from funclib.core import PRIMITIVES, DeviceTensor, _wrap, aval_of, set_trace
+from funclib.core import PRIMITIVES, DeviceTensor, Tensor, _wrap, aval_of, set_trace
 from funclib.jaxpr import Jaxpr, eval_jaxpr
 
 from .lowering import compile_program
@@ -26,6 +26,26 @@ _lock = threading.RLock()
 def on_device(values) -> bool:
     """Whether any of ``values`` (tensors) lives on a CUDA device."""
     return any(type(x) is DeviceTensor for x in values)
+
+
+def device_consts(cache: dict, consts: list, args) -> list:
+    """A jitted function's constants on the device of its device ``args`` (moved once; ``cache`` keeps them per
+    device). A constant already on a device stays there (a different one raises where it meets the others)."""
+    device = next((x.device for x in args if type(x) is DeviceTensor), None)
+    if device is None:
+        return consts
+    moved = cache.get(device)
+    if moved is None:
+        moved = cache[device] = [
+            c.to_device(device) if type(c) is not DeviceTensor and not isinstance(c, (int, float, bool, complex))
+            else c
+            for c in map(_as_tensor, consts)
+        ]
+    return moved
+
+
+def _as_tensor(c):
+    return c if isinstance(c, (Tensor, int, float, bool, complex)) else _wrap(c)
 
 
 def _device(buffers) -> str | None:

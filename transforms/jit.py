@@ -50,7 +50,7 @@ from funclib.primitives.shape import instantiate, zeros
 from ._api_util import as_tensor_leaf, check_argnames, leaf_labels, static_both_ways
 from .autodiff import backward_pass, jvp
 from .batching import vmap
-from .device_calls import call_impl, on_device
+from .device_calls import call_impl, device_consts, on_device
 from .lowering import compile_program
 from .passes import dce, optimize
 from .program import Program
@@ -265,7 +265,7 @@ def _named_axes() -> tuple:
 
 
 class _Entry:
-    __slots__ = ("jaxpr", "consts", "out_tree", "closed", "program", "desc", "weak_out", "int_checks")
+    __slots__ = ("jaxpr", "consts", "out_tree", "closed", "program", "desc", "weak_out", "int_checks", "on_devices")
 
     def __init__(self, jaxpr, consts, out_tree, closed, desc, weak_out, int_checks):
         self.jaxpr = jaxpr
@@ -278,6 +278,7 @@ class _Entry:
         self.weak_out = weak_out if any(weak_out) else None
         # (jaxpr computing values of Python int arguments, the integer dtype each meets), or None
         self.int_checks = int_checks
+        self.on_devices: dict = {}  # device -> the constants moved there (moved once, with the first call there)
 
 
 def _int_checks(jaxpr: Jaxpr, narrowing: list):
@@ -534,7 +535,11 @@ class Jitted:
                 self._fast[fast] = (prog, consts, entry.out_tree, one, entry.weak_out)
             outs = prog.run(consts + [x._value for x in leaves])
             return tree_util.unflatten(entry.out_tree, _outputs(outs, entry.weak_out))
-        outs = jit_p.bind(*entry.consts, *leaves, jaxpr=entry.jaxpr, name=self.__name__)
+        consts = entry.consts
+        if _state.trace is None and consts:
+            # the program's constants (captured or made while tracing) run where its arguments live
+            consts = device_consts(entry.on_devices, consts, leaves)
+        outs = jit_p.bind(*consts, *leaves, jaxpr=entry.jaxpr, name=self.__name__)
         return tree_util.unflatten(entry.out_tree, list(outs))
 
     def lower(self, *args, **kwargs) -> Lowered:
