@@ -298,11 +298,12 @@ class CudaKernel:
     """Generated numba-cuda source; ``load()`` compiles it (through the kernel cache) and returns the function the
     steps call, ``fn(*arrays, dims)``, which launches it over a grid sized from ``dims``."""
 
-    __slots__ = ("source", "scratch", "_rt", "_grid", "_fn")
+    __slots__ = ("source", "scratch", "argtypes", "_rt", "_grid", "_fn")
 
-    def __init__(self, source: str, rt, grid: Callable[[Sequence[int]], tuple[int, int]]):
+    def __init__(self, source: str, rt, grid: Callable[[Sequence[int]], tuple[int, int]], argtypes: Sequence[str]):
         self.source = source
         self.scratch: tuple[np.dtype, ...] = ()
+        self.argtypes = tuple(argtypes)  # numba type names of its arguments, to compile it ahead (the PTX check)
         self._rt = rt
         self._grid = grid
         self._fn = None
@@ -342,6 +343,11 @@ def source_file(source: str) -> str | None:
     except OSError:
         return None
     return path
+
+
+def _arr(d) -> str:
+    d = np.dtype(d)
+    return "boolean[::1]" if d == np.bool_ else f"{d.name}[::1]"
 
 
 def _elementwise_grid(dims: Sequence[int]) -> tuple[int, int]:
@@ -384,19 +390,24 @@ class CudaEmitter:
     def fused_kernel(self, spec: fusion.KernelSpec, cols: int) -> Kernel:
         src = fused_source(spec, self.rt.simulated)
         red = spec.reduction
+        r = max(spec.rank, 1)
+        types = [_arr(i.dtype) for i in spec.inputs] + [_arr(spec.ops[j].dtype) for j in spec.outputs]
+        types += [_arr(red.dtype)] if red is not None else []
+        types += ["int64"] * r
         if red is None:
-            return CudaKernel(src, self.rt, _elementwise_grid)
-        m, r = red.n_reduced, max(spec.rank, 1)
+            return CudaKernel(src, self.rt, _elementwise_grid, types)
+        m = red.n_reduced
         if red.leading and m < r:
-            return CudaKernel(src, self.rt, lambda dims: launch_config(math.prod(dims[m:])))
+            return CudaKernel(src, self.rt, lambda dims: launch_config(math.prod(dims[m:])), types)
         block = self.block
         kept = (lambda dims: math.prod(dims[: r - m])) if not red.leading else (lambda dims: 1)
-        return CudaKernel(src, self.rt, lambda dims: (max(1, min(kept(dims), MAX_BLOCKS)), block))
+        return CudaKernel(src, self.rt, lambda dims: (max(1, min(kept(dims), MAX_BLOCKS)), block), types)
 
     def staged_kernel(self, spec: fusion.StagedSpec, cols: int) -> Kernel:
         block = self.block
+        types = [_arr(d) for d, _ in spec.inputs] + [_arr(spec.ops[j].dtype) for j in spec.outputs]
         return CudaKernel(staged_source(spec, self.rt.simulated), self.rt,
-                          lambda dims: (max(1, min(dims[0], MAX_BLOCKS)), block))
+                          lambda dims: (max(1, min(dims[0], MAX_BLOCKS)), block), [*types, "int64", "int64"])
 
     def loop_kernel(self, spec: Any):
         raise Unsupported("whole loops are not generated for CUDA devices yet")

@@ -789,9 +789,9 @@ def kernel_catalog() -> list[tuple[str, str, list[str], bool]]:
     return cases
 
 
-def compile_catalog(cc: tuple[int, int] = (9, 0)) -> dict[str, str]:
-    """The PTX of every ``kernel_catalog`` entry for compute capability ``cc`` (needs numba-cuda with its NVVM,
-    ``pip install funclib[cuda]``; no GPU, and not the simulator)."""
+def compile_catalog(cc: tuple[int, int] = (9, 0), cases=None) -> dict[str, str]:
+    """The PTX of every ``kernel_catalog`` entry (or of ``cases``, entries of the same form) for compute capability
+    ``cc`` (needs numba-cuda with its NVVM, ``pip install funclib[cuda]``; no GPU, and not the simulator)."""
     from numba import cuda, types  # optional extra: only for this check
     from numba.cuda import dispatcher  # numba-cuda compiles device functions for "the current device"
 
@@ -803,7 +803,7 @@ def compile_catalog(cc: tuple[int, int] = (9, 0)) -> dict[str, str]:
     # with no GPU there is no current device: name the target so the kernels' device functions compile for it
     dispatcher.get_current_device = lambda: _Target
     try:
-        for label, src, argtypes, _ in kernel_catalog():
+        for label, src, argtypes, _ in kernel_catalog() if cases is None else cases:
             ns: dict[str, Any] = {}
             exec(compile(src, f"<cuda kernel {label}>", "exec"), ns)
             fn = ns["kernel"] if "kernel" in ns else ns["matmul"]

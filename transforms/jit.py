@@ -50,7 +50,7 @@ from funclib.primitives.shape import instantiate, zeros
 from ._api_util import as_tensor_leaf, check_argnames, leaf_labels, static_both_ways
 from .autodiff import backward_pass, jvp
 from .batching import vmap
-from .device_calls import call_impl, device_consts, on_device
+from .device_calls import call_impl, device_consts, device_program, on_device
 from .lowering import compile_program
 from .passes import dce, optimize
 from .program import Program
@@ -543,9 +543,12 @@ class Jitted:
         return tree_util.unflatten(entry.out_tree, list(outs))
 
     def lower(self, *args, **kwargs) -> Lowered:
-        """The optimized jaxpr and the generated kernels for these arguments."""
-        entry, _ = self._lookup(args, kwargs)
-        return Lowered(entry, _program(entry.jaxpr), self.__name__)
+        """The optimized jaxpr and the generated kernels for these arguments (a device's kernels for arguments
+        on a CUDA device)."""
+        entry, leaves = self._lookup(args, kwargs)
+        device = next((x.device for x in leaves if on_device([x])), None)
+        prog = device_program(entry.jaxpr, device) if device is not None else None
+        return Lowered(entry, _program(entry.jaxpr) if prog is None else prog.program, self.__name__)
 
     def trace(self, *args, **kwargs) -> ClosedJaxpr:
         """The optimized jaxpr for these arguments."""
