@@ -444,7 +444,8 @@ def _indexed(ctx, name, x, idx, axes, updates=None):
         out = ctx.empty(out_shape, x.dtype)
         src = front
     else:
-        out, src = front if front is not x else ctx.copy(View(x)), updates
+        # atomics add into ``out``: never into the operand's own buffer (a view of it when no transpose was needed)
+        out, src = front if front.handle is not x.handle else ctx.copy(View(x)), updates
     if n:
         blocks, threads = launch_config(n)
         ctx.rt.launch(kern, blocks, threads, [src, idx, out, flag, n, R, *sizes, *strides])

@@ -232,3 +232,15 @@ def test_the_gpu_benchmark_runs_tiny_in_the_simulator():
     assert r.returncode == 0, r.stderr[-3000:]
     for case in ("chain", "matmul", "launch", "mlp"):
         assert case in r.stdout, r.stdout
+
+
+def test_scatter_add_never_writes_into_its_operand():
+    # the gradient of a gather scatters into a zeros constant of the program: run twice, it must not accumulate
+    idx = fl.asarray(np.array([0, 2, 2, 3]))
+    f = fl.jit(fl.grad(lambda w, i: fl.sum(fl.take(w, i) ** 2)))
+    w = np.arange(5, dtype=np.float32)
+    cpu = f(fl.asarray(w), idx)
+    wd, idd = fl.asarray(w).cuda(), idx.cuda()
+    for _ in range(3):
+        _close(f(wd, idd), cpu)
+    np.testing.assert_array_equal(wd.cpu().numpy(), w)
