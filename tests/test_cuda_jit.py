@@ -188,7 +188,7 @@ import numpy as np
 sys.path.insert(0, {os.path.join(ROOT, 'tests')!r})
 import funclib as fl
 from funclib.kernels import cuda_emit, cuda_ops
-from funclib.transforms.lowering import compile_program
+from funclib.transforms.lowering import body_program
 from test_cuda_jit import PROGRAMS
 
 class Catalog(cuda_emit.CudaEmitter):
@@ -206,7 +206,7 @@ cases = []
 for name, (f, args) in sorted(PROGRAMS.items()):
     for dtype in (np.float32, np.float64):
         em = Catalog()
-        compile_program(fl.jit(f).trace(*[fl.asarray(a.astype(dtype)) for a in args]).jaxpr, emitter=em)
+        body_program(fl.jit(f).trace(*[fl.asarray(a.astype(dtype)) for a in args]), emitter=em)
         assert em.made, name
         for i, k in enumerate(em.made):
             cases.append((f"{{name}}:{{np.dtype(dtype).name}}:{{i}}", k.source, list(k.argtypes),
