@@ -6,7 +6,8 @@ an emitter, the one object that knows the device, to turn those plans into code 
 
 - **capabilities** the planner reads: ``supports`` (an elementwise op at these dtypes can be written in a fused
   kernel), ``reducible`` (a reduction of this dtype can be fused), ``carrier`` (dtypes the kernels cannot hold,
-  passed as views of these unsigned integer dtypes);
+  passed as views of these unsigned integer dtypes), and optionally ``fuses_single_ops`` (a lone elementwise op
+  gets a kernel of its own too; the CPU runs it through NumPy);
 - **kernels** from backend-neutral specs: ``fused_kernel`` (a ``fusion.KernelSpec``: one loop nest with an
   optional reduction), ``staged_kernel`` (a ``fusion.StagedSpec``: passes over the rows of a (rows, cols) space),
   ``loop_kernel`` (a ``loopgen.LoopSpec``: a whole loop), each raising ``Unsupported`` for what it cannot

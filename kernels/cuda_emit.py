@@ -313,10 +313,18 @@ class CudaKernel:
             kern = self._rt.compile(self.source, "kernel", filename=source_file(self.source))
             launch, grid = self._rt.launch, self._grid
 
+            # the last dims array seen (a step passes the same one at every call), its sizes and grid, as one tuple
+            # replaced whole (threads may share the kernel)
+            last = [(None, None, None)]
+
             def run(*args):
-                dims = [int(n) for n in args[-1]]
-                blocks, threads = grid(dims)
-                launch(kern, blocks, threads, [*args[:-1], *dims])
+                d = args[-1]
+                seen = last[0]
+                if seen[0] is not d:
+                    dims = [int(n) for n in d]
+                    seen = last[0] = (d, dims, grid(dims))
+                blocks, threads = seen[2]
+                launch(kern, blocks, threads, [*args[:-1], *seen[1]])
 
             self._fn = run
         return self._fn
@@ -361,6 +369,9 @@ class CudaEmitter:
     caller knows the primitives; this layer does not)."""
 
     carrier: dict = {}  # dtypes the kernels do not compute in are not fused at all
+    # one elementwise op is a generated kernel too: its source and launch plan are made once per layout, where
+    # the eager path (cuda_ops) rebuilds its operand views at every call
+    fuses_single_ops = True
 
     def __init__(self, rt, index: int, run_primitive: Callable[[str, Callable, dict], Callable]):
         self.rt = rt

@@ -16,6 +16,7 @@ compiles every kind to sm_90 PTX and checks for float64 instructions).
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Callable, Sequence
@@ -71,6 +72,10 @@ def strided_source(rank: int, operands: Sequence[str], expr: str, out_strided: b
         lines.append(f"        out[i] = {value}")
     lines += ["        i += step", ""]
     return "\n".join(lines)
+
+
+# the source of each eager kernel kind, generated once (regenerating it cost most of a small op's launch)
+_strided_cached = functools.lru_cache(maxsize=4096)(strided_source)
 
 
 def _contiguous_strides(shape: Sequence[int]) -> list[int]:
@@ -131,7 +136,7 @@ def launch_strided(rt, rank_shape, operands: Sequence[Any], expr: str, out: Cuda
     n = math.prod(rank_shape)
     if n == 0:
         return out
-    src = strided_source(rank, kinds, expr, out_strided=out_view is not None, simulated=rt.simulated)
+    src = _strided_cached(rank, tuple(kinds), expr, out_view is not None, rt.simulated)
     kern = rt.compile(src, "kernel")
     blocks, threads = launch_config(n)
     rt.launch(kern, blocks, threads, [*args, out, n, *rank_shape, *tail])

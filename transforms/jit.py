@@ -20,6 +20,7 @@ from funclib import config, dtypes
 from funclib import tree as tree_util
 from funclib.checks import check_callable
 from funclib.core import (
+    DeviceTensor,
     Primitive,
     ShapedArray,
     Tensor,
@@ -522,6 +523,17 @@ class Jitted:
                         return _wrap(outs[0])
                     return tree_util.unflatten(out_tree, _outputs(outs, weak_out))
                 fast = sig
+            elif args and all(type(a) is DeviceTensor for a in args):
+                # on a device: the same cache, keyed by the devices too (the program is the device's)
+                sig = (tuple([(a._value.shape, a._value.dtype, a._value.device) for a in args]), dtypes.float_default())
+                hit = self._fast.get(sig)
+                if hit is not None:
+                    program, consts, out_tree, one, weak_out = hit
+                    outs = program.run(consts + [a._value for a in args])
+                    if one:
+                        return _wrap(outs[0])
+                    return tree_util.unflatten(out_tree, _outputs(outs, weak_out))
+                fast = sig
         entry, leaves = self._lookup(args, kwargs)
         if entry.int_checks is not None:
             _check_ints(entry, leaves, self.__name__)
@@ -540,6 +552,12 @@ class Jitted:
             # the program's constants (captured or made while tracing) run where its arguments live
             consts = device_consts(entry.on_devices, consts, leaves)
         outs = jit_p.bind(*consts, *leaves, jaxpr=entry.jaxpr, name=self.__name__)
+        if fast is not None and fast[0] and len(fast[0][0]) == 3:  # every argument on a device: keep its program
+            dp = device_program(entry.jaxpr, leaves[0]._value.device)
+            if dp is not None:
+                vals = [dp.emitter.asarray(getattr(c, "_value", c)) for c in consts]
+                one = entry.out_tree.is_leaf() and entry.weak_out is None
+                self._fast[fast] = (dp.program, vals, entry.out_tree, one, entry.weak_out)
         return tree_util.unflatten(entry.out_tree, list(outs))
 
     def lower(self, *args, **kwargs) -> Lowered:
