@@ -310,7 +310,8 @@ class CudaKernel:
 
     def load(self) -> Callable[..., None]:
         if self._fn is None:
-            kern = self._rt.compile(self.source, "kernel", filename=source_file(self.source))
+            kern = self._rt.compile(self.source, "kernel", filename=source_file(self.source),
+                                    cache_key=diskcache.kernel_key(self.source))
             launch, grid = self._rt.launch, self._grid
 
             # the last dims array seen (a step passes the same one at every call), its sizes and grid, as one tuple

@@ -244,3 +244,40 @@ def test_scatter_add_never_writes_into_its_operand():
     for _ in range(3):
         _close(f(wd, idd), cpu)
     np.testing.assert_array_equal(wd.cpu().numpy(), w)
+
+
+def test_compiled_cuda_kernels_are_kept_in_the_private_cache_and_a_bad_file_is_a_miss(tmp_path):
+    # numba-cuda's compiler is real only with the simulator off; no GPU is needed for the cache's own logic
+    code = f"""
+import os, types
+from funclib.kernels import cuda_backend, diskcache
+from numba.cuda import dispatcher
+
+class Ctx:
+    def codegen(self):
+        return types.SimpleNamespace(magic_tuple=lambda: ((13, 0), (9, 0)))
+
+class Kernel:
+    def _reduce_states(self):
+        return {{"name": "kernel", "ptx": "// code"}}
+
+cuda_backend._target = Ctx
+dispatcher._Kernel._rebuild = classmethod(lambda cls, **states: states)
+cache = cuda_backend.CudaKernelCache("cu_abc.kernel", "abc")
+cache.save_overload("(float32[::1], int64)", Kernel())
+d = diskcache.private_dir()
+[name] = [f for f in os.listdir(d) if f.endswith(".cubin")]
+path = os.path.join(d, name)
+assert os.stat(path).st_mode & 0o077 == 0
+assert cache.load_overload("(float32[::1], int64)", Ctx()) == {{"name": "kernel", "ptx": "// code"}}
+assert cache.load_overload("(float64[::1], int64)", Ctx()) is None  # another signature
+assert cuda_backend.CudaKernelCache("cu_abd.kernel", "abd").load_overload("(float32[::1], int64)", Ctx()) is None
+with open(path, "r+b") as f:
+    f.seek(40)
+    f.write(b"garbage")
+assert cache.load_overload("(float32[::1], int64)", Ctx()) is None  # corrupt: a miss, compiled again
+print("ok")
+"""
+    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "0", "FUNCLIB_CACHE_DIR": str(tmp_path / "cache")}
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-3000:]
