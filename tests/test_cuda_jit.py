@@ -248,7 +248,7 @@ def test_scatter_add_never_writes_into_its_operand():
 
 def test_compiled_cuda_kernels_are_kept_in_the_private_cache_and_a_bad_file_is_a_miss(tmp_path):
     # numba-cuda's compiler is real only with the simulator off; no GPU is needed for the cache's own logic
-    code = f"""
+    code = """
 import os, types
 from funclib.kernels import cuda_backend, diskcache
 from numba.cuda import dispatcher
@@ -259,7 +259,7 @@ class Ctx:
 
 class Kernel:
     def _reduce_states(self):
-        return {{"name": "kernel", "ptx": "// code"}}
+        return {"name": "kernel", "ptx": "// code"}
 
 cuda_backend._target = Ctx
 dispatcher._Kernel._rebuild = classmethod(lambda cls, **states: states)
@@ -269,7 +269,7 @@ d = diskcache.private_dir()
 [name] = [f for f in os.listdir(d) if f.endswith(".cubin")]
 path = os.path.join(d, name)
 assert os.stat(path).st_mode & 0o077 == 0
-assert cache.load_overload("(float32[::1], int64)", Ctx()) == {{"name": "kernel", "ptx": "// code"}}
+assert cache.load_overload("(float32[::1], int64)", Ctx()) == {"name": "kernel", "ptx": "// code"}
 assert cache.load_overload("(float64[::1], int64)", Ctx()) is None  # another signature
 assert cuda_backend.CudaKernelCache("cu_abd.kernel", "abd").load_overload("(float32[::1], int64)", Ctx()) is None
 with open(path, "r+b") as f:
