@@ -22,9 +22,9 @@ kernel with a reduction takes its accumulator before ``dims``), inputs and outpu
 (staged: 2-D), carried dtypes as their carriers' views, ``dims`` the collapsed sizes as an int64 array. Sizes are
 run-time values, so one kernel serves every batch size.
 
-The numba CPU emitter is ``kernels.numba_cpu.CPU``. A new device implements the same methods (for CUDA: numba-cuda
-kernels launched over a grid, device allocations, cuBLAS for ``dot_general``); the planner, the steps and the
-program stay as they are.
+The numba CPU emitter is ``kernels.numba_cpu.CPU``; ``kernels.cuda_emit.CudaEmitter`` implements the same methods
+for a CUDA device (numba-cuda kernels launched over a grid, device allocations, cuBLAS for ``dot_general``); the
+planner, the steps and the program are the same for both.
 
 >>> from funclib.kernels.numba_cpu import CPU
 >>> isinstance(CPU, Emitter)
