@@ -23,15 +23,20 @@ array([0., 1., 2.])
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import linecache
 import math
 import os
+import pickle
+import sys
 import threading
 from collections.abc import Sequence
 from typing import Any, Protocol
 
 import numpy as np
+
+from . import diskcache
 
 INSTALL_HINT = "pip install funclib[cuda]"
 
@@ -321,26 +326,17 @@ class CudaKernelCache:
 
     @property
     def cache_path(self) -> str | None:
-        from . import diskcache
-
         return diskcache.private_dir()
 
     def flush(self) -> None:
         """Nothing to flush: a file is complete once renamed into place."""
 
     def _key_path(self, d: str, sig, target_context) -> tuple[tuple, str]:
-        import hashlib
-        import sys
-
         version = getattr(importlib.import_module("numba_cuda"), "__version__", "?")
         key = (str(sig), target_context.codegen().magic_tuple(), self._stamp, version, sys.version_info[:2])
         return key, os.path.join(d, f"{self._name}.{hashlib.sha256(repr(key).encode()).hexdigest()[:20]}.cubin")
 
     def load_overload(self, sig, target_context):
-        import pickle
-
-        from . import diskcache
-
         d = diskcache.private_dir()
         if d is None:
             return None
@@ -356,6 +352,7 @@ class CudaKernelCache:
             stored, states = pickle.loads(payload)
             if stored != key:
                 return None
+            # numba-cuda's internals, reached only on a GPU
             from numba.cuda import utils
             from numba.cuda.dispatcher import _Kernel
 
@@ -366,9 +363,7 @@ class CudaKernelCache:
             return None
 
     def save_overload(self, sig, kernel) -> None:
-        from numba.cuda.serialize import dumps
-
-        from . import diskcache
+        from numba.cuda.serialize import dumps  # numba-cuda (the optional extra), only on a GPU
 
         d = diskcache.private_dir()
         if d is None:
@@ -381,7 +376,7 @@ class CudaKernelCache:
 
 
 def _target():
-    from numba.cuda.descriptor import cuda_target
+    from numba.cuda.descriptor import cuda_target  # numba-cuda (the optional extra), only on a GPU
 
     return cuda_target.target_context
 

@@ -34,6 +34,7 @@ Whole loops are not generated for the device (``loop_kernel`` raises ``Unsupport
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -337,8 +338,6 @@ def source_file(source: str) -> str | None:
     d = diskcache.private_dir()
     if d is None:
         return None
-    import os
-
     path = os.path.join(d, f"cu_{diskcache.kernel_key(source)}.py")
     data = source.encode()
     try:

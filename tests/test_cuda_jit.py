@@ -281,3 +281,19 @@ print("ok")
     env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "0", "FUNCLIB_CACHE_DIR": str(tmp_path / "cache")}
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-3000:]
+
+
+def test_repeated_calls_take_the_device_fast_path_keyed_by_device():
+    from funclib.errors import DeviceMismatchError
+
+    f = fl.jit(lambda x, y: fl.exp(x) * y)
+    x = np.linspace(-1, 1, 6, dtype=np.float32)
+    want = f(fl.asarray(x), fl.asarray(x))
+    xd = fl.asarray(x).cuda()
+    for _ in range(3):
+        _close(f(xd, xd), want)
+    assert any(len(k[0][0]) == 3 for k in f._fast)  # (shape, dtype, device) per argument
+    assert f.num_traces == 1  # the trace is shared by the CPU and the device
+    np.testing.assert_allclose(f(fl.asarray(x), fl.asarray(x)).numpy(), want.numpy())
+    with pytest.raises(DeviceMismatchError, match="cuda:0"):
+        f(xd, fl.asarray(x))

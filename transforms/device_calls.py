@@ -28,15 +28,18 @@ def on_device(values) -> bool:
     return any(type(x) is DeviceTensor for x in values)
 
 
-def device_consts(cache: dict, consts: list, args) -> list:
-    """A jitted function's constants on the device of its device ``args`` (moved once; ``cache`` keeps them per
-    device). A constant already on a device stays there (a different one raises where it meets the others)."""
+def device_consts(entry, args) -> list:
+    """A jitted function's constants (``entry.consts``: captured, or made while tracing such as index helpers) on
+    the device of its device ``args``, where its program runs: moved once, kept per device on its jaxpr. A constant
+    already on a device stays there (a different one raises where it meets the others)."""
+    consts = entry.consts
     device = next((x.device for x in args if type(x) is DeviceTensor), None)
-    if device is None:
+    if device is None or not consts:
         return consts
-    moved = cache.get(device)
+    key = ("consts", device)
+    moved = entry.jaxpr.cache.get(key)
     if moved is None:
-        moved = cache[device] = [
+        moved = entry.jaxpr.cache[key] = [
             c.to_device(device) if type(c) is not DeviceTensor and not isinstance(c, (int, float, bool, complex))
             else c
             for c in map(_as_tensor, consts)
@@ -46,6 +49,32 @@ def device_consts(cache: dict, consts: list, args) -> list:
 
 def _as_tensor(c):
     return c if isinstance(c, (Tensor, int, float, bool, complex)) else _wrap(c)
+
+
+def device_signature(args) -> tuple | None:
+    """``(shape, dtype, device)`` per argument when every one is a device tensor (``jit``'s fast path), else None."""
+    if not args or any(type(a) is not DeviceTensor for a in args):
+        return None
+    return tuple([(a._value.shape, a._value.dtype, a._value.device) for a in args])
+
+
+def remember(fast: dict, sig, entry, args) -> None:
+    """Keep in ``jit``'s fast-path table ``fast``, under ``sig`` when it is a device signature, the device program,
+    its constant buffers, the output tree, whether there is one output and the weak outputs."""
+    if sig is None or not sig[0] or len(sig[0][0]) != 3:
+        return
+    dp = device_program(entry.jaxpr, args[0]._value.device)
+    if dp is not None:
+        vals = [dp.emitter.asarray(getattr(c, "_value", c)) for c in device_consts(entry, args)]
+        one = entry.out_tree.is_leaf() and entry.weak_out is None
+        fast[sig] = (dp.program, vals, entry.out_tree, one, entry.weak_out)
+
+
+def program_on(jaxpr: Jaxpr, args):
+    """The program ``jaxpr`` runs as on the device of ``args`` (what ``jit(f).lower`` shows), or None on the CPU."""
+    device = next((x.device for x in args if type(x) is DeviceTensor), None)
+    dp = device_program(jaxpr, device) if device is not None else None
+    return None if dp is None else dp.program
 
 
 def _device(buffers) -> str | None:
@@ -110,7 +139,7 @@ def cuda_emitter(device: str):
 def _primitive_step(device: str, rt, index: int, name: str, impl, params: dict):
     """The step running one non-fused equation of primitive ``name`` on the device: its eager device kernel (a call
     primitive whose impl evaluates funclib operations runs that impl on the device values)."""
-    from funclib.kernels import cuda_backend, cuda_ops, devices
+    from funclib.kernels import cuda_backend, cuda_ops, devices  # CUDA modules: only once a device is in use
 
     prim = PRIMITIVES.get(name)
     if prim is None:

@@ -20,7 +20,6 @@ from funclib import config, dtypes
 from funclib import tree as tree_util
 from funclib.checks import check_callable
 from funclib.core import (
-    DeviceTensor,
     Primitive,
     ShapedArray,
     Tensor,
@@ -48,10 +47,10 @@ from funclib.jaxpr import (
 )
 from funclib.primitives.shape import instantiate, zeros
 
+from . import device_calls
 from ._api_util import as_tensor_leaf, check_argnames, leaf_labels, static_both_ways
 from .autodiff import backward_pass, jvp
 from .batching import vmap
-from .device_calls import call_impl, device_consts, device_program, on_device
 from .lowering import compile_program
 from .passes import dce, optimize
 from .program import Program
@@ -100,7 +99,7 @@ def _program(jaxpr: Jaxpr) -> Program:
 _compile_lock = threading.RLock()
 
 
-jit_p.def_impl(call_impl(lambda jaxpr: _program(jaxpr)))  # compiled on the CPU, op by op on a device
+jit_p.def_impl(device_calls.call_impl(lambda jaxpr: _program(jaxpr)))  # for the CPU, or the arguments' device
 jit_p.runs_on_devices = True
 
 
@@ -266,7 +265,7 @@ def _named_axes() -> tuple:
 
 
 class _Entry:
-    __slots__ = ("jaxpr", "consts", "out_tree", "closed", "program", "desc", "weak_out", "int_checks", "on_devices")
+    __slots__ = ("jaxpr", "consts", "out_tree", "closed", "program", "desc", "weak_out", "int_checks")
 
     def __init__(self, jaxpr, consts, out_tree, closed, desc, weak_out, int_checks):
         self.jaxpr = jaxpr
@@ -279,7 +278,6 @@ class _Entry:
         self.weak_out = weak_out if any(weak_out) else None
         # (jaxpr computing values of Python int arguments, the integer dtype each meets), or None
         self.int_checks = int_checks
-        self.on_devices: dict = {}  # device -> the constants moved there (moved once, with the first call there)
 
 
 def _int_checks(jaxpr: Jaxpr, narrowing: list):
@@ -513,19 +511,9 @@ class Jitted:
         fast = None
         if self._fast_ok and not kwargs and _state.trace is None:
             sig = tuple([(a._value.shape, a._value.dtype) for a in args if type(a) is Tensor])
-            if len(sig) == len(args):
+            sig = sig if len(sig) == len(args) else device_calls.device_signature(args)  # keyed by devices too
+            if sig is not None:
                 sig = (sig, dtypes.float_default())
-                hit = self._fast.get(sig)
-                if hit is not None:
-                    program, consts, out_tree, one, weak_out = hit
-                    outs = program.run(consts + [a._value for a in args])
-                    if one:
-                        return _wrap(outs[0])
-                    return tree_util.unflatten(out_tree, _outputs(outs, weak_out))
-                fast = sig
-            elif args and all(type(a) is DeviceTensor for a in args):
-                # on a device: the same cache, keyed by the devices too (the program is the device's)
-                sig = (tuple([(a._value.shape, a._value.dtype, a._value.device) for a in args]), dtypes.float_default())
                 hit = self._fast.get(sig)
                 if hit is not None:
                     program, consts, out_tree, one, weak_out = hit
@@ -537,7 +525,7 @@ class Jitted:
         entry, leaves = self._lookup(args, kwargs)
         if entry.int_checks is not None:
             _check_ints(entry, leaves, self.__name__)
-        if _state.trace is None and not on_device(leaves):
+        if _state.trace is None and not device_calls.on_device(leaves):
             prog = entry.program
             if prog is None:
                 prog = entry.program = _program(entry.jaxpr)
@@ -547,26 +535,15 @@ class Jitted:
                 self._fast[fast] = (prog, consts, entry.out_tree, one, entry.weak_out)
             outs = prog.run(consts + [x._value for x in leaves])
             return tree_util.unflatten(entry.out_tree, _outputs(outs, entry.weak_out))
-        consts = entry.consts
-        if _state.trace is None and consts:
-            # the program's constants (captured or made while tracing) run where its arguments live
-            consts = device_consts(entry.on_devices, consts, leaves)
-        outs = jit_p.bind(*consts, *leaves, jaxpr=entry.jaxpr, name=self.__name__)
-        if fast is not None and fast[0] and len(fast[0][0]) == 3:  # every argument on a device: keep its program
-            dp = device_program(entry.jaxpr, leaves[0]._value.device)
-            if dp is not None:
-                vals = [dp.emitter.asarray(getattr(c, "_value", c)) for c in consts]
-                one = entry.out_tree.is_leaf() and entry.weak_out is None
-                self._fast[fast] = (dp.program, vals, entry.out_tree, one, entry.weak_out)
+        outs = jit_p.bind(*device_calls.device_consts(entry, leaves), *leaves, jaxpr=entry.jaxpr, name=self.__name__)
+        device_calls.remember(self._fast, fast, entry, leaves)
         return tree_util.unflatten(entry.out_tree, list(outs))
 
     def lower(self, *args, **kwargs) -> Lowered:
         """The optimized jaxpr and the generated kernels for these arguments (a device's kernels for arguments
         on a CUDA device)."""
         entry, leaves = self._lookup(args, kwargs)
-        device = next((x.device for x in leaves if on_device([x])), None)
-        prog = device_program(entry.jaxpr, device) if device is not None else None
-        return Lowered(entry, _program(entry.jaxpr) if prog is None else prog.program, self.__name__)
+        return Lowered(entry, device_calls.program_on(entry.jaxpr, leaves) or _program(entry.jaxpr), self.__name__)
 
     def trace(self, *args, **kwargs) -> ClosedJaxpr:
         """The optimized jaxpr for these arguments."""
