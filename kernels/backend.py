@@ -6,7 +6,8 @@ an emitter, the one object that knows the device, to turn those plans into code 
 
 - **capabilities** the planner reads: ``supports`` (an elementwise op at these dtypes can be written in a fused
   kernel), ``reducible`` (a reduction of this dtype can be fused), ``carrier`` (dtypes the kernels cannot hold,
-  passed as views of these unsigned integer dtypes);
+  passed as views of these unsigned integer dtypes), and optionally ``fuses_single_ops`` (a lone elementwise op
+  gets a kernel of its own too; the CPU runs it through NumPy);
 - **kernels** from backend-neutral specs: ``fused_kernel`` (a ``fusion.KernelSpec``: one loop nest with an
   optional reduction), ``staged_kernel`` (a ``fusion.StagedSpec``: passes over the rows of a (rows, cols) space),
   ``loop_kernel`` (a ``loopgen.LoopSpec``: a whole loop), each raising ``Unsupported`` for what it cannot
@@ -21,9 +22,9 @@ kernel with a reduction takes its accumulator before ``dims``), inputs and outpu
 (staged: 2-D), carried dtypes as their carriers' views, ``dims`` the collapsed sizes as an int64 array. Sizes are
 run-time values, so one kernel serves every batch size.
 
-The numba CPU emitter is ``kernels.numba_cpu.CPU``. A new device implements the same methods (for CUDA: numba-cuda
-kernels launched over a grid, device allocations, cuBLAS for ``dot_general``); the planner, the steps and the
-program stay as they are.
+The numba CPU emitter is ``kernels.numba_cpu.CPU``; ``kernels.cuda_emit.CudaEmitter`` implements the same methods
+for a CUDA device (numba-cuda kernels launched over a grid, device allocations, cuBLAS for ``dot_general``); the
+planner, the steps and the program are the same for both.
 
 >>> from funclib.kernels.numba_cpu import CPU
 >>> isinstance(CPU, Emitter)

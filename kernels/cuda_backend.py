@@ -23,14 +23,20 @@ array([0., 1., 2.])
 
 from __future__ import annotations
 
+import hashlib
 import importlib
+import linecache
 import math
 import os
+import pickle
+import sys
 import threading
 from collections.abc import Sequence
 from typing import Any, Protocol
 
 import numpy as np
+
+from . import diskcache
 
 INSTALL_HINT = "pip install funclib[cuda]"
 
@@ -82,6 +88,15 @@ class CudaArray:
     @property
     def nbytes(self) -> int:
         return self.size * self.dtype.itemsize
+
+    @property
+    def strides(self) -> tuple[int, ...]:
+        """Byte strides of the C-contiguous layout (never zero: a device buffer is no broadcast view)."""
+        out, acc = [], self.dtype.itemsize
+        for n in reversed(self.shape):
+            out.append(acc)
+            acc *= max(n, 1)
+        return tuple(reversed(out))
 
     def reshape(self, shape: Sequence[int]) -> CudaArray:
         """The same buffer with another shape (no copy: the buffer is contiguous)."""
@@ -227,8 +242,10 @@ class NumbaCuda:
     def to_host(self, a: CudaArray) -> np.ndarray:
         return a.handle.copy_to_host().view(a.dtype).reshape(a.shape)
 
-    def compile(self, source: str, name: str) -> Any:
-        """The kernel ``name`` defined by ``source`` (generated Python), compiled once per source."""
+    def compile(self, source: str, name: str, filename: str | None = None, cache_key: str | None = None) -> Any:
+        """The kernel ``name`` defined by ``source`` (generated Python), compiled once per source. ``filename``
+        (a copy of ``source`` on disk) is what tracebacks show; with ``cache_key`` (a hash of ``source``) the
+        compiled code of each signature is kept in the private kernel cache on a GPU (``CudaKernelCache``)."""
         key = (source, name)
         k = self._kernels.get(key)
         if k is None:
@@ -236,8 +253,13 @@ class NumbaCuda:
                 k = self._kernels.get(key)
                 if k is None:
                     ns: dict[str, Any] = {}
-                    exec(compile(source, f"<cuda kernel {name}>", "exec"), ns)
-                    k = self._kernels[key] = self.cuda.jit(ns[name])
+                    filename = filename or f"<cuda kernel {name}>"
+                    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+                    exec(compile(source, filename, "exec"), ns)
+                    k = self.cuda.jit(ns[name])
+                    if cache_key is not None and not self.simulated:
+                        k._cache = CudaKernelCache(f"cu_{cache_key}.{name}", cache_key)
+                    self._kernels[key] = k
         return k
 
     def launch(self, kernel, blocks, threads, args, shared: int = 0) -> None:
@@ -287,6 +309,76 @@ class NumbaCuda:
         blocks = batch * ((m + t - 1) // t) * ((n + t - 1) // t)
         flat = [x.handle for x in (a, b, out)]
         kern[blocks, (t, t)](*flat, batch, m, n, k, *sa, *sb, out.dtype.type(0))
+
+
+class CudaKernelCache:
+    """numba-cuda's disk cache of one generated kernel, kept in funclib's private kernel cache
+    (``kernels/diskcache.py``: created private, files 0600, written whole and renamed into place): each compiled
+    signature is one file ``<name>.<hash>.cubin`` holding a magic header, the SHA-256 of its payload and the
+    pickled kernel (numba-cuda's own reduction: its PTX/cubin and launch attributes) with its full key (signature,
+    CUDA runtime version and compute capability, the source's hash, numba-cuda's and Python's versions). A file
+    that is cut short, corrupt or of another key is a miss: the kernel compiles again and the file is replaced.
+    Any failure here is a miss, never an error: the kernel compiles as if there were no cache."""
+
+    def __init__(self, name: str, stamp: str):
+        self._name = name
+        self._stamp = stamp
+
+    @property
+    def cache_path(self) -> str | None:
+        return diskcache.private_dir()
+
+    def flush(self) -> None:
+        """Nothing to flush: a file is complete once renamed into place."""
+
+    def _key_path(self, d: str, sig, target_context) -> tuple[tuple, str]:
+        version = getattr(importlib.import_module("numba_cuda"), "__version__", "?")
+        key = (str(sig), target_context.codegen().magic_tuple(), self._stamp, version, sys.version_info[:2])
+        return key, os.path.join(d, f"{self._name}.{hashlib.sha256(repr(key).encode()).hexdigest()[:20]}.cubin")
+
+    def load_overload(self, sig, target_context):
+        d = diskcache.private_dir()
+        if d is None:
+            return None
+        try:
+            key, path = self._key_path(d, sig, target_context)
+            try:
+                with open(path, "rb") as f:
+                    payload = diskcache._unseal(f.read())
+            except OSError:
+                return None
+            if payload is None:
+                return None
+            stored, states = pickle.loads(payload)
+            if stored != key:
+                return None
+            # numba-cuda's internals, reached only on a GPU
+            from numba.cuda import utils
+            from numba.cuda.dispatcher import _Kernel
+
+            with utils.numba_target_override():
+                return _Kernel._rebuild(**states)
+        except Exception as e:  # numba-cuda's internals changed, or the file is not ours: compile again
+            diskcache._log.info("kernel cache: cannot load %s (%s); compiling again", self._name, e)
+            return None
+
+    def save_overload(self, sig, kernel) -> None:
+        from numba.cuda.serialize import dumps  # numba-cuda (the optional extra), only on a GPU
+
+        d = diskcache.private_dir()
+        if d is None:
+            return
+        try:
+            key, path = self._key_path(d, sig, _target())
+            diskcache.write_atomic(path, diskcache._seal(dumps((key, kernel._reduce_states()))))
+        except Exception as e:
+            diskcache._log.info("kernel cache: cannot save %s (%s)", self._name, e)
+
+
+def _target():
+    from numba.cuda.descriptor import cuda_target  # numba-cuda (the optional extra), only on a GPU
+
+    return cuda_target.target_context
 
 
 _runtime: NumbaCuda | None = None

@@ -13,6 +13,7 @@ few functions named (``_PRELUDE_SIM``).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 
@@ -218,6 +219,7 @@ DEVICE_ONLY = {
 _NAME = re.compile(r"(?<![\w.])((?:np\.|math\.)?[A-Za-z_]\w*)\(")
 
 
+@functools.lru_cache(maxsize=4096)
 def _translate(expr: str, compute: np.dtype) -> str:
     names = _F32_NAMES if compute == F32 else _F64_NAMES if compute == F64 else {"np.sign": "_signi"}
 

@@ -16,6 +16,7 @@ compiles every kind to sm_90 PTX and checks for float64 instructions).
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Callable, Sequence
@@ -71,6 +72,10 @@ def strided_source(rank: int, operands: Sequence[str], expr: str, out_strided: b
         lines.append(f"        out[i] = {value}")
     lines += ["        i += step", ""]
     return "\n".join(lines)
+
+
+# the source of each eager kernel kind, generated once (regenerating it cost most of a small op's launch)
+_strided_cached = functools.lru_cache(maxsize=4096)(strided_source)
 
 
 def _contiguous_strides(shape: Sequence[int]) -> list[int]:
@@ -131,7 +136,7 @@ def launch_strided(rt, rank_shape, operands: Sequence[Any], expr: str, out: Cuda
     n = math.prod(rank_shape)
     if n == 0:
         return out
-    src = strided_source(rank, kinds, expr, out_strided=out_view is not None, simulated=rt.simulated)
+    src = _strided_cached(rank, tuple(kinds), expr, out_view is not None, rt.simulated)
     kern = rt.compile(src, "kernel")
     blocks, threads = launch_config(n)
     rt.launch(kern, blocks, threads, [*args, out, n, *rank_shape, *tail])
@@ -444,7 +449,8 @@ def _indexed(ctx, name, x, idx, axes, updates=None):
         out = ctx.empty(out_shape, x.dtype)
         src = front
     else:
-        out, src = front if front is not x else ctx.copy(View(x)), updates
+        # atomics add into ``out``: never into the operand's own buffer (a view of it when no transpose was needed)
+        out, src = front if front.handle is not x.handle else ctx.copy(View(x)), updates
     if n:
         blocks, threads = launch_config(n)
         ctx.rt.launch(kern, blocks, threads, [src, idx, out, flag, n, R, *sizes, *strides])
@@ -789,9 +795,9 @@ def kernel_catalog() -> list[tuple[str, str, list[str], bool]]:
     return cases
 
 
-def compile_catalog(cc: tuple[int, int] = (9, 0)) -> dict[str, str]:
-    """The PTX of every ``kernel_catalog`` entry for compute capability ``cc`` (needs numba-cuda with its NVVM,
-    ``pip install funclib[cuda]``; no GPU, and not the simulator)."""
+def compile_catalog(cc: tuple[int, int] = (9, 0), cases=None) -> dict[str, str]:
+    """The PTX of every ``kernel_catalog`` entry (or of ``cases``, entries of the same form) for compute capability
+    ``cc`` (needs numba-cuda with its NVVM, ``pip install funclib[cuda]``; no GPU, and not the simulator)."""
     from numba import cuda, types  # optional extra: only for this check
     from numba.cuda import dispatcher  # numba-cuda compiles device functions for "the current device"
 
@@ -803,7 +809,7 @@ def compile_catalog(cc: tuple[int, int] = (9, 0)) -> dict[str, str]:
     # with no GPU there is no current device: name the target so the kernels' device functions compile for it
     dispatcher.get_current_device = lambda: _Target
     try:
-        for label, src, argtypes, _ in kernel_catalog():
+        for label, src, argtypes, _ in kernel_catalog() if cases is None else cases:
             ns: dict[str, Any] = {}
             exec(compile(src, f"<cuda kernel {label}>", "exec"), ns)
             fn = ns["kernel"] if "kernel" in ns else ns["matmul"]

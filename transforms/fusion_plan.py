@@ -226,8 +226,11 @@ def plan_groups(jaxpr: Jaxpr, emitter: Emitter, staged: bool = True, scalars: bo
                 return
         emit(g)
 
+    # a device whose unfused elementwise ops cost more than a kernel of their own (the CPU's run NumPy's loops)
+    single_kernels = getattr(emitter, "fuses_single_ops", False)
+
     def emit(g):
-        if len(g.eqns) == 1 and g.reduction is None:
+        if len(g.eqns) == 1 and g.reduction is None and not single_kernels:
             out.append(("eqn", g.eqns[0]))
             return
         member_ids = {id(e) for e in g.eqns}

@@ -47,10 +47,10 @@ from funclib.jaxpr import (
 )
 from funclib.primitives.shape import instantiate, zeros
 
+from . import device_calls
 from ._api_util import as_tensor_leaf, check_argnames, leaf_labels, static_both_ways
 from .autodiff import backward_pass, jvp
 from .batching import vmap
-from .device_calls import call_impl, on_device
 from .lowering import compile_program
 from .passes import dce, optimize
 from .program import Program
@@ -99,7 +99,7 @@ def _program(jaxpr: Jaxpr) -> Program:
 _compile_lock = threading.RLock()
 
 
-jit_p.def_impl(call_impl(lambda jaxpr: _program(jaxpr)))  # compiled on the CPU, op by op on a device
+jit_p.def_impl(device_calls.call_impl(lambda jaxpr: _program(jaxpr)))  # for the CPU, or the arguments' device
 jit_p.runs_on_devices = True
 
 
@@ -511,7 +511,8 @@ class Jitted:
         fast = None
         if self._fast_ok and not kwargs and _state.trace is None:
             sig = tuple([(a._value.shape, a._value.dtype) for a in args if type(a) is Tensor])
-            if len(sig) == len(args):
+            sig = sig if len(sig) == len(args) else device_calls.device_signature(args)  # keyed by devices too
+            if sig is not None:
                 sig = (sig, dtypes.float_default())
                 hit = self._fast.get(sig)
                 if hit is not None:
@@ -524,7 +525,7 @@ class Jitted:
         entry, leaves = self._lookup(args, kwargs)
         if entry.int_checks is not None:
             _check_ints(entry, leaves, self.__name__)
-        if _state.trace is None and not on_device(leaves):
+        if _state.trace is None and not device_calls.on_device(leaves):
             prog = entry.program
             if prog is None:
                 prog = entry.program = _program(entry.jaxpr)
@@ -534,13 +535,15 @@ class Jitted:
                 self._fast[fast] = (prog, consts, entry.out_tree, one, entry.weak_out)
             outs = prog.run(consts + [x._value for x in leaves])
             return tree_util.unflatten(entry.out_tree, _outputs(outs, entry.weak_out))
-        outs = jit_p.bind(*entry.consts, *leaves, jaxpr=entry.jaxpr, name=self.__name__)
+        outs = jit_p.bind(*device_calls.device_consts(entry, leaves), *leaves, jaxpr=entry.jaxpr, name=self.__name__)
+        device_calls.remember(self._fast, fast, entry, leaves)
         return tree_util.unflatten(entry.out_tree, list(outs))
 
     def lower(self, *args, **kwargs) -> Lowered:
-        """The optimized jaxpr and the generated kernels for these arguments."""
-        entry, _ = self._lookup(args, kwargs)
-        return Lowered(entry, _program(entry.jaxpr), self.__name__)
+        """The optimized jaxpr and the generated kernels for these arguments (a device's kernels for arguments
+        on a CUDA device)."""
+        entry, leaves = self._lookup(args, kwargs)
+        return Lowered(entry, device_calls.program_on(entry.jaxpr, leaves) or _program(entry.jaxpr), self.__name__)
 
     def trace(self, *args, **kwargs) -> ClosedJaxpr:
         """The optimized jaxpr for these arguments."""
