@@ -309,12 +309,35 @@ def _device_eager(prim: Primitive, args, params):
     vals = [a._value if isinstance(a, Tensor) else a for a in args]
     device = devices.operands_device(prim.name, vals)
     if prim.runs_on_devices:
-        out = prim.impl(*vals, **params)
+        out = prim.impl(*vals, **_consts_on(params, device))
+        if device != devices.CPU:  # an output the body computed from constants alone was made on the host
+            out = [devices.transfer(o, device) if type(o) is np.ndarray else o for o in out] \
+                if prim.multiple_results else devices.transfer(out, device) if type(out) is np.ndarray else out
     else:  # an elementwise kernel is generated for its result dtype
         elementwise = prim.family in ("unary", "binary", "select")
         out_dtype = prim.abstract_eval(*map(aval_of, vals), **params).dtype if elementwise else None
         out = devices.run_on_device(prim, vals, params, device, out_dtype)
     return [_wrap(o) for o in out] if prim.multiple_results else _wrap(out)
+
+
+def _consts_on(params: dict, device: str) -> dict:
+    """``params`` with the constants of every closed jaxpr in them (a call's body, a cond's branches) moved to
+    ``device``, so that the body's operations see one device."""
+    from .jaxpr import ClosedJaxpr
+    from .kernels import devices
+
+    def move(v):
+        if isinstance(v, ClosedJaxpr):
+            if not any(isinstance(c, (np.ndarray, Tensor)) and not devices.is_broadcast_scalar(getattr(c, "_value", c))
+                       for c in v.consts):
+                return v
+            return ClosedJaxpr(v.jaxpr, [_wrap(c).to_device(device) if isinstance(c, (np.ndarray, Tensor)) else c
+                                         for c in v.consts])
+        if type(v) in (tuple, list) and any(isinstance(x, ClosedJaxpr) for x in v):
+            return type(v)(move(x) for x in v)
+        return v
+
+    return {k: move(v) for k, v in params.items()} if device != devices.CPU else params
 
 
 class Zero:

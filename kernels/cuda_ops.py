@@ -25,7 +25,7 @@ import numpy as np
 
 from . import fusion
 from .cuda_backend import NATIVE_DTYPES, CudaArray, UnsupportedOnDevice, launch_config
-from .cuda_math import DEVICE_ONLY, F32, F64, elementwise_expr
+from .cuda_math import DEVICE_ONLY, F32, F64, elementwise_expr, integer_expr
 from .cuda_math import header as _header
 
 
@@ -709,6 +709,12 @@ def run(ctx: Context, name: str, kernel_op: str | None, args: Sequence[Any], par
     if impl is not None:
         return impl(ctx, *[_on_device(ctx, a, keep_scalar=name == "pad") for a in args], **params)
     args = [_on_device(ctx, a, keep_scalar=True) for a in args]
+    first = args[0].dtype if isinstance(args[0], CudaArray) else np.asarray(args[0]).dtype if args else None
+    if name in DEVICE_ONLY and first in (F32, F64):
+        return elementwise(ctx, name, np.dtype(out_dtype), args, expr=_device_only_expr(name, args))
+    int_expr = integer_expr(name, first) if first is not None and first.kind in "iu" else None
+    if int_expr is not None:
+        return elementwise(ctx, name, np.dtype(out_dtype), args, expr=int_expr)
     if kernel_op is not None and kernel_op in fusion.OPS:
         param = params.get("new_dtype", params.get("y")) if params else None
         return elementwise(ctx, kernel_op, np.dtype(out_dtype), args, param)
