@@ -471,6 +471,96 @@ def _scatter_add(ctx, x, idx, updates, *, axes):
     return _indexed(ctx, "scatter_add", x, idx, axes, updates)
 
 
+# how scatter_* and segment_* fold one update into the value so far (NumPy's ufunc.at: a NaN propagates)
+_FOLD = {
+    "set": "u",
+    "mul": "acc * u",
+    "max": "acc if (acc > u or acc != acc) else u",
+    "min": "acc if (acc < u or acc != acc) else u",
+    "sum": "acc + u",
+}
+
+
+def combine_source(k: int, mode: str, dtype: np.dtype, simulated: bool = False) -> str:
+    """A scatter that folds updates in order (``mode``: ``set``, the last write wins; ``mul``, ``max``, ``min``):
+    one thread per element of the operand (its ``k`` indexed axes in front, ``R`` elements after them) walks the
+    ``P`` index tuples in order and folds in every update aimed at it, so the result is deterministic and equal to
+    NumPy's ``ufunc.at``. ``P`` reads per element: meant for few updates (a sorted segment scan is to come)."""
+    t = "np.bool_" if dtype.kind == "b" else f"np.{dtype.name}"
+    sizes = [f"f{a}" for a in range(k)]
+    strides = [f"s{a}" for a in range(k)]
+    lines = [*_header(simulated), f"def kernel(x, idx, upd, out, flag, n, R, P, {', '.join(sizes + strides)}):",
+             "    t = cuda.grid(1)", "    step = cuda.gridsize(1)", "    while t < n:", "        f = t // R",
+             "        r = t - f * R", "        acc = x[t]", "        for p in range(P):", "            row = 0",
+             "            ok = True"]
+    for a in range(k):
+        lines += [f"            j = idx[p * {k} + {a}]", "            if j < 0:", f"                j += f{a}",
+                  f"            if j < 0 or j >= f{a}:", "                flag[0] = 1", "                ok = False",
+                  f"            row += j * s{a}"]
+    lines += ["            if ok and row == f:", "                u = upd[p * R + r]",
+              f"                acc = {t}({_FOLD[mode]})", "        out[t] = acc", "        t += step", ""]
+    return "\n".join(lines)
+
+
+def segment_source(kind: str, dtype: np.dtype, simulated: bool = False) -> str:
+    """``segment_{kind}`` of ``(N, R)`` data into ``(S, R)``: one thread per output element folds the rows whose id
+    is its segment, in order (ids out of range are dropped; an empty segment keeps ``init``)."""
+    t = f"np.{dtype.name}"
+    lines = [*_header(simulated), "def kernel(data, ids, out, n, R, N, init):", "    t = cuda.grid(1)",
+             "    step = cuda.gridsize(1)", "    while t < n:", "        s = t // R", "        r = t - s * R",
+             "        acc = init", "        for i in range(N):", "            if ids[i] == s:",
+             "                u = data[i * R + r]", f"                acc = {t}({_FOLD[kind]})", "        out[t] = acc",
+             "        t += step", ""]
+    return "\n".join(lines)
+
+
+def _scatter_fold(mode: str, name: str):
+    def impl(ctx, x, idx, updates, *, axes):
+        _native(name, x, idx, updates)
+        if mode != "set" and x.dtype.kind == "b":
+            raise UnsupportedOnDevice(f"'{name}' on bool has no CUDA kernel; cast to an integer dtype first")
+        rest = [d for d in range(x.ndim) if d not in axes]
+        perm = list(axes) + rest
+        front = ctx.contiguous(_transpose_view(x, perm))
+        R = math.prod(x.shape[d] for d in rest)
+        sizes = [x.shape[a] for a in axes]
+        P = math.prod(idx.shape[:-1])
+        out = ctx.empty(front.shape, x.dtype)
+        n = x.size
+        if n:
+            flag = ctx.rt.to_device(np.zeros(1, np.int32), ctx.index)
+            src = combine_source(len(axes), mode, x.dtype, ctx.rt.simulated)
+            blocks, threads = launch_config(n)
+            ctx.rt.launch(ctx.rt.compile(src, "kernel"), blocks, threads,
+                          [front, idx, updates, out, flag, n, R, P, *sizes, *_contiguous_strides(sizes)])
+            if ctx.rt.to_host(flag)[0]:  # one int read back, as gather's
+                raise IndexError(
+                    f"{name}: index out of bounds for operand shape {x.shape} along axes {tuple(axes)} "
+                    f"(on {x.device})"
+                )
+        inverse = [perm.index(d) for d in range(x.ndim)]
+        return ctx.contiguous(_transpose_view(out, inverse))
+
+    return impl
+
+
+def _segment(kind: str):
+    def impl(ctx, data, ids, *, num_segments):
+        name = f"segment_{kind}"
+        _native(name, data, ids)
+        R = math.prod(data.shape[1:])
+        out = ctx.empty((num_segments,) + tuple(data.shape[1:]), data.dtype)
+        n = out.size
+        if n:
+            src = segment_source(kind, data.dtype, ctx.rt.simulated)
+            blocks, threads = launch_config(n)
+            ctx.rt.launch(ctx.rt.compile(src, "kernel"), blocks, threads,
+                          [data, ids, out, n, R, data.shape[0], _identity(kind, data.dtype)])
+        return out
+
+    return impl
+
+
 def _block_lines(k0: str, k1: str, c0: str, c1: str, indent: str = "        ") -> list[str]:
     """Threefry-2x32-20 (``kernels/threefry.py``'s block function: the same rotations and key schedule) of key
     words ``k0, k1`` and counter words ``c0, c1`` into ``x0, x1``, uint32 arithmetic wrapping as on the CPU."""
@@ -680,6 +770,13 @@ IMPLS: dict[str, Callable[..., Any]] = {
     "dot_general": _dot_general,
     "gather": _gather,
     "scatter_add": _scatter_add,
+    "scatter": _scatter_fold("set", "scatter"),
+    "scatter_mul": _scatter_fold("mul", "scatter_mul"),
+    "scatter_max": _scatter_fold("max", "scatter_max"),
+    "scatter_min": _scatter_fold("min", "scatter_min"),
+    "segment_sum": _segment("sum"),
+    "segment_max": _segment("max"),
+    "segment_min": _segment("min"),
     "threefry2x32": _threefry,
     "random_bits": _keyed("random_bits"),
     "random_uniform": _keyed("random_uniform"),
@@ -780,6 +877,12 @@ def kernel_catalog() -> list[tuple[str, str, list[str], bool]]:
     for mode in ("gather", "add"):
         cases.append((f"{mode}:float32", index_source(2, mode), [arr(F32), arr(np.int64), arr(F32),
                       arr(np.int32), i64, i64, i64, i64, i64, i64], True))
+    for mode in ("set", "mul", "max", "min"):
+        cases.append((f"scatter_{mode}:float32", combine_source(1, mode, F32), [arr(F32), arr(np.int64), arr(F32),
+                      arr(F32), arr(np.int32), i64, i64, i64, i64, i64], True))
+    for kind in ("sum", "max", "min"):
+        cases.append((f"segment_{kind}:float32", segment_source(kind, F32), [arr(F32), arr(np.int32), arr(F32),
+                      i64, i64, i64, "float32"], True))
     cases.append(("threefry2x32:uint32", threefry_source(), [arr(np.uint32)] * 6 + [i64], True))
     for (d, open_) in _SAMPLERS:
         cases.append((f"random:{d}:{'open' if open_ else 'closed'}", sampler_source(d, open_),
