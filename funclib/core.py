@@ -653,11 +653,21 @@ class DeviceTensor(Tensor):
         return self._host().reshape(())[()]
 
     def __dlpack__(self, /, *, stream=None, max_version=None, dl_device=None, copy=None):
-        raise BufferError(
-            f"DLPack export of tensors on {self.device} is not implemented; exchange device memory through "
-            "__cuda_array_interface__ (torch.as_tensor(x, device='cuda'), cupy.asarray(x)), or move to the host "
-            "with x.to_device('cpu')"
-        )
+        """A DLPack capsule (``kDLCUDA``) over this tensor's device memory, for ``torch.from_dlpack``,
+        ``jax.dlpack.from_dlpack``, ``cupy.from_dlpack``: no copy, so the consumer must not write to it (``copy=True``
+        exports a copy made on the device). The capsule is the unversioned ``DLManagedTensor`` every consumer reads.
+        """
+        from .kernels import devices, dlpack
+
+        if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
+            raise BufferError(
+                f"Tensor.__dlpack__: the tensor lives on {self.device}, the consumer asked for DLPack device "
+                f"{tuple(dl_device)}; move it first with x.to_device('cpu') (or read it through "
+                "__cuda_array_interface__ on the GPU)"
+            )
+        v = devices.share_foreign(self, "Tensor.__dlpack__", copy=True) if copy else self._value
+        devices.synchronize(self.device)  # the consumer's stream then sees the finished values
+        return dlpack.to_capsule(v.pointer, v.shape, v.dtype, self.__dlpack_device__(), owner=v)
 
     def __dlpack_device__(self):
         return (2, int(self.device.split(":")[1]))  # kDLCUDA

@@ -99,6 +99,72 @@ def transfer(value, device: str):
     return rt.to_device(np.asarray(value), cuda_index(device))
 
 
+def cuda_interface(obj) -> dict | None:
+    """The ``__cuda_array_interface__`` of a foreign CUDA array, or None. numba's simulated device arrays have
+    none; theirs is their host interface (simulated device memory is host memory)."""
+    cai = getattr(obj, "__cuda_array_interface__", None)
+    if cai is not None:
+        return dict(cai)
+    if getattr(obj, "__cuda_ndarray__", False) and hasattr(obj, "__array_interface__"):
+        return dict(obj.__array_interface__)
+    return None
+
+
+def is_foreign_cuda(obj) -> bool:
+    """Whether ``obj`` is another library's array in CUDA memory (the CUDA array interface, or DLPack on kDLCUDA)."""
+    if cuda_interface(obj) is not None:
+        return True
+    dev = getattr(obj, "__dlpack_device__", None)
+    if dev is None or not hasattr(obj, "__dlpack__"):
+        return False
+    try:
+        return int(dev()[0]) == 2
+    except Exception:  # a producer that cannot say where it lives is not read as CUDA memory
+        return False
+
+
+class _Owner:
+    """Holds a DLPack import: its producer's deleter runs when the last buffer over the memory is gone."""
+
+    __slots__ = ("__weakref__",)
+
+
+def share_foreign(obj, op: str, copy: bool | None = None):
+    """A device buffer over a foreign CUDA array's memory (no copy; ``copy=True``: a copy made on the device)."""
+    import weakref
+
+    cb = _runtime()
+    cai = cuda_interface(obj)
+    index = 0
+    if hasattr(obj, "__dlpack_device__"):
+        index = int(obj.__dlpack_device__()[1])
+    rt = cb.require_device(index)
+    if cai is not None:
+        owner = obj
+    else:
+        from . import dlpack
+
+        capsule = obj.__dlpack__()
+        cai, release = dlpack.from_capsule(capsule, (2, index))
+        owner = _Owner()
+        weakref.finalize(owner, release)
+    try:
+        buf = rt.share(cai, owner, index)
+    except BufferError as e:
+        raise BufferError(f"{op}: {e}") from None
+    if copy:
+        from . import cuda_ops
+
+        buf = cuda_ops.Context(rt, index).copy(cuda_ops.View(buf))
+    return buf
+
+
+def synchronize(device: str) -> None:
+    """Wait for the work queued on CUDA ``device``."""
+    cb = _runtime()
+    cb.require_device(cuda_index(device)).synchronize()
+
+
 def is_broadcast_scalar(v) -> bool:
     """Whether a CPU value is one number: a Python or 0-d value, or a NumPy view repeating one element (the zeros
     and fills funclib's rules broadcast). Such values join an operation on any device as that number."""

@@ -8,8 +8,8 @@ unversioned ``DLManagedTensor`` (capsule name ``"dltensor"``) is spoken: every D
 
 >>> import numpy as np
 >>> a = np.arange(3.0)
->>> cap = to_capsule(a.ctypes.data, a.shape, a.dtype, (2, 0), owner=a)
->>> info, release = from_capsule(cap, (2, 0))
+>>> cap = to_capsule(a.ctypes.data, a.shape, a.dtype, (KDLCPU, 0), owner=a)
+>>> info, release = from_capsule(cap, (KDLCPU, 0))
 >>> info["shape"], info["typestr"], info["data"][0] == a.ctypes.data
 ((3,), '<f8', True)
 >>> release()
@@ -53,9 +53,10 @@ _Managed._fields_ = [("dl_tensor", _Tensor), ("manager_ctx", ctypes.c_void_p), (
 
 _NAME = b"dltensor"
 _USED = b"used_dltensor"
+_NAME_BUF = ctypes.create_string_buffer(_NAME)  # the name a capsule points to lives as long as the module
 _api = ctypes.pythonapi
 _api.PyCapsule_New.restype = ctypes.py_object
-_api.PyCapsule_New.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+_api.PyCapsule_New.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
 _api.PyCapsule_GetPointer.restype = ctypes.c_void_p
 _api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
 _api.PyCapsule_IsValid.restype = ctypes.c_int
@@ -70,21 +71,31 @@ _lock = threading.Lock()
 
 @_DELETER
 def _delete(managed):
+    addr = ctypes.addressof(managed.contents)
     with _lock:
-        _live.pop(ctypes.addressof(managed.contents), None)
+        _live.pop(addr, None)
+        _pending.pop(addr, None)
 
 
-# an unconsumed capsule (still named "dltensor") deletes its tensor when it is collected
-_CAPSULE_DESTRUCTOR = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+# A capsule is often dropped while its consumer raises (NumPy refusing device memory), when a destructor written
+# in Python cannot run; so capsules carry none. funclib keeps every capsule it made until it is consumed (renamed
+# "used_dltensor": the consumer's deleter releases the tensor) or nobody else holds it any more (then its tensor
+# is released): ``sweep`` checks, on every export and when asked.
+_pending: dict[int, Any] = {}
 
 
-@_CAPSULE_DESTRUCTOR
-def _destroy_capsule(capsule):
-    cap = ctypes.cast(capsule, ctypes.py_object)
-    if _api.PyCapsule_IsValid(cap, _NAME):
-        ptr = _api.PyCapsule_GetPointer(cap, _NAME)
-        with _lock:
-            _live.pop(ptr, None)
+def sweep() -> None:
+    """Release the tensors of capsules that were dropped unconsumed; forget consumed ones."""
+    import sys
+
+    with _lock:
+        for addr in list(_pending):
+            cap = _pending[addr]
+            if not _api.PyCapsule_IsValid(cap, _NAME):
+                del _pending[addr]
+            elif sys.getrefcount(cap) <= 3:  # the table, ``cap`` and getrefcount's argument
+                del _pending[addr]
+                _live.pop(addr, None)
 
 
 def dl_dtype(d: np.dtype) -> tuple[int, int]:
@@ -113,9 +124,12 @@ def to_capsule(ptr: int, shape: Sequence[int], dtype: np.dtype, device: tuple[in
     m.dl_tensor.byte_offset = 0
     m.deleter = _delete
     addr = ctypes.addressof(m)
+    sweep()
+    capsule = _api.PyCapsule_New(addr, ctypes.addressof(_NAME_BUF), None)
     with _lock:
         _live[addr] = (m, dims, owner)
-    return _api.PyCapsule_New(addr, _NAME, ctypes.cast(_destroy_capsule, ctypes.c_void_p))
+        _pending[addr] = capsule
+    return capsule
 
 
 def _dtype_of(code: int, bits: int, lanes: int) -> np.dtype:
@@ -146,7 +160,7 @@ def from_capsule(capsule: Any, expected_device: tuple[int, int]) -> tuple[dict, 
     shape = tuple(t.shape[i] for i in range(t.ndim))
     strides = None if not t.strides else tuple(t.strides[i] * dtype.itemsize for i in range(t.ndim))
     info = {"shape": shape, "typestr": dtype.str, "data": ((t.data or 0) + t.byte_offset, False),
-            "strides": strides, "version": 3, "descr": [("", dtype.str)]}
+            "strides": strides, "version": 3, "funclib_dtype": dtype}
     _api.PyCapsule_SetName(capsule, _USED)
     deleter = m.deleter
     done = []
