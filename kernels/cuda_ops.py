@@ -561,6 +561,139 @@ def _segment(kind: str):
     return impl
 
 
+def dynamic_source(rank: int, update: bool, simulated: bool = False) -> str:
+    """``dynamic_slice`` (``update=False``: ``out`` is the window) or ``dynamic_update_slice`` (``out`` is a copy of
+    the operand and ``src`` the window written into it) over a window of sizes ``w0, w1, ...``. Each start is a
+    one-element device array read in the kernel, clamped so the window fits (as on the CPU): no host round trip."""
+    w = [f"w{k}" for k in range(rank)]
+    st = [f"st{k}" for k in range(rank)]
+    full = [f"n{k}" for k in range(rank)]
+    lines = [*_header(simulated), f"def kernel(src, out, count, {', '.join(w + st + full)}):", "    i = cuda.grid(1)",
+             "    step = cuda.gridsize(1)"]
+    for k in range(rank):
+        lines += [f"    b{k} = st{k}[0]", f"    b{k} = 0 if b{k} < 0 else b{k}",
+                  f"    b{k} = n{k} - w{k} if b{k} > n{k} - w{k} else b{k}"]
+    lines += ["    while i < count:", "        r = i", "        off = 0", "        stride = 1"]
+    for k in range(rank - 1, -1, -1):
+        lines += [f"        c = r % w{k}", f"        r = r // w{k}", f"        off += (b{k} + c) * stride",
+                  f"        stride *= n{k}"]
+    lines.append("        out[off] = src[i]" if update else "        out[i] = src[off]")
+    lines += ["        i += step", ""]
+    return "\n".join(lines)
+
+
+def _dynamic(ctx, x, window, starts, update):
+    name = "dynamic_update_slice" if update else "dynamic_slice"
+    _native(name, x, *starts)
+    shape = window.shape if update else window
+    if update:
+        out = ctx.copy(View(x))
+        src = window
+    else:
+        out = ctx.empty(shape, x.dtype)
+        src = x
+    count = math.prod(shape)
+    if count:
+        blocks, threads = launch_config(count)
+        ctx.rt.launch(ctx.rt.compile(dynamic_source(x.ndim, update, ctx.rt.simulated), "kernel"), blocks, threads,
+                      [src, out, count, *shape, *starts, *x.shape])
+    return out
+
+
+def _dynamic_slice(ctx, x, *starts, slice_sizes):
+    return _dynamic(ctx, x, tuple(slice_sizes), starts, update=False)
+
+
+def _dynamic_update_slice(ctx, x, update, *starts):
+    return _dynamic(ctx, x, update, starts, update=True)
+
+
+def conv_source(nd: int, channels_last: bool, transpose: bool, simulated: bool = False) -> str:
+    """im2col (``conv_patches``) and its adjoint col2im (``conv_patches_transpose``) for an ``nd``-d input ``(N, C,
+    *S)`` with patches ``(N, *O, *K, C)`` (``channels_last``) or ``(N, C, *K, *O)``. im2col: one thread per patch
+    element reads its input element (zero in the padding); col2im: one thread per input element sums the patch
+    elements that read it, kernel positions in order (as the CPU adds them), so no atomics are needed."""
+    S, O, K = ([f"{a}{i}" for i in range(nd)] for a in "SOK")
+    st, dl, lo = ([f"{a}{i}" for i in range(nd)] for a in ("st", "dl", "lo"))
+    params = ["x", "out", "count", "N", "C", *S, *O, *K, *st, *dl, *lo, "zero"]
+    lines = [*_header(simulated), f"def kernel({', '.join(params)}):", "    i = cuda.grid(1)",
+             "    step = cuda.gridsize(1)", "    while i < count:", "        r = i"]
+
+    def split(names_sizes):
+        out = []
+        for name, size in reversed(names_sizes):
+            out += [f"        {name} = r % {size}", f"        r = r // {size}"]
+        return out
+
+    if channels_last:
+        patch = [("n", "N"), *[(f"o{i}", O[i]) for i in range(nd)], *[(f"k{i}", K[i]) for i in range(nd)], ("c", "C")]
+    else:
+        patch = [("n", "N"), ("c", "C"), *[(f"k{i}", K[i]) for i in range(nd)], *[(f"o{i}", O[i]) for i in range(nd)]]
+
+    def patch_offset():
+        off = "0"
+        for name, size in patch:
+            off = f"({off}) * {size} + {name}"
+        return off
+
+    if not transpose:
+        lines += split(patch)
+        lines += ["        inside = True", "        off = n * C + c"]
+        for i in range(nd):
+            lines += [f"        p = o{i} * st{i} + k{i} * dl{i} - lo{i}", f"        if p < 0 or p >= S{i}:",
+                      "            inside = False", f"        off = off * S{i} + p"]
+        lines.append("        out[i] = x[off] if inside else zero")
+    else:
+        lines += split([("n", "N"), ("c", "C"), *[(f"p{i}", S[i]) for i in range(nd)]])
+        lines += ["        acc = zero", f"        for kk in range({' * '.join(K) or '1'}):", "            q = kk",
+                  "            ok = True"]
+        for i in reversed(range(nd)):
+            lines += [f"            k{i} = q % K{i}", f"            q = q // K{i}",
+                      f"            t = p{i} + lo{i} - k{i} * dl{i}", f"            o{i} = t // st{i}",
+                      f"            if t < 0 or t - o{i} * st{i} != 0 or o{i} >= O{i}:", "                ok = False"]
+        lines += ["            if ok:", f"                acc += x[{patch_offset()}]", "        out[i] = acc"]
+    lines += ["        i += step", ""]
+    return "\n".join(lines)
+
+
+def _conv_args(x_shape, out_shape, kernel_shape, osz, strides, padding, dilation, zero):
+    return [math.prod(out_shape), x_shape[0], x_shape[1], *x_shape[2:], *osz, *kernel_shape, *strides,
+            *dilation, *(lo for lo, _ in padding), zero]
+
+
+def _conv_patches(ctx, x, *, kernel_shape, strides, padding, dilation, channels_last=True):
+    _native("conv_patches", x)
+    nd = len(kernel_shape)
+    osz = [(x.shape[2 + i] + lo + hi - dilation[i] * (kernel_shape[i] - 1) - 1) // strides[i] + 1
+           for i, (lo, hi) in enumerate(padding)]
+    shape = ((x.shape[0], *osz, *kernel_shape, x.shape[1]) if channels_last else
+             (x.shape[0], x.shape[1], *kernel_shape, *osz))
+    out = ctx.empty(shape, x.dtype)
+    if out.size:
+        blocks, threads = launch_config(out.size)
+        ctx.rt.launch(ctx.rt.compile(conv_source(nd, channels_last, False, ctx.rt.simulated), "kernel"), blocks,
+                      threads, [x, out, *_conv_args(x.shape, shape, kernel_shape, osz, strides, padding, dilation,
+                                                    x.dtype.type(0))])
+    return out
+
+
+def _conv_patches_transpose(ctx, cols, *, input_shape, strides, padding, dilation, channels_last=True):
+    _native("conv_patches_transpose", cols)
+    nd = len(input_shape)
+    if channels_last:
+        n, c, osz, ksz = cols.shape[0], cols.shape[-1], cols.shape[1:1 + nd], cols.shape[1 + nd:1 + 2 * nd]
+    else:
+        n, c, ksz, osz = cols.shape[0], cols.shape[1], cols.shape[2:2 + nd], cols.shape[2 + nd:]
+    shape = (n, c, *input_shape)
+    out = ctx.empty(shape, cols.dtype)
+    if out.size:
+        blocks, threads = launch_config(out.size)
+        args = _conv_args(shape, shape, ksz, osz, strides, padding, dilation, cols.dtype.type(0))
+        ctx.rt.launch(ctx.rt.compile(conv_source(nd, channels_last, True, ctx.rt.simulated), "kernel"), blocks,
+                      threads, [cols, out, *args])
+    return out
+
+
 def _block_lines(k0: str, k1: str, c0: str, c1: str, indent: str = "        ") -> list[str]:
     """Threefry-2x32-20 (``kernels/threefry.py``'s block function: the same rotations and key schedule) of key
     words ``k0, k1`` and counter words ``c0, c1`` into ``x0, x1``, uint32 arithmetic wrapping as on the CPU."""
@@ -637,6 +770,231 @@ def _keyed(name):
         return out
 
     return impl
+
+
+# ``value`` of the element's uniform ``u`` in (0, 1) (open24 / open53, the CPU's open uniforms), per distribution
+_STANDARD = {
+    "exponential": "-math.log(ONE - u)",
+    "gumbel": "-math.log(-math.log(u))",
+    "laplace": "(math.log(ONE - abs(TWO * u - ONE)) if TWO * u - ONE < ZERO else -math.log(ONE - abs(TWO * u - ONE)))",
+    "logistic": "math.log(u) - math.log(ONE - u)",
+}
+
+
+def distribution_source(kind: str, dtype: str, simulated: bool = False) -> str:
+    """Keyed samples of ``random_normal`` (``kind="normal"``, Box-Muller as the CPU pairs words: float32 takes the
+    radius and angle from the two words of block ``i // 2``, float64 from blocks ``2 (i // 2)`` and its successor)
+    or ``random_standard`` (``kind`` the distribution, by inversion of element ``i``'s open uniform). The words are
+    the CPU's bit for bit; the transcendental functions are the device's, so samples agree with the CPU's to a few
+    ulp, not bit for bit."""
+    t = f"np.{dtype}"
+    one, two, zero = f"{t}(1)", f"{t}(2)", f"{t}(0)"
+    lines = [*_header(simulated), "def kernel(keys, out, lanes, m):", "    t = cuda.grid(1)",
+             "    step = cuda.gridsize(1)", "    while t < lanes * m:", "        lane = t // m",
+             "        i = t - lane * m", "        k0 = keys[2 * lane]", "        k1 = keys[2 * lane + 1]"]
+    blk = lambda c: _block_lines("k0", "k1", f"({c}) >> np.uint64(32)", f"({c}) & np.uint64(0xFFFFFFFF)")
+    if kind == "normal" and dtype == "float32":
+        lines += ["        j = np.uint64(i // 2)", *blk("j"),
+                  "        u = np.float32(np.int32(x0 >> np.uint32(1))) * np.float32(2.0 ** -31)"
+                  " + np.float32(2.0 ** -32)",
+                  "        r = math.sqrt(np.float32(-2) * math.log(u))",
+                  "        a = np.float32(np.int32(x1 >> np.uint32(8))) * np.float32(2.0 ** -24)"
+                  " * np.float32(6.283185307179586)",
+                  "        v = r * (fcos(a) if i % 2 == 0 else fsin(a))"]
+    elif kind == "normal":
+        lines += ["        j = np.uint64(i // 2) * np.uint64(2)", *blk("j"),
+                  "        w = (np.uint64(x0) << np.uint64(32)) | np.uint64(x1)",
+                  "        u = (np.float64(np.int64(w >> np.uint64(12))) * np.float64(2) + np.float64(1))"
+                  " * np.float64(2.0 ** -53)", *blk("j + np.uint64(1)"),
+                  "        w = (np.uint64(x0) << np.uint64(32)) | np.uint64(x1)",
+                  "        a = np.float64(np.int64(w >> np.uint64(11))) * np.float64(2.0 ** -53)"
+                  " * np.float64(6.283185307179586)",
+                  "        r = math.sqrt(np.float64(-2) * math.log(u))",
+                  "        v = r * (math.cos(a) if i % 2 == 0 else math.sin(a))"]
+    else:
+        if dtype == "float32":
+            lines += ["        j = np.uint64(i // 2)", *blk("j"), "        w = x0 if i % 2 == 0 else x1",
+                      "        u = np.float32(np.int32(((w >> np.uint32(9)) << np.uint32(1)) | np.uint32(1)))"
+                      " * np.float32(2.0 ** -24)"]
+        else:
+            lines += ["        j = np.uint64(i)", *blk("j"),
+                      "        w = (np.uint64(x0) << np.uint64(32)) | np.uint64(x1)",
+                      "        u = (np.float64(np.int64(w >> np.uint64(12))) * np.float64(2) + np.float64(1))"
+                      " * np.float64(2.0 ** -53)"]
+        expr = _STANDARD[kind].replace("ONE", one).replace("TWO", two).replace("ZERO", zero)
+        lines.append(f"        v = {expr}")
+    lines += ["        out[t] = v", "        t += step", ""]
+    return "\n".join(lines)
+
+
+def _distribution(name: str):
+    def impl(ctx, key, *, shape, dtype, **flags):
+        d = np.dtype(dtype)
+        kind = "normal" if name == "random_normal" else flags.get("dist")
+        if d not in (F32, F64) or (kind != "normal" and kind not in _STANDARD):
+            raise UnsupportedOnDevice(f"'{name}' with dtype {d.name} and {flags} has no CUDA kernel")
+        _native(name, key)
+        lanes, m = key.size // 2, math.prod(shape)
+        out = ctx.empty(tuple(key.shape[:-1]) + tuple(shape), d)
+        if lanes * m:
+            blocks, threads = launch_config(lanes * m)
+            ctx.rt.launch(ctx.rt.compile(distribution_source(kind, d.name, ctx.rt.simulated), "kernel"), blocks,
+                          threads, [ctx.contiguous(View(key)), out, lanes, m])
+        return out
+
+    return impl
+
+
+def rows_source(dtype: str, simulated: bool = False) -> str:
+    """``random_uniform_rows``: element ``i`` of row ``rows[lane, r]`` of lane ``lane``'s uniform stream, i.e. the
+    element at ``rows[lane, r] * m + i`` of ``random_uniform``'s, bit for bit (a negative row sets ``flag``)."""
+    width, value = _SAMPLERS[(dtype, False)]
+    lines = [*_header(simulated), "def kernel(keys, rows, out, flag, lanes, R, m):", "    t = cuda.grid(1)",
+             "    step = cuda.gridsize(1)", "    while t < lanes * R * m:", "        lane = t // (R * m)",
+             "        rest = t - lane * R * m", "        r = rest // m", "        i = rest - r * m",
+             "        row = rows[lane * R + r]", "        if row < 0:", "            flag[0] = 1",
+             "            row = 0", "        g = row * m + i"]
+    if width == 32:
+        lines += ["        j = np.uint64(g // 2)"]
+        word = ["        w = x0 if g % 2 == 0 else x1"]
+    else:
+        lines += ["        j = np.uint64(g)"]
+        word = ["        w = (np.uint64(x0) << np.uint64(32)) | np.uint64(x1)"]
+    lines += [*_block_lines("keys[2 * lane]", "keys[2 * lane + 1]", "j >> np.uint64(32)", "j & np.uint64(0xFFFFFFFF)"),
+              *word, f"        out[t] = {value}", "        t += step", ""]
+    return "\n".join(lines)
+
+
+def _uniform_rows(ctx, key, rows, *, row_shape, dtype):
+    d = np.dtype(dtype)
+    if (d.name, False) not in _SAMPLERS or d.kind != "f":
+        raise UnsupportedOnDevice(f"'random_uniform_rows' with dtype {d.name} has no CUDA kernel")
+    _native("random_uniform_rows", key, rows)
+    lanes = key.size // 2
+    R = rows.size // lanes if lanes else 0
+    m = math.prod(row_shape)
+    out = ctx.empty(tuple(rows.shape) + tuple(row_shape), d)
+    if out.size:
+        flag = ctx.rt.to_device(np.zeros(1, np.int32), ctx.index)
+        idx = rows if rows.dtype == np.int64 else ctx.copy(View(rows), np.int64)
+        blocks, threads = launch_config(out.size)
+        ctx.rt.launch(ctx.rt.compile(rows_source(d.name, ctx.rt.simulated), "kernel"), blocks, threads,
+                      [ctx.contiguous(View(key)), idx, out, flag, lanes, R, m])
+        if ctx.rt.to_host(flag)[0]:
+            raise ValueError("random_uniform_rows: row indices must be in [0, 2**63), got a negative one")
+    return out
+
+
+# ------------------------------------------------------------------------------------------ linear algebra
+
+CHOLESKY_SOURCE = '''
+def kernel(a, out, B, n, flag, zero, one):
+    g = cuda.blockIdx.x
+    t = cuda.threadIdx.x
+    while g < B:
+        base = g * n * n
+        i = t
+        while i < n * n:
+            r = i // n
+            out[base + i] = a[base + i] if i - r * n <= r else zero
+            i += BLOCK
+        cuda.syncthreads()
+        for j in range(n):
+            if t == 0:
+                d = out[base + j * n + j]
+                for k in range(j):
+                    d -= out[base + j * n + k] * out[base + j * n + k]
+                if not d > zero:
+                    flag[0] = 1
+                    d = one
+                out[base + j * n + j] = math.sqrt(d)
+            cuda.syncthreads()
+            i = j + 1 + t
+            while i < n:
+                s = out[base + i * n + j]
+                for k in range(j):
+                    s -= out[base + i * n + k] * out[base + j * n + k]
+                out[base + i * n + j] = s / out[base + j * n + j]
+                i += BLOCK
+            cuda.syncthreads()
+        g += cuda.gridDim.x
+'''
+
+LOWER_SOLVE_SOURCE = '''
+def kernel(a, b, x, B, n, m, unit):
+    t = cuda.grid(1)
+    step = cuda.gridsize(1)
+    while t < B * m:
+        g = t // m
+        c = t - g * m
+        for i in range(n):
+            s = b[(g * n + i) * m + c]
+            for k in range(i):
+                s -= a[(g * n + i) * n + k] * x[(g * n + k) * m + c]
+            x[(g * n + i) * m + c] = s if unit else s / a[(g * n + i) * n + i]
+        t += step
+'''
+
+
+def cholesky_source(simulated: bool = False) -> str:
+    """Cholesky of a stack of matrices, one block per matrix (reading the lower triangle): each column's diagonal
+    by one thread, the entries below it by the block's threads in parallel; a non-positive pivot sets ``flag``."""
+    return "\n".join(_header(simulated)) + CHOLESKY_SOURCE.replace("BLOCK", str(reduce_block(simulated)))
+
+
+def lower_solve_source(simulated: bool = False) -> str:
+    """Forward substitution ``L x = b`` for a stack, one thread per (matrix, right-hand column)."""
+    return "\n".join(_header(simulated)) + LOWER_SOLVE_SOURCE
+
+
+def _float_only(name, *xs):
+    for x in xs:
+        if x.dtype not in (F32, F64):
+            raise UnsupportedOnDevice(
+                f"'{name}' on the device takes float32 or float64, got {x.dtype.name}; cast first"
+            )
+
+
+def _cholesky(ctx, x):
+    _float_only("cholesky", x)
+    n = x.shape[-1]
+    B = x.size // (n * n) if n else 0
+    out = ctx.empty(x.shape, x.dtype)
+    if B:
+        flag = ctx.rt.to_device(np.zeros(1, np.int32), ctx.index)
+        ctx.rt.launch(ctx.rt.compile(cholesky_source(ctx.rt.simulated), "kernel"), min(B, 65535),
+                      reduce_block(ctx.rt.simulated), [x, out, B, n, flag, x.dtype.type(0), x.dtype.type(1)])
+        if ctx.rt.to_host(flag)[0]:  # one int read back: as on the CPU, a failed factorization raises
+            raise np.linalg.LinAlgError(
+                f"cholesky: a matrix of the {x.shape} input is not positive definite (only its lower triangle is "
+                "read); check symmetry and conditioning, or add a small multiple of the identity"
+            )
+    return out
+
+
+def _swap_last(ctx, x):
+    return _transpose(ctx, x, permutation=tuple(range(x.ndim - 2)) + (x.ndim - 1, x.ndim - 2))
+
+
+def _triangular_solve(ctx, a, b, *, left_side, lower, transpose_a, conjugate_a, unit_diagonal):
+    _float_only("triangular_solve", a, b)
+    nd = a.ndim  # every variant becomes a lower left solve, as on the CPU (conjugation is the identity on reals)
+    if transpose_a:
+        a, lower = _swap_last(ctx, a), not lower
+    if not left_side:
+        a, lower, b = _swap_last(ctx, a), not lower, _swap_last(ctx, b)
+    if not lower:
+        a, b = _rev(ctx, a, dimensions=(nd - 2, nd - 1)), _rev(ctx, b, dimensions=(nd - 2,))
+    n, m = b.shape[-2], b.shape[-1]
+    B = b.size // (n * m) if n * m else 0
+    x = ctx.empty(b.shape, b.dtype)
+    if B:
+        blocks, threads = launch_config(B * m)
+        ctx.rt.launch(ctx.rt.compile(lower_solve_source(ctx.rt.simulated), "kernel"), blocks, threads,
+                      [a, b, x, B, n, m, bool(unit_diagonal)])
+    if not lower:
+        x = _rev(ctx, x, dimensions=(nd - 2,))
+    return _swap_last(ctx, x) if not left_side else x
 
 
 def _threefry(ctx, k0, k1, x0, x1):
@@ -771,6 +1129,10 @@ IMPLS: dict[str, Callable[..., Any]] = {
     "gather": _gather,
     "scatter_add": _scatter_add,
     "scatter": _scatter_fold("set", "scatter"),
+    "dynamic_slice": _dynamic_slice,
+    "conv_patches": _conv_patches,
+    "conv_patches_transpose": _conv_patches_transpose,
+    "dynamic_update_slice": _dynamic_update_slice,
     "scatter_mul": _scatter_fold("mul", "scatter_mul"),
     "scatter_max": _scatter_fold("max", "scatter_max"),
     "scatter_min": _scatter_fold("min", "scatter_min"),
@@ -780,6 +1142,11 @@ IMPLS: dict[str, Callable[..., Any]] = {
     "threefry2x32": _threefry,
     "random_bits": _keyed("random_bits"),
     "random_uniform": _keyed("random_uniform"),
+    "random_normal": _distribution("random_normal"),
+    "cholesky": _cholesky,
+    "triangular_solve": _triangular_solve,
+    "random_standard": _distribution("random_standard"),
+    "random_uniform_rows": _uniform_rows,
     "sort": _sort,
     "argmax": _row_scan("argmax"),
     "argmin": _row_scan("argmin"),
@@ -883,10 +1250,26 @@ def kernel_catalog() -> list[tuple[str, str, list[str], bool]]:
     for kind in ("sum", "max", "min"):
         cases.append((f"segment_{kind}:float32", segment_source(kind, F32), [arr(F32), arr(np.int32), arr(F32),
                       i64, i64, i64, "float32"], True))
+    for update in (False, True):
+        cases.append((f"dynamic_{'update_' if update else ''}slice:float32", dynamic_source(2, update),
+                      [arr(F32), arr(F32), i64, i64, i64, arr(np.int32), arr(np.int64), i64, i64], True))
+    for last in (True, False):
+        for t in (False, True):
+            cases.append((f"conv_patches{'_transpose' if t else ''}:{'last' if last else 'first'}:float32",
+                          conv_source(2, last, t), [arr(F32), arr(F32)] + [i64] * 15 + ["float32"], True))
     cases.append(("threefry2x32:uint32", threefry_source(), [arr(np.uint32)] * 6 + [i64], True))
     for (d, open_) in _SAMPLERS:
         cases.append((f"random:{d}:{'open' if open_ else 'closed'}", sampler_source(d, open_),
                       [arr(np.uint32), arr(d), i64, i64], d != "float64"))
+    for d in ("float32", "float64"):
+        for kind in ("normal", *_STANDARD):
+            cases.append((f"random_{kind}:{d}", distribution_source(kind, d), [arr(np.uint32), arr(d), i64, i64],
+                          d == "float32"))
+        cases.append((f"random_uniform_rows:{d}", rows_source(d), [arr(np.uint32), arr(np.int64), arr(d),
+                      arr(np.int32), i64, i64, i64], d == "float32"))
+    cases.append(("cholesky:float32", cholesky_source(), [arr(F32), arr(F32), i64, i64, arr(np.int32), "float32",
+                  "float32"], True))
+    cases.append(("triangular_solve:float32", lower_solve_source(), [arr(F32)] * 3 + [i64] * 3 + ["boolean"], True))
     cases.append(("sort:float32,int64", sort_source(2, 1, [True]), [arr(F32), arr(np.int64)] * 2 + [i64, i64], True))
     for kind in ("argmax", "argmin", "cumsum"):
         out = arr(np.int64) if kind != "cumsum" else arr(F32)
