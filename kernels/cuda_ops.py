@@ -885,6 +885,106 @@ def _uniform_rows(ctx, key, rows, *, row_shape, dtype):
     return out
 
 
+# ------------------------------------------------------------------------------------------ sparse products
+
+ENTRY_ROWS_SOURCE = '''
+def kernel(indptr, rows, m, nse):
+    r = cuda.grid(1)
+    step = cuda.gridsize(1)
+    while r < m:
+        lo = indptr[r] if indptr[r] > 0 else 0
+        hi = indptr[r + 1] if indptr[r + 1] < nse else nse
+        for e in range(lo, hi):
+            rows[e] = r
+        r += step
+'''
+
+SPMM_SOURCE = '''
+def kernel(values, rows, cols, dense, out, count, n, nse, m, k, transpose, zero):
+    t = cuda.grid(1)
+    step = cuda.gridsize(1)
+    while t < count:
+        i = t // n
+        j = t - i * n
+        acc = zero
+        for e in range(nse):
+            r = rows[e]
+            c = cols[e]
+            if r >= 0 and r < m and c >= 0 and c < k:
+                if transpose:
+                    if c == i:
+                        acc += values[e] * dense[r * n + j]
+                elif r == i:
+                    acc += values[e] * dense[c * n + j]
+        out[t] = acc
+        t += step
+'''
+
+SDDMM_SOURCE = '''
+def kernel(x, y, rows, cols, out, nse, m, k, n, zero):
+    e = cuda.grid(1)
+    step = cuda.gridsize(1)
+    while e < nse:
+        r = rows[e]
+        c = cols[e]
+        acc = zero
+        if r >= 0 and r < m and c >= 0 and c < k:
+            for j in range(n):
+                acc += x[r * n + j] * y[c * n + j]
+        out[e] = acc
+        e += step
+'''
+
+
+def sparse_source(which: str, simulated: bool = False) -> str:
+    """``entry_rows`` (the row of each stored entry of a CSR pattern, -1 where none), ``spmm`` (one thread per
+    output element, folding the entries in order: deterministic, as on the CPU; a sorted-row kernel is to come) or
+    ``sddmm`` (one thread per entry)."""
+    body = {"entry_rows": ENTRY_ROWS_SOURCE, "spmm": SPMM_SOURCE, "sddmm": SDDMM_SOURCE}[which]
+    return "\n".join(_header(simulated)) + body
+
+
+def _entry_rows(ctx, idx0, cols, layout):
+    """Each entry's row, int64: COO's rows, or CSR's pointers expanded."""
+    if layout != "csr":
+        return idx0 if idx0.dtype == np.int64 else ctx.copy(View(idx0), np.int64)
+    nse, m = cols.shape[0], idx0.shape[0] - 1
+    rows = ctx.empty((nse,), np.int64)
+    if nse:
+        launch_strided(ctx.rt, (nse,), [np.int64(-1)], "{0}", rows)
+        if m > 0:
+            blocks, threads = launch_config(m)
+            ctx.rt.launch(ctx.rt.compile(sparse_source("entry_rows", ctx.rt.simulated), "kernel"), blocks, threads,
+                          [idx0, rows, m, nse])
+    return rows
+
+
+def _spmm(ctx, values, idx0, cols, dense, *, shape, layout, transpose):
+    _float_only("spmm", values, dense)
+    rows = _entry_rows(ctx, idx0, cols, layout)
+    m, k = shape
+    n = dense.shape[1]
+    out = ctx.empty((k if transpose else m, n), values.dtype)
+    if out.size:
+        blocks, threads = launch_config(out.size)
+        ctx.rt.launch(ctx.rt.compile(sparse_source("spmm", ctx.rt.simulated), "kernel"), blocks, threads,
+                      [values, rows, cols, dense, out, out.size, n, values.shape[0], m, k, bool(transpose),
+                       values.dtype.type(0)])
+    return out
+
+
+def _sddmm(ctx, x, y, idx0, cols, *, shape, layout):
+    _float_only("sddmm", x, y)
+    rows = _entry_rows(ctx, idx0, cols, layout)
+    nse = cols.shape[0]
+    out = ctx.empty((nse,), x.dtype)
+    if nse:
+        blocks, threads = launch_config(nse)
+        ctx.rt.launch(ctx.rt.compile(sparse_source("sddmm", ctx.rt.simulated), "kernel"), blocks, threads,
+                      [x, y, rows, cols, out, nse, x.shape[0], y.shape[0], x.shape[1], x.dtype.type(0)])
+    return out
+
+
 # ------------------------------------------------------------------------------------------ linear algebra
 
 CHOLESKY_SOURCE = '''
@@ -1144,6 +1244,8 @@ IMPLS: dict[str, Callable[..., Any]] = {
     "random_uniform": _keyed("random_uniform"),
     "random_normal": _distribution("random_normal"),
     "cholesky": _cholesky,
+    "spmm": _spmm,
+    "sddmm": _sddmm,
     "triangular_solve": _triangular_solve,
     "random_standard": _distribution("random_standard"),
     "random_uniform_rows": _uniform_rows,
@@ -1270,6 +1372,11 @@ def kernel_catalog() -> list[tuple[str, str, list[str], bool]]:
     cases.append(("cholesky:float32", cholesky_source(), [arr(F32), arr(F32), i64, i64, arr(np.int32), "float32",
                   "float32"], True))
     cases.append(("triangular_solve:float32", lower_solve_source(), [arr(F32)] * 3 + [i64] * 3 + ["boolean"], True))
+    cases.append(("entry_rows", sparse_source("entry_rows"), [arr(np.int64), arr(np.int64), i64, i64], True))
+    cases.append(("spmm:float32", sparse_source("spmm"), [arr(F32), arr(np.int64), arr(np.int32), arr(F32), arr(F32)]
+                  + [i64] * 5 + ["boolean", "float32"], True))
+    cases.append(("sddmm:float32", sparse_source("sddmm"), [arr(F32), arr(F32), arr(np.int64), arr(np.int32),
+                  arr(F32)] + [i64] * 4 + ["float32"], True))
     cases.append(("sort:float32,int64", sort_source(2, 1, [True]), [arr(F32), arr(np.int64)] * 2 + [i64, i64], True))
     for kind in ("argmax", "argmin", "cumsum"):
         out = arr(np.int64) if kind != "cumsum" else arr(F32)

@@ -44,7 +44,6 @@ DEVICE_DTYPES = frozenset(
 # that runs fails the test, so the list only shrinks)
 UNSUPPORTED = {
     "polygamma",
-    "sddmm", "spmm",
     "fft", "eig", "eigh", "lu", "qr", "svd",
     "random_gamma", "random_gamma_grad", "random_poisson", "random_truncated_normal",
 }
@@ -389,3 +388,36 @@ def cuda_array(a):
     from numba import cuda
 
     return cuda.to_device(a)
+
+
+def test_sparse_products_and_triangular_solves_match_the_cpu_in_every_variant():
+    from funclib.core import PRIMITIVES
+
+    rng = np.random.default_rng(3)
+    vals = fl.asarray(rng.normal(size=5).astype(np.float32))
+    rows, cols = fl.asarray([0, 2, 2, 1, 9]), fl.asarray([1, 0, 3, 3, 0])  # the last entry is padding
+    indptr = fl.asarray([0, 1, 1, 3, 5])
+    dense = fl.asarray(rng.normal(size=(4, 2)).astype(np.float32))
+    spmm, sddmm = PRIMITIVES["spmm"], PRIMITIVES["sddmm"]
+    for layout, idx0 in (("coo", rows), ("csr", indptr)):
+        for transpose in (False, True):
+            args = (vals, idx0, cols, dense)
+            want = spmm.bind(*args, shape=(4, 4), layout=layout, transpose=transpose)
+            got = spmm.bind(*[a.cuda() for a in args], shape=(4, 4), layout=layout, transpose=transpose)
+            np.testing.assert_allclose(got.cpu().numpy(), want.numpy(), rtol=1e-6, atol=1e-6)
+        x, y = fl.asarray(rng.normal(size=(4, 3)).astype(np.float32)), fl.asarray(rng.normal(size=(4, 3)).astype(
+            np.float32))
+        want = sddmm.bind(x, y, idx0, cols, shape=(4, 4), layout=layout)
+        got = sddmm.bind(x.cuda(), y.cuda(), idx0.cuda(), cols.cuda(), shape=(4, 4), layout=layout)
+        np.testing.assert_allclose(got.cpu().numpy(), want.numpy(), rtol=1e-6, atol=1e-6)
+    a = fl.asarray(rng.normal(size=(2, 3, 3)) + 4 * np.eye(3))
+    b = fl.asarray(rng.normal(size=(2, 3, 2)))
+    for left, lower, trans, unit in [(L, lo, t, u) for L in (True, False) for lo in (True, False)
+                                     for t in (False, True) for u in (False, True)]:
+        bb = b if left else fl.matrix_transpose(b)
+        kw = dict(left_side=left, lower=lower, transpose_a=trans, conjugate_a=False, unit_diagonal=unit)
+        want = PRIMITIVES["triangular_solve"].bind(a, bb, **kw)
+        got = PRIMITIVES["triangular_solve"].bind(a.cuda(), bb.cuda(), **kw)
+        np.testing.assert_allclose(got.cpu().numpy(), want.numpy(), rtol=1e-10, atol=1e-12, err_msg=str(kw))
+    with pytest.raises(np.linalg.LinAlgError, match="cholesky: .*not positive definite"):
+        fl.linalg.cholesky(-fl.eye(3, device="cuda"))
