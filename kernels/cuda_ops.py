@@ -1036,6 +1036,220 @@ def kernel(a, b, x, B, n, m, unit):
 '''
 
 
+LU_SOURCE = '''
+def kernel(a, lu, piv, perm, B, m, n, zero):
+    g = cuda.grid(1)
+    step = cuda.gridsize(1)
+    k = m if m < n else n
+    while g < B:
+        base = g * m * n
+        for i in range(m * n):
+            lu[base + i] = a[base + i]
+        for i in range(m):
+            perm[g * m + i] = i
+        for j in range(k):
+            p = j
+            best = abs(lu[base + j * n + j])
+            for i in range(j + 1, m):
+                v = abs(lu[base + i * n + j])
+                if v > best:
+                    best = v
+                    p = i
+            piv[g * k + j] = p
+            if p != j:
+                for c in range(n):
+                    tmp = lu[base + j * n + c]
+                    lu[base + j * n + c] = lu[base + p * n + c]
+                    lu[base + p * n + c] = tmp
+                tp = perm[g * m + j]
+                perm[g * m + j] = perm[g * m + p]
+                perm[g * m + p] = tp
+            d = lu[base + j * n + j]
+            if d != zero:
+                for i in range(j + 1, m):
+                    lu[base + i * n + j] = lu[base + i * n + j] / d
+            for i in range(j + 1, m):
+                f = lu[base + i * n + j]
+                for c in range(j + 1, n):
+                    lu[base + i * n + c] -= f * lu[base + j * n + c]
+        g += step
+'''
+
+# Householder QR as LAPACK's geqrf/orgqr compute it (dlarfg's reflector: beta = -sign(alpha) ||x||, none where
+# the column below the diagonal is zero), so q and r carry LAPACK's signs
+QR_SOURCE = '''
+def kernel(a, w, tau, q, r, B, m, n, kq, zero, one):
+    g = cuda.grid(1)
+    step = cuda.gridsize(1)
+    k = m if m < n else n
+    while g < B:
+        base = g * m * n
+        for i in range(m * n):
+            w[base + i] = a[base + i]
+        for j in range(k):
+            alpha = w[base + j * n + j]
+            xn = zero
+            for i in range(j + 1, m):
+                xn += w[base + i * n + j] * w[base + i * n + j]
+            t = zero
+            if xn != zero:
+                beta = math.sqrt(alpha * alpha + xn)
+                if alpha >= zero:
+                    beta = -beta
+                t = (beta - alpha) / beta
+                s = one / (alpha - beta)
+                for i in range(j + 1, m):
+                    w[base + i * n + j] = w[base + i * n + j] * s
+                w[base + j * n + j] = beta
+                for c in range(j + 1, n):
+                    d = w[base + j * n + c]
+                    for i in range(j + 1, m):
+                        d += w[base + i * n + j] * w[base + i * n + c]
+                    d = d * t
+                    w[base + j * n + c] -= d
+                    for i in range(j + 1, m):
+                        w[base + i * n + c] -= d * w[base + i * n + j]
+            tau[g * k + j] = t
+        for i in range(kq):
+            for c in range(n):
+                r[(g * kq + i) * n + c] = w[base + i * n + c] if (c >= i and i < k) else zero
+        qb = g * m * kq
+        for i in range(m):
+            for c in range(kq):
+                q[qb + i * kq + c] = one if i == c else zero
+        for jj in range(k):
+            j = k - 1 - jj
+            t = tau[g * k + j]
+            if t != zero:
+                for c in range(kq):
+                    d = q[qb + j * kq + c]
+                    for i in range(j + 1, m):
+                        d += w[base + i * n + j] * q[qb + i * kq + c]
+                    d = d * t
+                    q[qb + j * kq + c] -= d
+                    for i in range(j + 1, m):
+                        q[qb + i * kq + c] -= d * w[base + i * n + j]
+        g += step
+'''
+
+# cyclic Jacobi on the symmetric matrix the lower triangle defines, then eigenvalues sorted ascending with their
+# vectors (columns), as LAPACK's syevd orders them
+EIGH_SOURCE = '''
+def kernel(a, w, v, s, B, n, zero, one, tol):
+    g = cuda.grid(1)
+    step = cuda.gridsize(1)
+    while g < B:
+        base = g * n * n
+        for i in range(n):
+            for c in range(n):
+                s[base + i * n + c] = a[base + i * n + c] if c <= i else a[base + c * n + i]
+                v[base + i * n + c] = one if i == c else zero
+        for sweep in range(60):
+            off = zero
+            diag = zero
+            for i in range(n):
+                diag += s[base + i * n + i] * s[base + i * n + i]
+                for c in range(i + 1, n):
+                    off += s[base + i * n + c] * s[base + i * n + c]
+            if not off > tol * tol * diag:
+                break
+            for p in range(n - 1):
+                for qq in range(p + 1, n):
+                    apq = s[base + p * n + qq]
+                    if apq != zero:
+                        app = s[base + p * n + p]
+                        aqq = s[base + qq * n + qq]
+                        theta = (aqq - app) / (apq + apq)
+                        t = one / (abs(theta) + math.sqrt(theta * theta + one))
+                        if theta < zero:
+                            t = -t
+                        c = one / math.sqrt(t * t + one)
+                        sn = t * c
+                        for i in range(n):
+                            x = s[base + i * n + p]
+                            y = s[base + i * n + qq]
+                            s[base + i * n + p] = c * x - sn * y
+                            s[base + i * n + qq] = sn * x + c * y
+                        for i in range(n):
+                            x = s[base + p * n + i]
+                            y = s[base + qq * n + i]
+                            s[base + p * n + i] = c * x - sn * y
+                            s[base + qq * n + i] = sn * x + c * y
+                        for i in range(n):
+                            x = v[base + i * n + p]
+                            y = v[base + i * n + qq]
+                            v[base + i * n + p] = c * x - sn * y
+                            v[base + i * n + qq] = sn * x + c * y
+        for i in range(n):
+            w[g * n + i] = s[base + i * n + i]
+        for i in range(n):
+            best = i
+            for c in range(i + 1, n):
+                if w[g * n + c] < w[g * n + best]:
+                    best = c
+            if best != i:
+                tmp = w[g * n + i]
+                w[g * n + i] = w[g * n + best]
+                w[g * n + best] = tmp
+                for r in range(n):
+                    tmp = v[base + r * n + i]
+                    v[base + r * n + i] = v[base + r * n + best]
+                    v[base + r * n + best] = tmp
+        g += step
+'''
+
+
+def factor_source(which: str, simulated: bool = False) -> str:
+    """One thread per matrix of a stack: ``lu`` (partial pivoting, LAPACK's first largest pivot), ``qr``
+    (Householder, LAPACK's signs) or ``eigh`` (cyclic Jacobi). Small matrices, many of them, are what these are
+    for; a large single matrix runs serially on one thread (blocked, multi-thread factorizations are to come)."""
+    body = {"lu": LU_SOURCE, "qr": QR_SOURCE, "eigh": EIGH_SOURCE}[which]
+    return "\n".join(_header(simulated)) + body
+
+
+def _lu(ctx, x):
+    _float_only("lu", x)
+    *batch, m, n = x.shape
+    B, k = math.prod(batch), min(m, n)
+    lu = ctx.empty(x.shape, x.dtype)
+    piv, perm = ctx.empty(tuple(batch) + (k,), np.int32), ctx.empty(tuple(batch) + (m,), np.int32)
+    if B and m * n:
+        blocks, threads = launch_config(B)
+        ctx.rt.launch(ctx.rt.compile(factor_source("lu", ctx.rt.simulated), "kernel"), blocks, threads,
+                      [x, lu, piv, perm, B, m, n, x.dtype.type(0)])
+    elif B and m:
+        launch_strided(ctx.rt, tuple(batch) + (m,), [], "np.int32(c" + str(len(batch)) + ")", perm)
+    return [lu, piv, perm]
+
+
+def _qr(ctx, x, *, full_matrices):
+    _float_only("qr", x)
+    *batch, m, n = x.shape
+    B, k = math.prod(batch), min(m, n)
+    kq = m if full_matrices else k
+    q, r = ctx.empty(tuple(batch) + (m, kq), x.dtype), ctx.empty(tuple(batch) + (kq, n), x.dtype)
+    if B and q.size + r.size:
+        work, tau = ctx.empty(x.shape, x.dtype), ctx.empty((max(B * k, 1),), x.dtype)
+        blocks, threads = launch_config(B)
+        ctx.rt.launch(ctx.rt.compile(factor_source("qr", ctx.rt.simulated), "kernel"), blocks, threads,
+                      [x, work, tau, q, r, B, m, n, kq, x.dtype.type(0), x.dtype.type(1)])
+    return [q, r]
+
+
+def _eigh(ctx, x):
+    _float_only("eigh", x)
+    n = x.shape[-1]
+    B = x.size // (n * n) if n else 0
+    w, v = ctx.empty(x.shape[:-1], x.dtype), ctx.empty(x.shape, x.dtype)
+    if B:
+        work = ctx.empty(x.shape, x.dtype)
+        blocks, threads = launch_config(B)
+        tol = x.dtype.type(np.finfo(x.dtype).eps)
+        ctx.rt.launch(ctx.rt.compile(factor_source("eigh", ctx.rt.simulated), "kernel"), blocks, threads,
+                      [x, w, v, work, B, n, x.dtype.type(0), x.dtype.type(1), tol])
+    return [w, v]
+
+
 def cholesky_source(simulated: bool = False) -> str:
     """Cholesky of a stack of matrices, one block per matrix (reading the lower triangle): each column's diagonal
     by one thread, the entries below it by the block's threads in parallel; a non-positive pivot sets ``flag``."""
@@ -1244,6 +1458,9 @@ IMPLS: dict[str, Callable[..., Any]] = {
     "random_uniform": _keyed("random_uniform"),
     "random_normal": _distribution("random_normal"),
     "cholesky": _cholesky,
+    "lu": _lu,
+    "qr": _qr,
+    "eigh": _eigh,
     "spmm": _spmm,
     "sddmm": _sddmm,
     "triangular_solve": _triangular_solve,
@@ -1377,6 +1594,10 @@ def kernel_catalog() -> list[tuple[str, str, list[str], bool]]:
                   + [i64] * 5 + ["boolean", "float32"], True))
     cases.append(("sddmm:float32", sparse_source("sddmm"), [arr(F32), arr(F32), arr(np.int64), arr(np.int32),
                   arr(F32)] + [i64] * 4 + ["float32"], True))
+    cases.append(("lu:float32", factor_source("lu"), [arr(F32), arr(F32), arr(np.int32), arr(np.int32)]
+                  + [i64] * 3 + ["float32"], True))
+    cases.append(("qr:float32", factor_source("qr"), [arr(F32)] * 5 + [i64] * 4 + ["float32"] * 2, True))
+    cases.append(("eigh:float32", factor_source("eigh"), [arr(F32)] * 4 + [i64] * 2 + ["float32"] * 3, True))
     cases.append(("sort:float32,int64", sort_source(2, 1, [True]), [arr(F32), arr(np.int64)] * 2 + [i64, i64], True))
     for kind in ("argmax", "argmin", "cumsum"):
         out = arr(np.int64) if kind != "cumsum" else arr(F32)
