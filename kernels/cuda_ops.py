@@ -1199,11 +1199,91 @@ def kernel(a, w, v, s, B, n, zero, one, tol):
 '''
 
 
+# one-sided (Hestenes) Jacobi on the columns of an m x n matrix, m >= n: rotations orthogonalize the columns of
+# u (a copy of a) and accumulate in v; the column norms are the singular values, sorted descending with their
+# vectors. A zero singular value (whose left vector this cannot give) sets ``flag``
+SVD_SOURCE = '''
+def kernel(a, u, s, v, flag, B, m, n, zero, one, tol):
+    g = cuda.grid(1)
+    step = cuda.gridsize(1)
+    while g < B:
+        ub = g * m * n
+        vb = g * n * n
+        for i in range(m * n):
+            u[ub + i] = a[ub + i]
+        for i in range(n):
+            for c in range(n):
+                v[vb + i * n + c] = one if i == c else zero
+        for sweep in range(60):
+            rotated = False
+            for p in range(n - 1):
+                for qq in range(p + 1, n):
+                    al = zero
+                    be = zero
+                    ga = zero
+                    for i in range(m):
+                        x = u[ub + i * n + p]
+                        y = u[ub + i * n + qq]
+                        al += x * x
+                        be += y * y
+                        ga += x * y
+                    if abs(ga) > tol * math.sqrt(al * be):
+                        rotated = True
+                        zeta = (be - al) / (ga + ga)
+                        t = one / (abs(zeta) + math.sqrt(one + zeta * zeta))
+                        if zeta < zero:
+                            t = -t
+                        c = one / math.sqrt(one + t * t)
+                        sn = c * t
+                        for i in range(m):
+                            x = u[ub + i * n + p]
+                            y = u[ub + i * n + qq]
+                            u[ub + i * n + p] = c * x - sn * y
+                            u[ub + i * n + qq] = sn * x + c * y
+                        for i in range(n):
+                            x = v[vb + i * n + p]
+                            y = v[vb + i * n + qq]
+                            v[vb + i * n + p] = c * x - sn * y
+                            v[vb + i * n + qq] = sn * x + c * y
+            if not rotated:
+                break
+        for j in range(n):
+            nrm = zero
+            for i in range(m):
+                nrm += u[ub + i * n + j] * u[ub + i * n + j]
+            nrm = math.sqrt(nrm)
+            s[g * n + j] = nrm
+            if nrm > zero:
+                for i in range(m):
+                    u[ub + i * n + j] = u[ub + i * n + j] / nrm
+            else:
+                flag[0] = 1
+        for i in range(n):
+            best = i
+            for c in range(i + 1, n):
+                if s[g * n + c] > s[g * n + best]:
+                    best = c
+            if best != i:
+                tmp = s[g * n + i]
+                s[g * n + i] = s[g * n + best]
+                s[g * n + best] = tmp
+                for r in range(m):
+                    tmp = u[ub + r * n + i]
+                    u[ub + r * n + i] = u[ub + r * n + best]
+                    u[ub + r * n + best] = tmp
+                for r in range(n):
+                    tmp = v[vb + r * n + i]
+                    v[vb + r * n + i] = v[vb + r * n + best]
+                    v[vb + r * n + best] = tmp
+        g += step
+'''
+
+
 def factor_source(which: str, simulated: bool = False) -> str:
     """One thread per matrix of a stack: ``lu`` (partial pivoting, LAPACK's first largest pivot), ``qr``
     (Householder, LAPACK's signs) or ``eigh`` (cyclic Jacobi). Small matrices, many of them, are what these are
     for; a large single matrix runs serially on one thread (blocked, multi-thread factorizations are to come)."""
-    body = {"lu": LU_SOURCE, "qr": QR_SOURCE, "eigh": EIGH_SOURCE}[which]
+    body = {"lu": LU_SOURCE, "qr": QR_SOURCE, "eigh": EIGH_SOURCE, "svd": SVD_SOURCE}[which]
     return "\n".join(_header(simulated)) + body
 
 
@@ -1248,6 +1328,37 @@ def _eigh(ctx, x):
         ctx.rt.launch(ctx.rt.compile(factor_source("eigh", ctx.rt.simulated), "kernel"), blocks, threads,
                       [x, w, v, work, B, n, x.dtype.type(0), x.dtype.type(1), tol])
     return [w, v]
+
+
+def _svd(ctx, x, *, full_matrices, compute_uv):
+    _float_only("svd", x)
+    *batch, m, n = x.shape
+    wide = m < n  # a wide matrix is its transpose's svd with the factors swapped
+    a = _swap_last(ctx, x) if wide else x
+    rows, cols = (n, m) if wide else (m, n)
+    B = math.prod(batch)
+    u, s, v = (ctx.empty(tuple(batch) + shp, x.dtype) for shp in ((rows, cols), (cols,), (cols, cols)))
+    if B and rows * cols:
+        flag = ctx.rt.to_device(np.zeros(1, np.int32), ctx.index)
+        blocks, threads = launch_config(B)
+        ctx.rt.launch(ctx.rt.compile(factor_source("svd", ctx.rt.simulated), "kernel"), blocks, threads,
+                      [a, u, s, v, flag, B, rows, cols, x.dtype.type(0), x.dtype.type(1),
+                       x.dtype.type(np.finfo(x.dtype).eps)])
+        if compute_uv and ctx.rt.to_host(flag)[0]:
+            raise UnsupportedOnDevice(
+                "'svd' of a rank-deficient matrix (a zero singular value) has no left singular vector for it on "
+                "the device; run it on the CPU with x.to_device('cpu'), or use compute_uv=False"
+            )
+    if not compute_uv:
+        return [s]
+    if full_matrices and rows != cols:
+        # the complement of u's columns: the trailing columns of the complete QR of u
+        q, _ = _qr(ctx, u, full_matrices=True)
+        tail = ctx.copy(_slice_view(q, [0] * (len(batch) + 1) + [cols], list(q.shape), [1] * q.ndim))
+        u = _concatenate(ctx, u, tail, dimension=u.ndim - 1)
+    if wide:  # x^T = u s v^T, so x = v s u^T
+        return [v, s, _swap_last(ctx, u)]
+    return [u, s, _swap_last(ctx, v)]
 
 
 def cholesky_source(simulated: bool = False) -> str:
@@ -1461,6 +1572,7 @@ IMPLS: dict[str, Callable[..., Any]] = {
     "lu": _lu,
     "qr": _qr,
     "eigh": _eigh,
+    "svd": _svd,
     "spmm": _spmm,
     "sddmm": _sddmm,
     "triangular_solve": _triangular_solve,
@@ -1598,6 +1710,8 @@ def kernel_catalog() -> list[tuple[str, str, list[str], bool]]:
                   + [i64] * 3 + ["float32"], True))
     cases.append(("qr:float32", factor_source("qr"), [arr(F32)] * 5 + [i64] * 4 + ["float32"] * 2, True))
     cases.append(("eigh:float32", factor_source("eigh"), [arr(F32)] * 4 + [i64] * 2 + ["float32"] * 3, True))
+    cases.append(("svd:float32", factor_source("svd"), [arr(F32)] * 4 + [arr(np.int32)] + [i64] * 3
+                  + ["float32"] * 3, True))
     cases.append(("sort:float32,int64", sort_source(2, 1, [True]), [arr(F32), arr(np.int64)] * 2 + [i64, i64], True))
     for kind in ("argmax", "argmin", "cumsum"):
         out = arr(np.int64) if kind != "cumsum" else arr(F32)

@@ -44,7 +44,7 @@ DEVICE_DTYPES = frozenset(
 # that runs fails the test, so the list only shrinks)
 UNSUPPORTED = {
     "polygamma",
-    "fft", "eig", "svd",
+    "fft", "eig",
     "random_gamma", "random_gamma_grad", "random_poisson", "random_truncated_normal",
 }
 # primitives without operands run where creation functions put them (``device=``; see test_creation_on_device)
@@ -199,8 +199,8 @@ def test_unsupported_primitive_is_named():
     g = fl.ones((2, 3), device="cuda")
     with pytest.raises(UnsupportedOnDeviceError, match="'polygamma'.*cuda:0"):
         fl.polygamma(1, g)
-    with pytest.raises(UnsupportedOnDeviceError, match="'svd'.*x.to_device\\('cpu'\\)"):
-        fl.linalg.svd(fl.eye(2, device="cuda"))
+    with pytest.raises(UnsupportedOnDeviceError, match="'svd' of a rank-deficient.*x.to_device\\('cpu'\\)"):
+        fl.linalg.svd(fl.zeros((2, 2), device="cuda"))
 
 
 def test_float32_sin_cos_are_accurate_over_the_whole_range():
@@ -444,6 +444,19 @@ def test_factorizations_match_lapack_in_every_shape():
         np.testing.assert_array_equal(perm, cperm)
     s = rng.normal(size=(2, 4, 4))
     h = s + np.swapaxes(s, -1, -2) + np.diag([0.0, 3, 6, 9])
+    for shape in ((4, 3), (3, 5), (2, 3, 3)):
+        a = rng.normal(size=shape)
+        for full in (False, True):
+            u, sv, vh = fl.linalg.svd(fl.asarray(a).cuda(), full_matrices=full)
+            u, sv, vh = u.cpu().numpy(), sv.cpu().numpy(), vh.cpu().numpy()
+            cu, cs, cvh = np.linalg.svd(a, full_matrices=full)
+            assert (u.shape, sv.shape, vh.shape) == (cu.shape, cs.shape, cvh.shape)
+            np.testing.assert_allclose(sv, cs, atol=1e-12)
+            k = sv.shape[-1]
+            np.testing.assert_allclose((u[..., :k] * sv[..., None, :]) @ vh[..., :k, :], a, atol=1e-12)
+            eye = np.eye(u.shape[-1])
+            np.testing.assert_allclose(np.swapaxes(u, -1, -2) @ u, np.broadcast_to(eye, u.shape[:-2] + eye.shape),
+                                       atol=1e-12)
     w, v = fl.linalg.eigh(fl.asarray(h).cuda())
     cw = np.linalg.eigvalsh(h)
     np.testing.assert_allclose(w.cpu().numpy(), cw, atol=1e-12)
