@@ -7,7 +7,9 @@ and Python numbers for scalars). It is filled from two sources:
   CPU kernels use, with libm/vmath names replaced by CUDA device math of the operands' precision, in a
   grid-stride kernel over the output that reads broadcast operands through zero strides;
 - ``IMPLS``: data movement (broadcast, transpose, reverse, slice, pad, concatenate) as strided copies, reductions
-  as one block per output element with a shared-memory tree, ``dot_general`` through cuBLAS, ``iota``.
+  as one block per output element with a shared-memory tree, ``dot_general`` through cuBLAS, ``iota``, indexing
+  (gather, the scatters, dynamic slices, segments), sort and row scans, im2col/col2im, sparse products, the
+  random samplers and per-matrix factorizations (lu, qr, cholesky, eigh, svd, triangular solves).
 
 A primitive in neither raises ``UnsupportedOnDevice`` naming it: nothing is copied to the host behind the
 caller's back. Kernels compute in the operands' own precision: float32 math stays float32 (``tests/test_cuda.py``
@@ -1666,6 +1668,10 @@ def kernel_catalog() -> list[tuple[str, str, list[str], bool]]:
             out = np.dtype(np.bool_) if name == "signbit" else d
             src = strided_source(1, ["flat"] * k, e)
             cases.append((f"{name}:{d.name}", src, [arr(d)] * k + [arr(out), i64, i64], d == F32))
+    for name in ("rem", "shift_left", "shift_right"):
+        for d in (np.dtype(np.int32), np.dtype(np.uint64)):
+            src = strided_source(1, ["flat"] * 2, integer_expr(name, d))
+            cases.append((f"{name}:{d.name}", src, [arr(d)] * 3 + [i64, i64], True))
     # a broadcasting (strided) operand beside a scalar one
     src = strided_source(2, ["array", "scalar"], elementwise_expr("mul", [F32, F32], F32))
     cases.append(("mul:strided", src, [arr(F32), "float32", arr(F32), i64, i64, i64, i64, i64, i64], True))

@@ -62,7 +62,9 @@ def asarray(obj, /, *, dtype=None, device=None, copy: bool | None = None) -> Ten
     """Convert ``obj`` (a Tensor, NumPy array, nested sequence or Python scalar) to a Tensor.
 
     A writable NumPy source is copied, so nobody can change the Tensor behind its back; a read-only one is
-    shared. Python floats become float32, ints int64 (the defaults).
+    shared. Another library's CUDA array (``__cuda_array_interface__`` or DLPack on a GPU) is shared on its device,
+    as ``fl.from_dlpack`` shares it (``copy=True`` copies it there). Python floats become float32, ints int64 (the
+    defaults).
 
     >>> fl.asarray([1.0, 2.0])
     Tensor([1., 2.], dtype=float32)
