@@ -321,19 +321,21 @@ def _device_eager(prim: Primitive, args, params):
 
 
 def _consts_on(params: dict, device: str) -> dict:
-    """``params`` with the constants of every closed jaxpr in them (a call's body, a cond's branches) moved to
-    ``device``, so that the body's operations see one device."""
-    from .jaxpr import ClosedJaxpr
-    from .kernels import devices
+    """``params`` with the constants of every closed jaxpr in them (a call's body, a cond's branches: values with
+    ``jaxpr`` and ``consts``) moved to ``device``, so that the body's operations see one device."""
+    from .kernels import devices  # reached only once a tensor lives on a device
+
+    def closed(v) -> bool:
+        return hasattr(v, "jaxpr") and hasattr(v, "consts")
 
     def move(v):
-        if isinstance(v, ClosedJaxpr):
+        if closed(v):
             if not any(isinstance(c, (np.ndarray, Tensor)) and not devices.is_broadcast_scalar(getattr(c, "_value", c))
                        for c in v.consts):
                 return v
-            return ClosedJaxpr(v.jaxpr, [_wrap(c).to_device(device) if isinstance(c, (np.ndarray, Tensor)) else c
-                                         for c in v.consts])
-        if type(v) in (tuple, list) and any(isinstance(x, ClosedJaxpr) for x in v):
+            return type(v)(v.jaxpr, [_wrap(c).to_device(device) if isinstance(c, (np.ndarray, Tensor)) else c
+                                     for c in v.consts])
+        if type(v) in (tuple, list) and any(closed(x) for x in v):
             return type(v)(move(x) for x in v)
         return v
 
@@ -657,7 +659,7 @@ class DeviceTensor(Tensor):
         ``jax.dlpack.from_dlpack``, ``cupy.from_dlpack``: no copy, so the consumer must not write to it (``copy=True``
         exports a copy made on the device). The capsule is the unversioned ``DLManagedTensor`` every consumer reads.
         """
-        from .kernels import devices, dlpack
+        from .kernels import devices, dlpack  # device exchange: only for tensors on a device
 
         if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
             raise BufferError(

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import weakref
 from typing import Any
 
 import numpy as np
@@ -131,8 +132,6 @@ class _Owner:
 
 def share_foreign(obj, op: str, copy: bool | None = None):
     """A device buffer over a foreign CUDA array's memory (no copy; ``copy=True``: a copy made on the device)."""
-    import weakref
-
     cb = _runtime()
     cai = cuda_interface(obj)
     index = 0
@@ -142,7 +141,7 @@ def share_foreign(obj, op: str, copy: bool | None = None):
     if cai is not None:
         owner = obj
     else:
-        from . import dlpack
+        from . import dlpack  # ctypes structures: only for a DLPack import of device memory
 
         capsule = obj.__dlpack__()
         cai, release = dlpack.from_capsule(capsule, (2, index))
@@ -153,7 +152,7 @@ def share_foreign(obj, op: str, copy: bool | None = None):
     except BufferError as e:
         raise BufferError(f"{op}: {e}") from None
     if copy:
-        from . import cuda_ops
+        from . import cuda_ops  # beside cuda_backend: only once a CUDA device is in use
 
         buf = cuda_ops.Context(rt, index).copy(cuda_ops.View(buf))
     return buf
@@ -182,12 +181,12 @@ def run_on_device(prim, values: list, params: dict, device: str, out_dtype=None)
     """Primitive ``prim`` on ``values`` (buffers; NumPy for 0-d CPU scalars) on CUDA ``device``; ``out_dtype`` is
     the result dtype of an elementwise primitive."""
     cb = _runtime()
-    from . import cuda_ops  # beside cuda_backend: only once a CUDA device is in use
+    from . import cuda_prims  # beside cuda_backend: only once a CUDA device is in use
 
     rt = cb.require_device(cuda_index(device))
     try:
-        return cuda_ops.run(cuda_ops.Context(rt, cuda_index(device)), prim.name, prim.kernel, values, params,
-                            out_dtype)
+        return cuda_prims.run(cuda_prims.Context(rt, cuda_index(device)), prim.name, prim.kernel, values, params,
+                              out_dtype)
     except cb.UnsupportedOnDevice as e:
         raise UnsupportedOnDeviceError(f"{e} (primitive '{prim.name}' on {device})") from None
 

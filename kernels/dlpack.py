@@ -18,6 +18,7 @@ unversioned ``DLManagedTensor`` (capsule name ``"dltensor"``) is spoken: every D
 from __future__ import annotations
 
 import ctypes
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -86,8 +87,6 @@ _pending: dict[int, Any] = {}
 
 def sweep() -> None:
     """Release the tensors of capsules that were dropped unconsumed; forget consumed ones."""
-    import sys
-
     with _lock:
         for addr in list(_pending):
             cap = _pending[addr]

@@ -270,10 +270,10 @@ def test_every_kernel_kind_compiles_to_sm90_ptx_without_float64_in_float32_kerne
     import sys
 
     code = (
-        "from funclib.kernels import cuda_ops\n"
+        "from funclib.kernels import cuda_ops, cuda_prims\n"
         "from numba import cuda\n"
-        "cat = cuda_ops.kernel_catalog()\n"
-        "ptx = cuda_ops.compile_catalog((9, 0))\n"
+        "cat = cuda_prims.kernel_catalog()\n"
+        "ptx = cuda_prims.compile_catalog((9, 0))\n"
         "assert set(ptx) == {c[0] for c in cat}\n"
         "assert all('.target sm_90' in p for p in ptx.values())\n"
         "bad = [c[0] for c in cat if c[3] and '.f64' in ptx[c[0]]]\n"
