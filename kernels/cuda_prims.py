@@ -1,6 +1,7 @@
 """Every primitive's CUDA implementation in one table: ``cuda_ops``' own (elementwise, data movement, reductions,
 ``dot_general``, gather and scatter-add, Threefry, sort, row scans) joined with the families built on it
-(``cuda_indexing``, ``cuda_linalg``, ``cuda_sampling``), and the PTX catalog of all their kernel kinds.
+(``cuda_indexing``, ``cuda_linalg``, ``cuda_sampling``, ``cuda_special``), and the PTX catalog of all their
+kernel kinds.
 
 >>> "svd" in IMPLS and "reduce_sum" in IMPLS
 True
@@ -11,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from . import cuda_indexing, cuda_linalg, cuda_ops, cuda_sampling
+from . import cuda_indexing, cuda_linalg, cuda_ops, cuda_sampling, cuda_special
 
 Context = cuda_ops.Context
-_FAMILIES = (cuda_indexing, cuda_linalg, cuda_sampling)
+_FAMILIES = (cuda_indexing, cuda_linalg, cuda_sampling, cuda_special)
 IMPLS: dict[str, Callable[..., Any]] = {**cuda_ops.IMPLS}
 for _family in _FAMILIES:
     IMPLS.update(_family.IMPLS)

@@ -43,9 +43,7 @@ DEVICE_DTYPES = frozenset(
 # primitives without a device implementation yet: each raises UnsupportedOnDeviceError naming it (a listed one
 # that runs fails the test, so the list only shrinks)
 UNSUPPORTED = {
-    "polygamma",
-    "fft", "eig",
-    "random_gamma", "random_gamma_grad", "random_poisson", "random_truncated_normal",
+    "fft", "eig",  # complex results: the device kernels do not compute in complex dtypes
 }
 # primitives without operands run where creation functions put them (``device=``; see test_creation_on_device)
 NO_OPERANDS = {"iota", "axis_index"}
@@ -196,9 +194,9 @@ def test_scatters_fold_repeated_indices_in_order_and_refuse_bad_ones():
 
 
 def test_unsupported_primitive_is_named():
-    g = fl.ones((2, 3), device="cuda")
-    with pytest.raises(UnsupportedOnDeviceError, match="'polygamma'.*cuda:0"):
-        fl.polygamma(1, g)
+    g = fl.ones((2, 4), device="cuda")
+    with pytest.raises(UnsupportedOnDeviceError, match="'fft'.*cuda:0"):
+        fl.fft.rfft(g)
     with pytest.raises(UnsupportedOnDeviceError, match="'svd' of a rank-deficient.*x.to_device\\('cpu'\\)"):
         fl.linalg.svd(fl.zeros((2, 2), device="cuda"))
 
@@ -316,6 +314,26 @@ def test_random_bits_are_bit_identical_to_the_cpu():
     for cpu, dev in pairs:
         assert dev.device == "cuda:0"
         np.testing.assert_array_equal(dev.cpu().numpy(), cpu.numpy())
+
+
+def test_rejection_samplers_take_the_cpus_stream_and_branches():
+    k = fl.random.split(fl.random.key(11), 2)
+    g = k.cuda()
+    alpha = fl.asarray([[0.3, 1.0, 2.5, 40.0], [0.0, np.nan, 7.0, 1e-3]])
+    lam = fl.asarray([[0.5, 3.0, 25.0, 400.0], [0.0, -1.0, 1.5, 12.0]])
+    lo, hi = fl.asarray([[-1.0, 2.0, -40.0, 0.5]] * 2), fl.asarray([[1.0, 3.0, -39.0, 0.6]] * 2)
+    bind = lambda name, *a, **kw: fl.core.PRIMITIVES[name].bind(*a, **kw)  # noqa: E731
+    for name, args, kw in (("random_gamma", (alpha,), {}), ("random_poisson", (lam,), {"dtype": fl.int32}),
+                           ("random_truncated_normal", (lo, hi), {})):
+        want = bind(name, k, *args, **kw).numpy()
+        got = bind(name, g, *[a.cuda() for a in args], **kw)
+        assert got.device == "cuda:0" and got.dtype == want.dtype, name
+        np.testing.assert_allclose(got.cpu().numpy(), want, rtol=1e-12, err_msg=name)
+    z = bind("random_gamma", k, alpha)
+    np.testing.assert_allclose(bind("random_gamma_grad", alpha.cuda(), z.cuda()).cpu().numpy(),
+                               bind("random_gamma_grad", alpha, z).numpy(), rtol=1e-12)
+    np.testing.assert_allclose(fl.polygamma(3, alpha.cuda()[0]).cpu().numpy(), fl.polygamma(3, alpha[0]).numpy(),
+                               rtol=1e-12)
 
 
 def _pointer(x) -> int:
