@@ -232,6 +232,15 @@ def test_transforms_on_device_match_the_cpu():
         np.testing.assert_allclose(dev.cpu().numpy(), cpu.numpy(), rtol=2e-5, atol=2e-6)
 
 
+def test_jit_of_a_function_closing_over_host_arrays_runs_on_device_operands():
+    table = np.arange(6.0).reshape(2, 3)  # captured: a constant of the jitted program, made on the host
+    f = fl.jit(lambda x: (x @ fl.asarray(table)).sum() + fl.linalg.slogdet(x)[1])
+    x = fl.asarray([[4.0, 1.0], [1.0, 3.0]])
+    got = f(x.cuda())
+    assert got.device == "cuda:0"
+    np.testing.assert_allclose(got.cpu().numpy(), f(x).numpy(), rtol=1e-12)
+
+
 def test_a_few_training_steps_of_an_mlp_match_the_cpu(tmp_path):
     import funclib.nn as nn
     import funclib.nn.functional as F

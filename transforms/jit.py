@@ -534,7 +534,13 @@ class Jitted:
                 self._fast[fast] = (prog, consts, entry.out_tree, one, entry.weak_out)
             outs = prog.run(consts + [x._value for x in leaves])
             return tree_util.unflatten(entry.out_tree, _outputs(outs, entry.weak_out))
-        outs = jit_p.bind(*entry.consts, *leaves, jaxpr=entry.jaxpr, name=self.__name__)
+        consts = entry.consts
+        if _state.trace is None:
+            # the constants the function closed over were made on the host: they join its device operands there
+            device = next(d for d in (getattr(x, "device", "cpu") for x in leaves) if d != "cpu")
+            consts = [_wrap(c).to_device(device) if isinstance(c, np.ndarray) else
+                      c.to_device(device) if isinstance(c, Tensor) else c for c in consts]
+        outs = jit_p.bind(*consts, *leaves, jaxpr=entry.jaxpr, name=self.__name__)
         return tree_util.unflatten(entry.out_tree, list(outs))
 
     def lower(self, *args, **kwargs) -> Lowered:
