@@ -241,6 +241,25 @@ def test_jit_of_a_function_closing_over_host_arrays_runs_on_device_operands():
     np.testing.assert_allclose(got.cpu().numpy(), f(x).numpy(), rtol=1e-12)
 
 
+def test_gradients_through_the_factorizations_stay_on_the_device():
+    # the rules' masks and identities follow the primal's device, also where they act on tangents
+    rng = np.random.default_rng(8)
+    s = rng.normal(size=(3, 3))
+    a = fl.asarray(s @ s.T + 3 * np.eye(3))
+    fns = {
+        "slogdet": lambda a: fl.linalg.slogdet(a)[1],
+        "cholesky": lambda a: fl.sum(fl.linalg.cholesky(a) ** 2),
+        "eigh": lambda a: fl.sum(fl.linalg.eigh(a)[0] ** 2),
+        "qr": lambda a: fl.sum(fl.linalg.qr(a)[1] ** 2),
+        "svd": lambda a: fl.sum(fl.linalg.svdvals(a)),
+        "solve_triangular": lambda a: fl.sum(fl.linalg.solve(a, fl.ones_like(a))),
+    }
+    for name, f in fns.items():
+        g = fl.grad(f)(a.cuda())
+        assert g.device == "cuda:0", name
+        np.testing.assert_allclose(g.cpu().numpy(), fl.grad(f)(a).numpy(), rtol=1e-9, atol=1e-12, err_msg=name)
+
+
 def test_a_few_training_steps_of_an_mlp_match_the_cpu(tmp_path):
     import funclib.nn as nn
     import funclib.nn.functional as F
