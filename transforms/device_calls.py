@@ -6,13 +6,21 @@ from __future__ import annotations
 
 import numpy as np
 
-from funclib.core import DeviceTensor, _wrap, set_trace
+from funclib.core import DeviceTensor, Tensor, _wrap, set_trace
 from funclib.jaxpr import Jaxpr, eval_jaxpr
 
 
 def on_device(values) -> bool:
     """Whether any of ``values`` (tensors) lives on a CUDA device."""
     return any(type(x) is DeviceTensor for x in values)
+
+
+def consts_on_device(consts, values) -> list:
+    """The constants a jitted function closed over (made on the host) on the device of its device ``values``, which
+    they join as operands."""
+    device = next(d for d in (getattr(x, "device", "cpu") for x in values) if d != "cpu")
+    return [_wrap(c).to_device(device) if isinstance(c, np.ndarray) else c.to_device(device) if isinstance(c, Tensor)
+            else c for c in consts]
 
 
 def run_on_device(jaxpr: Jaxpr, buffers) -> list | None:

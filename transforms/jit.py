@@ -50,7 +50,7 @@ from funclib.primitives.shape import instantiate, zeros
 from ._api_util import as_tensor_leaf, check_argnames, leaf_labels, static_both_ways
 from .autodiff import backward_pass, jvp
 from .batching import vmap
-from .device_calls import call_impl, on_device
+from .device_calls import call_impl, consts_on_device, on_device
 from .lowering import compile_program
 from .passes import dce, optimize
 from .program import Program
@@ -534,12 +534,7 @@ class Jitted:
                 self._fast[fast] = (prog, consts, entry.out_tree, one, entry.weak_out)
             outs = prog.run(consts + [x._value for x in leaves])
             return tree_util.unflatten(entry.out_tree, _outputs(outs, entry.weak_out))
-        consts = entry.consts
-        if _state.trace is None:
-            # the constants the function closed over were made on the host: they join its device operands there
-            device = next(d for d in (getattr(x, "device", "cpu") for x in leaves) if d != "cpu")
-            consts = [_wrap(c).to_device(device) if isinstance(c, np.ndarray) else
-                      c.to_device(device) if isinstance(c, Tensor) else c for c in consts]
+        consts = entry.consts if _state.trace is not None else consts_on_device(entry.consts, leaves)
         outs = jit_p.bind(*consts, *leaves, jaxpr=entry.jaxpr, name=self.__name__)
         return tree_util.unflatten(entry.out_tree, list(outs))
 
