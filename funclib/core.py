@@ -309,12 +309,37 @@ def _device_eager(prim: Primitive, args, params):
     vals = [a._value if isinstance(a, Tensor) else a for a in args]
     device = devices.operands_device(prim.name, vals)
     if prim.runs_on_devices:
-        out = prim.impl(*vals, **params)
+        out = prim.impl(*vals, **_consts_on(params, device))
+        if device != devices.CPU:  # an output the body computed from constants alone was made on the host
+            out = [devices.transfer(o, device) if type(o) is np.ndarray else o for o in out] \
+                if prim.multiple_results else devices.transfer(out, device) if type(out) is np.ndarray else out
     else:  # an elementwise kernel is generated for its result dtype
         elementwise = prim.family in ("unary", "binary", "select")
         out_dtype = prim.abstract_eval(*map(aval_of, vals), **params).dtype if elementwise else None
         out = devices.run_on_device(prim, vals, params, device, out_dtype)
     return [_wrap(o) for o in out] if prim.multiple_results else _wrap(out)
+
+
+def _consts_on(params: dict, device: str) -> dict:
+    """``params`` with the constants of every closed jaxpr in them (a call's body, a cond's branches: values with
+    ``jaxpr`` and ``consts``) moved to ``device``, so that the body's operations see one device."""
+    from .kernels import devices  # reached only once a tensor lives on a device
+
+    def closed(v) -> bool:
+        return hasattr(v, "jaxpr") and hasattr(v, "consts")
+
+    def move(v):
+        if closed(v):
+            if not any(isinstance(c, (np.ndarray, Tensor)) and not devices.is_broadcast_scalar(getattr(c, "_value", c))
+                       for c in v.consts):
+                return v
+            return type(v)(v.jaxpr, [_wrap(c).to_device(device) if isinstance(c, (np.ndarray, Tensor)) else c
+                                     for c in v.consts])
+        if type(v) in (tuple, list) and any(closed(x) for x in v):
+            return type(v)(move(x) for x in v)
+        return v
+
+    return {k: move(v) for k, v in params.items()} if device != devices.CPU else params
 
 
 class Zero:
@@ -630,11 +655,21 @@ class DeviceTensor(Tensor):
         return self._host().reshape(())[()]
 
     def __dlpack__(self, /, *, stream=None, max_version=None, dl_device=None, copy=None):
-        raise BufferError(
-            f"DLPack export of tensors on {self.device} is not implemented; exchange device memory through "
-            "__cuda_array_interface__ (torch.as_tensor(x, device='cuda'), cupy.asarray(x)), or move to the host "
-            "with x.to_device('cpu')"
-        )
+        """A DLPack capsule (``kDLCUDA``) over this tensor's device memory, for ``torch.from_dlpack``,
+        ``jax.dlpack.from_dlpack``, ``cupy.from_dlpack``: no copy, so the consumer must not write to it (``copy=True``
+        exports a copy made on the device). The capsule is the unversioned ``DLManagedTensor`` every consumer reads.
+        """
+        from .kernels import devices, dlpack  # device exchange: only for tensors on a device
+
+        if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
+            raise BufferError(
+                f"Tensor.__dlpack__: the tensor lives on {self.device}, the consumer asked for DLPack device "
+                f"{tuple(dl_device)}; move it first with x.to_device('cpu') (or read it through "
+                "__cuda_array_interface__ on the GPU)"
+            )
+        v = devices.share_foreign(self, "Tensor.__dlpack__", copy=True) if copy else self._value
+        devices.synchronize(self.device)  # the consumer's stream then sees the finished values
+        return dlpack.to_capsule(v.pointer, v.shape, v.dtype, self.__dlpack_device__(), owner=v)
 
     def __dlpack_device__(self):
         return (2, int(self.device.split(":")[1]))  # kDLCUDA

@@ -127,11 +127,26 @@ class CudaArray:
         return self.shape[0]
 
     @property
+    def pointer(self) -> int:
+        """The device address of the first element."""
+        cai = getattr(self.handle, "__cuda_array_interface__", None)
+        # numba's simulator keeps "device" memory in host NumPy arrays and has no array interface of its own
+        return cai["data"][0] if cai is not None else self.handle.__array_interface__["data"][0]
+
+    @property
     def __cuda_array_interface__(self) -> dict:
-        """The CUDA array interface (version 3) of the buffer, for zero-copy exchange with PyTorch, JAX, CuPy."""
-        cai = self.handle.__cuda_array_interface__
-        return {"shape": self.shape, "typestr": self.dtype.str, "data": cai["data"], "version": 3,
-                "strides": None, "stream": cai.get("stream")}
+        """The CUDA array interface (version 3) of the buffer, for zero-copy exchange with PyTorch, JAX, CuPy.
+        Producers' work is on the default stream, which every consumer's stream orders after: no stream is named."""
+        return {"shape": self.shape, "typestr": self.dtype.str, "data": (self.pointer, False), "version": 3,
+                "strides": None, "stream": None}
+
+
+class _Interface:
+    """An array interface dict as an object, keeping ``owner`` (the memory's owner) alive as long as it is."""
+
+    def __init__(self, interface: dict, owner: Any, name: str):
+        self.owner = owner
+        setattr(self, name, interface)
 
 
 class CudaRuntime(Protocol):
@@ -147,6 +162,7 @@ class CudaRuntime(Protocol):
     def launch(self, kernel: Any, blocks: int, threads: int, args: Sequence[Any], shared: int = 0) -> None: ...
     def gemm(self, a: CudaArray, b: CudaArray, out: CudaArray, trans_a: bool, trans_b: bool) -> None: ...
     def synchronize(self) -> None: ...
+    def share(self, interface: dict, owner: Any, device: int = 0) -> CudaArray: ...
 
 
 def _carrier(d: np.dtype) -> np.dtype:
@@ -241,6 +257,37 @@ class NumbaCuda:
 
     def to_host(self, a: CudaArray) -> np.ndarray:
         return a.handle.copy_to_host().view(a.dtype).reshape(a.shape)
+
+    def share(self, interface: dict, owner: Any, device: int = 0) -> CudaArray:
+        """A buffer over the C-contiguous device memory that ``interface`` (``__cuda_array_interface__`` v3)
+        describes, without a copy; ``owner`` (what keeps that memory alive) lives as long as the buffer."""
+        dtype = np.dtype(interface.get("funclib_dtype") or interface["typestr"])
+        shape = tuple(int(s) for s in interface["shape"])
+        strides = interface.get("strides")
+        if strides is not None and shape and math.prod(shape) > 1:
+            want, acc = [], dtype.itemsize
+            for s in reversed(shape):
+                want.append(acc)
+                acc *= s
+            if any(n > 1 and st != w for n, st, w in zip(shape, strides, reversed(want))):
+                raise BufferError(
+                    f"sharing device memory needs a C-contiguous array, got shape {shape} with byte strides "
+                    f"{tuple(strides)}; make it contiguous on the producer's side (t.contiguous(), "
+                    "cupy.ascontiguousarray)"
+                )
+        ptr = int(interface["data"][0])
+        n = math.prod(shape)
+        carrier = _carrier(dtype)
+        flat = {"shape": (n * dtype.itemsize // carrier.itemsize,), "typestr": carrier.str, "data": (ptr, False),
+                "strides": None, "version": 3}
+        self._select(device)
+        if self.simulated:
+            # the simulator's "device" memory is host memory: the pointer is a host address
+            h = self.cuda.cudadrv.devicearray.FakeCUDAArray(np.asarray(_Interface(flat, owner, "__array_interface__")))
+        else:
+            h = self.cuda.as_cuda_array(_Interface({**flat, "stream": interface.get("stream")}, owner,
+                                                   "__cuda_array_interface__"))
+        return CudaArray(h, shape, dtype, device_name(device))
 
     def compile(self, source: str, name: str, filename: str | None = None, cache_key: str | None = None) -> Any:
         """The kernel ``name`` defined by ``source`` (generated Python), compiled once per source. ``filename``

@@ -149,6 +149,62 @@ def _isfinite(x):
     return math.isfinite(x)
 '''
 
+# NumPy's floor division and remainder of floats (npy_divmod: through fmod, so 0.3 // 0.1 is 2 as on the CPU, not
+# floor of the rounded quotient), one copy per precision so that every constant has the operands' type
+_DIVMOD = '''
+@cuda.jit(device=True)
+def _divmodT(a, b):
+    if b == npT(0):
+        return a / b, math.fmod(a, b)
+    mod = math.fmod(a, b)
+    div = (a - mod) / b
+    if mod != npT(0):
+        if (b < npT(0)) != (mod < npT(0)):
+            mod += b
+            div -= npT(1)
+    else:
+        mod = math.copysign(npT(0), b)
+    if div != npT(0):
+        fd = floorT(div)
+        if div - fd > npT(0.5):
+            fd += npT(1)
+    else:
+        fd = math.copysign(npT(0), a / b)
+    return fd, mod
+
+
+@cuda.jit(device=True)
+def _floordivT(a, b):
+    if math.isinf(a) != math.isinf(b):  # the Array API's floor(x / y) where one operand is infinite
+        return a / b
+    return _divmodT(a, b)[0]
+
+
+@cuda.jit(device=True)
+def _remT(a, b):
+    return _divmodT(a, b)[1]
+'''
+EXTRA_MATH = _DIVMOD.replace("npT", "np.float32").replace("floorT", "floor32").replace("T(", "32(") + \
+    _DIVMOD.replace("npT", "np.float64").replace("floorT", "floor64").replace("T(", "64(")
+
+
+def integer_expr(name: str, d: np.dtype) -> str | None:
+    """The CUDA expression of integer elementwise primitive ``name`` at dtype ``d`` (NumPy's results: a zero
+    divisor gives 0, a shift past the width shifts every bit out), or None."""
+    t, bits = f"np.{d.name}", d.itemsize * 8
+    u = f"np.uint{bits}"
+    if name == "rem":
+        return f"({t}(0) if {{1}} == {t}(0) else {t}({{0}} % {{1}}))"
+    if name == "shift_left":
+        return (f"({t}(0) if {{1}} >= {t}({bits}) else {t}({u}({u}({{0}}) << {u}(max({{1}}, {t}(0))))))")
+    if name == "shift_right":
+        s = f"{t}(min(max({{1}}, {t}(0)), {t}({bits - 1})))"
+        if d.kind == "u":
+            return f"({t}(0) if {{1}} >= {t}({bits}) else {t}({{0}} >> {s}))"
+        return f"{t}({{0}} >> {s})"
+    return None
+
+
 # libdevice on a GPU; the simulator has no libdevice, so there NumPy stands in for these few functions
 _PRELUDE_GPU = """
 from numba.cuda import libdevice
@@ -160,6 +216,7 @@ bits32 = libdevice.float_as_int
 signbit32, signbit64 = libdevice.signbitf, libdevice.signbitd
 nextafter32, nextafter64 = libdevice.nextafterf, libdevice.nextafter
 erfinv32, erfinv64 = libdevice.erfinvf, libdevice.erfinv
+cbrt32, cbrt64 = libdevice.cbrtf, libdevice.cbrt
 """
 _PRELUDE_SIM = """
 def _np32(f):
@@ -172,6 +229,7 @@ def bits32(x):
     return np.float32(x).view(np.int32)
 signbit32 = signbit64 = np.signbit
 nextafter32, nextafter64 = (lambda x, y: np.nextafter(np.float32(x), np.float32(y))), np.nextafter
+cbrt32, cbrt64 = _np32(np.cbrt), _np64(np.cbrt)
 def erfinv32(x):
     from funclib.kernels.special import erfinv  # the simulator's stand-in for libdevice
     return np.float32(erfinv(np.float64(x)))
@@ -214,6 +272,10 @@ DEVICE_ONLY = {
     "nextafter": ("nextafter32({0}, {1})", "nextafter64({0}, {1})"),
     "signbit": ("signbit32({0}) != 0", "signbit64({0}) != 0"),
     "erf_inv": ("erfinv32({0})", "erfinv64({0})"),
+    "cbrt": ("cbrt32({0})", "cbrt64({0})"),
+    "lgamma": ("math.lgamma({0})", "math.lgamma({0})"),
+    "floor_divide": ("_floordiv32({0}, {1})", "_floordiv64({0}, {1})"),
+    "rem": ("_rem32({0}, {1})", "_rem64({0}, {1})"),
 }
 
 _NAME = re.compile(r"(?<![\w.])((?:np\.|math\.)?[A-Za-z_]\w*)\(")
@@ -267,5 +329,5 @@ def elementwise_expr(op: str, in_dtypes: Sequence[np.dtype], out_dtype: np.dtype
 
 def header(simulated: bool) -> list[str]:
     return ["import math", "import numpy as np", "from numba import cuda", _PRELUDE_SIM if simulated else
-            _PRELUDE_GPU, "_ZERO_float32 = np.float32(0)", "_ZERO_float64 = np.float64(0)", DEVICE_MATH, ""]
+            _PRELUDE_GPU, "_ZERO_float32 = np.float32(0)", "_ZERO_float64 = np.float64(0)", DEVICE_MATH, EXTRA_MATH, ""]
 

@@ -7,7 +7,9 @@ and Python numbers for scalars). It is filled from two sources:
   CPU kernels use, with libm/vmath names replaced by CUDA device math of the operands' precision, in a
   grid-stride kernel over the output that reads broadcast operands through zero strides;
 - ``IMPLS``: data movement (broadcast, transpose, reverse, slice, pad, concatenate) as strided copies, reductions
-  as one block per output element with a shared-memory tree, ``dot_general`` through cuBLAS, ``iota``.
+  as one block per output element with a shared-memory tree, ``dot_general`` through cuBLAS, ``iota``, indexing
+  (gather, the scatters, dynamic slices, segments), sort and row scans, im2col/col2im, sparse products, the
+  random samplers and per-matrix factorizations (lu, qr, cholesky, eigh, svd, triangular solves).
 
 A primitive in neither raises ``UnsupportedOnDevice`` naming it: nothing is copied to the host behind the
 caller's back. Kernels compute in the operands' own precision: float32 math stays float32 (``tests/test_cuda.py``
@@ -26,7 +28,7 @@ import numpy as np
 
 from . import fusion
 from .cuda_backend import NATIVE_DTYPES, CudaArray, UnsupportedOnDevice, launch_config
-from .cuda_math import DEVICE_ONLY, F32, F64, elementwise_expr
+from .cuda_math import DEVICE_ONLY, F32, F64, elementwise_expr, integer_expr
 from .cuda_math import header as _header
 
 
@@ -708,13 +710,20 @@ def _on_device(ctx: Context, a, keep_scalar: bool):
     return one if v.ndim == 0 else _broadcast_in_dim(ctx, one, shape=v.shape, broadcast_dimensions=())
 
 
-def run(ctx: Context, name: str, kernel_op: str | None, args: Sequence[Any], params: dict, out_dtype) -> Any:
+def run(ctx: Context, name: str, kernel_op: str | None, args: Sequence[Any], params: dict, out_dtype,
+        impls: dict[str, Callable[..., Any]] | None = None) -> Any:
     """Primitive ``name`` on device operands. ``kernel_op`` is its fused-kernel op (elementwise primitives),
-    ``out_dtype`` its result dtype (from its abstract rule)."""
-    impl = IMPLS.get(name)
+    ``out_dtype`` its result dtype (from its abstract rule); ``impls`` the table to look it up in (``IMPLS``)."""
+    impl = (IMPLS if impls is None else impls).get(name)
     if impl is not None:
         return impl(ctx, *[_on_device(ctx, a, keep_scalar=name == "pad") for a in args], **params)
     args = [_on_device(ctx, a, keep_scalar=True) for a in args]
+    first = args[0].dtype if isinstance(args[0], CudaArray) else np.asarray(args[0]).dtype if args else None
+    if name in DEVICE_ONLY and first in (F32, F64):
+        return elementwise(ctx, name, np.dtype(out_dtype), args, expr=_device_only_expr(name, args))
+    int_expr = integer_expr(name, first) if first is not None and first.kind in "iu" else None
+    if int_expr is not None:
+        return elementwise(ctx, name, np.dtype(out_dtype), args, expr=int_expr)
     if kernel_op is not None and kernel_op in fusion.OPS:
         param = params.get("new_dtype", params.get("y")) if params else None
         return elementwise(ctx, kernel_op, np.dtype(out_dtype), args, param)
@@ -771,6 +780,10 @@ def kernel_catalog() -> list[tuple[str, str, list[str], bool]]:
             out = np.dtype(np.bool_) if name == "signbit" else d
             src = strided_source(1, ["flat"] * k, e)
             cases.append((f"{name}:{d.name}", src, [arr(d)] * k + [arr(out), i64, i64], d == F32))
+    for name in ("rem", "shift_left", "shift_right"):
+        for d in (np.dtype(np.int32), np.dtype(np.uint64)):
+            src = strided_source(1, ["flat"] * 2, integer_expr(name, d))
+            cases.append((f"{name}:{d.name}", src, [arr(d)] * 3 + [i64, i64], True))
     # a broadcasting (strided) operand beside a scalar one
     src = strided_source(2, ["array", "scalar"], elementwise_expr("mul", [F32, F32], F32))
     cases.append(("mul:strided", src, [arr(F32), "float32", arr(F32), i64, i64, i64, i64, i64, i64], True))
@@ -795,9 +808,9 @@ def kernel_catalog() -> list[tuple[str, str, list[str], bool]]:
     return cases
 
 
-def compile_catalog(cc: tuple[int, int] = (9, 0), cases=None) -> dict[str, str]:
-    """The PTX of every ``kernel_catalog`` entry (or of ``cases``, entries of the same form) for compute capability
-    ``cc`` (needs numba-cuda with its NVVM, ``pip install funclib[cuda]``; no GPU, and not the simulator)."""
+def compile_catalog(cc: tuple[int, int] = (9, 0), catalog: list | None = None) -> dict[str, str]:
+    """The PTX of every ``kernel_catalog`` entry (or of ``catalog``'s) for compute capability ``cc`` (needs
+    numba-cuda with its NVVM, ``pip install funclib[cuda]``; no GPU, and not the simulator)."""
     from numba import cuda, types  # optional extra: only for this check
     from numba.cuda import dispatcher  # numba-cuda compiles device functions for "the current device"
 
@@ -809,7 +822,7 @@ def compile_catalog(cc: tuple[int, int] = (9, 0), cases=None) -> dict[str, str]:
     # with no GPU there is no current device: name the target so the kernels' device functions compile for it
     dispatcher.get_current_device = lambda: _Target
     try:
-        for label, src, argtypes, _ in kernel_catalog() if cases is None else cases:
+        for label, src, argtypes, _ in kernel_catalog() if catalog is None else catalog:
             ns: dict[str, Any] = {}
             exec(compile(src, f"<cuda kernel {label}>", "exec"), ns)
             fn = ns["kernel"] if "kernel" in ns else ns["matmul"]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import weakref
 from typing import Any
 
 import numpy as np
@@ -99,6 +100,70 @@ def transfer(value, device: str):
     return rt.to_device(np.asarray(value), cuda_index(device))
 
 
+def cuda_interface(obj) -> dict | None:
+    """The ``__cuda_array_interface__`` of a foreign CUDA array, or None. numba's simulated device arrays have
+    none; theirs is their host interface (simulated device memory is host memory)."""
+    cai = getattr(obj, "__cuda_array_interface__", None)
+    if cai is not None:
+        return dict(cai)
+    if getattr(obj, "__cuda_ndarray__", False) and hasattr(obj, "__array_interface__"):
+        return dict(obj.__array_interface__)
+    return None
+
+
+def is_foreign_cuda(obj) -> bool:
+    """Whether ``obj`` is another library's array in CUDA memory (the CUDA array interface, or DLPack on kDLCUDA)."""
+    if cuda_interface(obj) is not None:
+        return True
+    dev = getattr(obj, "__dlpack_device__", None)
+    if dev is None or not hasattr(obj, "__dlpack__"):
+        return False
+    try:
+        return int(dev()[0]) == 2
+    except Exception:  # a producer that cannot say where it lives is not read as CUDA memory
+        return False
+
+
+class _Owner:
+    """Holds a DLPack import: its producer's deleter runs when the last buffer over the memory is gone."""
+
+    __slots__ = ("__weakref__",)
+
+
+def share_foreign(obj, op: str, copy: bool | None = None):
+    """A device buffer over a foreign CUDA array's memory (no copy; ``copy=True``: a copy made on the device)."""
+    cb = _runtime()
+    cai = cuda_interface(obj)
+    index = 0
+    if hasattr(obj, "__dlpack_device__"):
+        index = int(obj.__dlpack_device__()[1])
+    rt = cb.require_device(index)
+    if cai is not None:
+        owner = obj
+    else:
+        from . import dlpack  # ctypes structures: only for a DLPack import of device memory
+
+        capsule = obj.__dlpack__()
+        cai, release = dlpack.from_capsule(capsule, (2, index))
+        owner = _Owner()
+        weakref.finalize(owner, release)
+    try:
+        buf = rt.share(cai, owner, index)
+    except BufferError as e:
+        raise BufferError(f"{op}: {e}") from None
+    if copy:
+        from . import cuda_ops  # beside cuda_backend: only once a CUDA device is in use
+
+        buf = cuda_ops.Context(rt, index).copy(cuda_ops.View(buf))
+    return buf
+
+
+def synchronize(device: str) -> None:
+    """Wait for the work queued on CUDA ``device``."""
+    cb = _runtime()
+    cb.require_device(cuda_index(device)).synchronize()
+
+
 def is_broadcast_scalar(v) -> bool:
     """Whether a CPU value is one number: a Python or 0-d value, or a NumPy view repeating one element (the zeros
     and fills funclib's rules broadcast). Such values join an operation on any device as that number."""
@@ -116,12 +181,12 @@ def run_on_device(prim, values: list, params: dict, device: str, out_dtype=None)
     """Primitive ``prim`` on ``values`` (buffers; NumPy for 0-d CPU scalars) on CUDA ``device``; ``out_dtype`` is
     the result dtype of an elementwise primitive."""
     cb = _runtime()
-    from . import cuda_ops  # beside cuda_backend: only once a CUDA device is in use
+    from . import cuda_prims  # beside cuda_backend: only once a CUDA device is in use
 
     rt = cb.require_device(cuda_index(device))
     try:
-        return cuda_ops.run(cuda_ops.Context(rt, cuda_index(device)), prim.name, prim.kernel, values, params,
-                            out_dtype)
+        return cuda_prims.run(cuda_prims.Context(rt, cuda_index(device)), prim.name, prim.kernel, values, params,
+                              out_dtype)
     except cb.UnsupportedOnDevice as e:
         raise UnsupportedOnDeviceError(f"{e} (primitive '{prim.name}' on {device})") from None
 

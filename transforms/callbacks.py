@@ -22,7 +22,7 @@ import numpy as np
 
 from funclib import tree as tree_util
 from funclib.checks import check_callable, check_choice
-from funclib.core import Primitive, ShapedArray, Tensor
+from funclib.core import Primitive, ShapedArray, Tensor, _wrap
 from funclib.errors import DTypeError, FunclibError, ShapeError
 from funclib.primitives.shape import bdim_to_front, broadcast_in_dim, reshape
 
@@ -34,7 +34,9 @@ class CallbackError(FunclibError, TypeError):
 
 
 def _readonly(a) -> np.ndarray:
-    a = np.asarray(a)
+    # a callback is host code: a device operand is copied to the host for it, as the caller asked
+    a = np.asarray(a) if type(a) is np.ndarray or getattr(a, "device", "cpu") == "cpu" else \
+        _wrap(a).to_device("cpu")._value
     if a.flags.writeable:
         a = a.view()
         a.flags.writeable = False
@@ -79,6 +81,7 @@ class _HostFn:
 
 debug_callback_p = Primitive("debug_callback", multiple_results=True)
 debug_callback_p.effect = True
+debug_callback_p.runs_on_devices = True  # host code: operands come to the host for it (results go back)
 debug_callback_p.family = "callback"
 
 
@@ -203,6 +206,7 @@ VMAP_METHODS = ("sequential", "sequential_unrolled", "expand_dims", "broadcast_a
 
 pure_callback_p = Primitive("pure_callback", multiple_results=True)
 pure_callback_p.family = "callback"
+pure_callback_p.runs_on_devices = True  # host code: operands come to the host for it, results go back
 pure_callback_p.no_rule["jvp"] = (
     "a pure_callback runs opaque host code: give the function that calls it a derivative with fl.custom_jvp or "
     "fl.custom_vjp (see the docstring of fl.pure_callback)"

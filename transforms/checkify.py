@@ -139,12 +139,19 @@ def _error_avals(sites) -> list:
 
 check_p = Primitive("check", multiple_results=True)
 check_p.effect = True
+check_p.runs_on_devices = True
 check_p.family = "check"
+
+
+def _host(v):
+    return v if type(v) is np.ndarray else _wrap(v).to_device("cpu")._value
 
 
 @check_p.def_impl
 def _check_impl(pred, *payload, site, nbatch):
-    pred = np.asarray(pred)
+    # a check is a read of its predicate: on a device, the predicate and the values its message names come back
+    pred = _host(pred)
+    payload = [_host(p) for p in payload]
     if pred.all():
         return []
     if nbatch:
@@ -249,6 +256,7 @@ def _printable(a):
 
 
 checkify_p = Primitive("checkify", multiple_results=True)
+checkify_p.runs_on_devices = True  # its impl evaluates funclib operations
 checkify_p.family = "call"
 checkify_p.batch_named = True
 checkify_p.no_rule["transpose"] = (

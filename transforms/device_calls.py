@@ -4,7 +4,7 @@ optimized jaxpr lowered for that device, the same plan as on the CPU over the CU
 equation its eager device kernel. The program is cached on the jaxpr per device, beside the CPU's.
 
 A program holding a loop (``scan``, ``while``, ``cond``) is not lowered for a device yet: its equations run one
-at a time on the device, as eagerly, and a loop there raises the eager error naming it.
+at a time on the device, as eagerly (a loop's body evaluated per iteration on the device values).
 """
 
 from __future__ import annotations
@@ -139,7 +139,7 @@ def cuda_emitter(device: str):
 def _primitive_step(device: str, rt, index: int, name: str, impl, params: dict):
     """The step running one non-fused equation of primitive ``name`` on the device: its eager device kernel (a call
     primitive whose impl evaluates funclib operations runs that impl on the device values)."""
-    from funclib.kernels import cuda_backend, cuda_ops, devices  # CUDA modules: only once a device is in use
+    from funclib.kernels import cuda_backend, cuda_ops, cuda_prims, devices  # only once a device is in use
 
     prim = PRIMITIVES.get(name)
     if prim is None:
@@ -164,7 +164,7 @@ def _primitive_step(device: str, rt, index: int, name: str, impl, params: dict):
             if out_dtype is None:
                 out_dtype = dtypes[sig] = prim.abstract_eval(*map(aval_of, args), **params).dtype
         try:
-            return cuda_ops.run(ctx, name, prim.kernel, args, params, out_dtype)
+            return cuda_prims.run(ctx, name, prim.kernel, args, params, out_dtype)
         except cuda_backend.UnsupportedOnDevice as e:
             raise devices.UnsupportedOnDeviceError(f"{e} (primitive '{name}' on {device}, under jit)") from None
 

@@ -25,6 +25,7 @@ from ..core import (
     strengthen,
 )
 from ..errors import DTypeError, ShapeError
+from ..kernels import devices
 from ..kernels.devices import canonical
 from ..namespace import public, tensor_method
 from ..primitives import shape as S
@@ -61,7 +62,9 @@ def asarray(obj, /, *, dtype=None, device=None, copy: bool | None = None) -> Ten
     """Convert ``obj`` (a Tensor, NumPy array, nested sequence or Python scalar) to a Tensor.
 
     A writable NumPy source is copied, so nobody can change the Tensor behind its back; a read-only one is
-    shared. Python floats become float32, ints int64 (the defaults).
+    shared. Another library's CUDA array (``__cuda_array_interface__`` or DLPack on a GPU) is shared on its device,
+    as ``fl.from_dlpack`` shares it (``copy=True`` copies it there). Python floats become float32, ints int64 (the
+    defaults).
 
     >>> fl.asarray([1.0, 2.0])
     Tensor([1., 2.], dtype=float32)
@@ -81,7 +84,18 @@ def asarray(obj, /, *, dtype=None, device=None, copy: bool | None = None) -> Ten
         return obj
     if isinstance(obj, (list, tuple)) and holds_tracer(obj):
         return stack_values(obj, dtype)
+    if not isinstance(obj, (Tensor, np.ndarray, list, tuple)) and _foreign_cuda(obj):
+        t = _wrap(devices.share_foreign(obj, "asarray", copy=copy))
+        return t if dtype is None else convert(t, dtypes.canonicalize(dtype))
     return _wrap(array_from(obj, dtype, copy=copy))
+
+
+def _foreign_cuda(obj) -> bool:
+    # another library's CUDA array: looked for only when the object offers an exchange protocol
+    if not (hasattr(obj, "__cuda_array_interface__") or hasattr(obj, "__cuda_ndarray__")
+            or hasattr(obj, "__dlpack_device__")):
+        return False
+    return devices.is_foreign_cuda(obj)
 
 
 def _check_fill(v, op: str):
@@ -402,12 +416,17 @@ def from_dlpack(x, /, *, device=None, copy: bool | None = None) -> Tensor:
     """
     _check_device(device, "from_dlpack")
     if isinstance(x, Tensor):
+        if copy and x.device != "cpu":
+            return _wrap(devices.share_foreign(x, "from_dlpack", copy=True))
         return _wrap(np.array(x._value)) if copy else x
     if not (hasattr(x, "__dlpack__") and hasattr(x, "__dlpack_device__")):
         raise TypeError(
             f"from_dlpack: x must support the DLPack protocol (__dlpack__ and __dlpack_device__), got {describe(x)}; "
             "use fl.asarray for lists, scalars and buffers"
         )
+    if devices.is_foreign_cuda(x):
+        # CUDA memory: shared on its device (a DeviceTensor), never brought to the host
+        return _wrap(devices.share_foreign(x, "from_dlpack", copy=copy))
     try:
         arr = np.from_dlpack(x, copy=copy)
     except (BufferError, TypeError, ValueError, RuntimeError) as e:

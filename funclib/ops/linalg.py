@@ -323,7 +323,7 @@ def inv(x, /) -> Tensor:
 def _perm_sign(piv, dtype):
     """(-1) ** (number of row interchanges) as ``dtype``."""
     k = piv.shape[-1]
-    swaps = R.sum(convert(E.not_equal(piv, S.iota(piv.dtype, (k,), 0)), dtypes.int32), axis=-1)
+    swaps = R.sum(convert(E.not_equal(piv, S.iota(piv.dtype, (k,), 0, like=piv)), dtypes.int32), axis=-1)
     odd = E.equal(remainder(swaps, 2), 1)
     return where(odd, _wrap(np.asarray(-1, dtype)), _wrap(np.asarray(1, dtype)))
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes
-from ..core import Primitive, ShapedArray, Zero, _state, _wrap, aval_of, is_undefined
+from ..core import Primitive, ShapedArray, Zero, _state, _wrap, aval_of, concrete_or_none, is_undefined
 from ..errors import DTypeError, MissingRuleError, ShapeError
 from .dot import dot_general
 from .elementwise import (
@@ -192,41 +192,45 @@ def _H(x):
     return conj(_T(x)) if x.dtype.kind == "c" else _T(x)
 
 
-def _const(v, dtype):
-    return _wrap(np.asarray(v, dtype=dtype))
+def _const(v, dtype, like=None):
+    """``v`` as a tensor of ``dtype``; with ``like``, on its device (rules' constants follow the data)."""
+    out = _wrap(np.asarray(v, dtype=dtype))
+    c = concrete_or_none(like) if like is not None else None
+    return out.to_device(c.device) if c is not None and c.device != "cpu" else out
 
 
-def _tri(x, k=0, lower=True):
-    """The lower (``tril(x, k)``) or upper (``triu(x, k)``) triangle of the trailing two axes."""
+def _tri(x, k=0, lower=True, like=None):
+    """The lower (``tril(x, k)``) or upper (``triu(x, k)``) triangle of the trailing two axes. The mask is made
+    on the device of ``like`` (a concrete primal, where ``x`` is a tangent), else of ``x``."""
     m, n = x.shape[-2:]
-    diff = subtract(iota(np.int64, (m, n), 1), iota(np.int64, (m, n), 0))
+    ref = x if like is None else like
+    diff = subtract(iota(np.int64, (m, n), 1, like=ref), iota(np.int64, (m, n), 0, like=ref))
     keep = (less_equal if lower else greater_equal)(diff, _const(k, np.int64))
     return select(keep, x, _const(0, x.dtype))
 
 
-def _eye(n, m, dtype):
-    return _const(np.eye(n, m), dtype)
+def _eye(n, m, dtype, like=None):
+    return _const(np.eye(n, m), dtype, like)
 
 
-def _diag(x):
+def _diag(x, like=None):
     """The main diagonal of square trailing matrices, as a new last axis."""
     n = x.shape[-1]
-    return reduce_sum(multiply(x, _eye(n, n, x.dtype)), (x.ndim - 1,))
+    return reduce_sum(multiply(x, _eye(n, n, x.dtype, x if like is None else like)), (x.ndim - 1,))
 
 
-def _diag_embed(d, dtype):
+def _diag_embed(d, dtype, like=None):
     """Square matrices with ``d`` (last axis) on the diagonal."""
     n = d.shape[-1]
     d = convert(d, dtype) if d.dtype != dtype else d
-    return multiply(
-        broadcast_in_dim(d, d.shape[:-1] + (n, n), tuple(range(d.ndim - 1)) + (d.ndim,)), _eye(n, n, dtype)
-    )
+    eye = _eye(n, n, dtype, d if like is None else like)
+    return multiply(broadcast_in_dim(d, d.shape[:-1] + (n, n), tuple(range(d.ndim - 1)) + (d.ndim,)), eye)
 
 
-def _hermitian_from_lower(t):
+def _hermitian_from_lower(t, like=None):
     """The Hermitian matrix LAPACK reads from the lower triangle of ``t`` (a complex diagonal's real part)."""
-    low = _tri(t, -1)
-    d = multiply(t, _eye(t.shape[-1], t.shape[-1], t.dtype))
+    low = _tri(t, -1, like=like)
+    d = multiply(t, _eye(t.shape[-1], t.shape[-1], t.dtype, t if like is None else like))
     if t.dtype.kind == "c":
         d = complex_from(real(d), _const(0, dtypes.real_dtype(t.dtype)))
     return low + _H(low) + d
@@ -311,12 +315,12 @@ def _cholesky_jvp(primals, tangents):
     if type(t) is Zero:
         return L, Zero(aval_of(L))
     # dL = L phi(L^-1 dA L^-H), phi = lower triangle with the diagonal halved (Murray 2016)
-    dA = _hermitian_from_lower(t)
+    dA = _hermitian_from_lower(t, like=L)
     tmp = triangular_solve(L, dA, left_side=False, lower=True, transpose_a=True, conjugate_a=True)
     X = triangular_solve(L, tmp, left_side=True, lower=True)
     n = x.shape[-1]
     phi = np.tril(np.ones((n, n))) - 0.5 * np.eye(n)
-    return L, _mm(L, multiply(X, _const(phi, X.dtype)))
+    return L, _mm(L, multiply(X, _const(phi, X.dtype, L)))
 
 
 cholesky_p.def_vmap(_unary_vmap(cholesky_p))
@@ -373,7 +377,7 @@ def _triangular_solve_jvp(primals, tangents, **params):
     if type(ta) is not Zero:
         # d(op(A)^-1 B) = -op(A)^-1 op(dA) X (left), and -X op(dA) op(A)^-1 (right)
         k = 1 if params["unit_diagonal"] else 0
-        g = _tri(ta, -k, lower=True) if params["lower"] else _tri(ta, k, lower=False)
+        g = _tri(ta, -k, lower=True, like=a) if params["lower"] else _tri(ta, k, lower=False, like=a)
         if params["transpose_a"]:
             g = _T(g)
         if params["conjugate_a"] and g.dtype.kind == "c":
@@ -472,7 +476,7 @@ def _permute_rows(x, perm):
     """``x[..., perm, :]`` for a permutation ``perm`` (..., m) with the leading axes of ``x`` (..., m, k)."""
     shape, nd = tuple(x.shape), x.ndim
     rows = broadcast_in_dim(convert(perm, np.int64), shape, tuple(range(nd - 1)))
-    cols = [rows if d == nd - 2 else iota(np.int64, shape, d) for d in range(nd)]
+    cols = [rows if d == nd - 2 else iota(np.int64, shape, d, like=perm) for d in range(nd)]
     idx = concatenate([reshape(c, shape + (1,)) for c in cols], nd)
     return gather(x, idx, tuple(range(nd)))
 
@@ -487,14 +491,14 @@ def _lu_jvp(primals, tangents):
     m, n = x.shape[-2:]
     k = min(m, n)
     # square the factors (identity padding), then dLU = L tril(F, -1) + triu(F) U with F = L^-1 P dA U^-1
-    l_sq = _pad_last2(_tri(_slice_last2(lu, m, k), -1), 0, m - k) + _eye(m, m, lu.dtype)
+    l_sq = _pad_last2(_tri(_slice_last2(lu, m, k), -1), 0, m - k) + _eye(m, m, lu.dtype, lu)
     u_sq = _pad_last2(_tri(_slice_last2(lu, k, n), 0, lower=False), n - k, 0)
     if n > k:
-        u_sq = u_sq + _const(np.pad(np.eye(n - k), ((k, 0), (k, 0))), lu.dtype)
+        u_sq = u_sq + _const(np.pad(np.eye(n - k), ((k, 0), (k, 0))), lu.dtype, lu)
     pa = _permute_rows(t, perm)
     la = triangular_solve(l_sq, pa, left_side=True, lower=True, unit_diagonal=True)
     f = triangular_solve(u_sq, la, left_side=False, lower=False)
-    dlu = _mm(l_sq, _tri(f, -1)) + _mm(_tri(f, 0, lower=False), u_sq)
+    dlu = _mm(l_sq, _tri(f, -1, like=lu)) + _mm(_tri(f, 0, lower=False, like=lu), u_sq)
     return [lu, piv, perm], [dlu] + zeros
 
 
@@ -537,12 +541,12 @@ def _qr_jvp_tall(q, r, dx):
     """Reduced QR, m >= n (Townsend / JAX): returns (dq, dr)."""
     dx_rinv = triangular_solve(r, dx, left_side=False, lower=False)
     qt_dx_rinv = _mm(_H(q), dx_rinv)
-    low = _tri(qt_dx_rinv, -1)
+    low = _tri(qt_dx_rinv, -1, like=q)
     do = low - _H(low)  # skew-Hermitian
     if do.dtype.kind == "c":
         # the diagonal of Q^H dQ is imaginary for complex inputs
         n = do.shape[-1]
-        do = do + multiply(_eye(n, n, do.dtype), qt_dx_rinv - convert(real(qt_dx_rinv), do.dtype))
+        do = do + multiply(_eye(n, n, do.dtype, q), qt_dx_rinv - convert(real(qt_dx_rinv), do.dtype))
     dq = _mm(q, do - qt_dx_rinv) + dx_rinv
     dr = _mm(qt_dx_rinv - do, r)
     return dq, dr
@@ -619,8 +623,8 @@ def _eigh_jvp(primals, tangents):
     if type(t) is Zero:
         return [w, v], [Zero(aval_of(w)), Zero(aval_of(v))]
     # dw = diag(V^H dA V); dV = V (F * V^H dA V) with F the inverse eigenvalue gaps (zero where tied)
-    vav = _mm(_mm(_H(v), _hermitian_from_lower(t)), v)
-    dw = _diag(vav)
+    vav = _mm(_mm(_H(v), _hermitian_from_lower(t, like=v)), v)
+    dw = _diag(vav, like=v)
     if dw.dtype.kind == "c":
         dw = real(dw)
     dv = _mm(v, multiply(_inv_gaps(w, v.dtype), vav))
@@ -687,7 +691,7 @@ def _eig_jvp(primals, tangents):
     t = convert(t, c) if t.dtype != c else t
     # A V = V diag(w): V^-1 dA V = diag(dw) + (terms that rotate V); dV = V (F * V^-1 dA V) + gauge terms
     m = _solve_square(v, _mm(t, v))
-    dw = _diag(m)
+    dw = _diag(m, like=v)
     dv = _mm(v, multiply(_inv_gaps_complex(w), m))
     # keep each column at unit norm: remove Re(v^H dv) v
     rdot = real(reduce_sum(multiply(conj(v), dv), (v.ndim - 2,)))
@@ -706,7 +710,8 @@ def _pick_rows(x, k):
     """``x[..., k[..., j], j]`` for every column j."""
     nd = x.ndim
     shape = k.shape
-    cols = [iota(np.int64, shape, d) for d in range(nd - 2)] + [convert(k, np.int64), iota(np.int64, shape, nd - 2)]
+    cols = [iota(np.int64, shape, d, like=k) for d in range(nd - 2)] + [convert(k, np.int64),
+                                                                        iota(np.int64, shape, nd - 2, like=k)]
     idx = concatenate([reshape(cidx, shape + (1,)) for cidx in cols], nd - 1)
     return gather(x, idx, tuple(range(nd)))
 
@@ -768,7 +773,7 @@ def _svd_jvp(primals, tangents, *, full_matrices, compute_uv):
     dt = x.dtype
     v = _H(vh)
     ds_mat = _mm(_mm(_H(u), t), v)
-    ds = _diag(ds_mat)
+    ds = _diag(ds_mat, like=u)
     if ds.dtype.kind == "c":
         ds = real(ds)
     if not compute_uv:
@@ -787,7 +792,7 @@ def _svd_jvp(primals, tangents, *, full_matrices, compute_uv):
     zero_s = equal(s, _const(0, s.dtype))
     s_inv = select(zero_s, _const(0, s.dtype), reciprocal(select(zero_s, _const(1, s.dtype), s)))
     # the imaginary diagonal of U^H dU: fixes the phase gauge (zero for real inputs)
-    du_dv_diag = multiply(0.5 * (ds_mat - _H(ds_mat)), _diag_embed(s_inv, dt))
+    du_dv_diag = multiply(0.5 * (ds_mat - _H(ds_mat)), _diag_embed(s_inv, dt, like=u))
     du = _mm(u, multiply(f, dss + _H(dss)) + du_dv_diag)
     dv = _mm(v, multiply(f, sds + _H(sds)))
     s_inv_row = broadcast_in_dim(convert(s_inv, dt), u.shape[:-2] + (1, k), lead + (s.ndim,))

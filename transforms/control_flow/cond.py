@@ -39,6 +39,7 @@ from ._common import (
 )
 
 cond_p = Primitive("cond", multiple_results=True, linear=True)  # linear where its branches are
+cond_p.runs_on_devices = True  # its impl evaluates funclib operations
 cond_p.family = "control"
 cond_p.batch_named = True
 
@@ -49,7 +50,7 @@ def _clamp(i: int, n: int) -> int:
 
 @cond_p.def_impl
 def _cond_impl(index, *ops, branches):
-    b = branches[_clamp(int(np.asarray(index)), len(branches))]
+    b = branches[_clamp(int(_wrap(index).item()), len(branches))]  # on a device: the one value read back
     with set_trace(None):
         out = call(b, *[_wrap(o) for o in ops])
     return [o._value for o in out]

@@ -62,6 +62,7 @@ from .cond import cond
 from .scan import _promote_weak, _scan_transpose, scan, scan_p
 
 while_p = Primitive("while", multiple_results=True, linear=True)  # transposable with max_steps
+while_p.runs_on_devices = True  # its impl evaluates funclib operations
 while_p.family = "control"
 while_p.batch_named = True
 
@@ -78,7 +79,7 @@ def _while_impl(*args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts, max_s
     k = 0
     with set_trace(None):
         while max_steps is None or k < max_steps:
-            if not call(cond_jaxpr, *cc, *carry)[0]._value:
+            if not bool(call(cond_jaxpr, *cc, *carry)[0]):  # on a device: the predicate read back
                 break
             carry = call(body_jaxpr, *bc, *carry)
             k += 1

@@ -42,6 +42,7 @@ from ._common import (
 )
 
 scan_p = Primitive("scan", multiple_results=True, linear=True)  # linear in operands its body is linear in
+scan_p.runs_on_devices = True  # its impl evaluates funclib operations
 scan_p.family = "control"
 scan_p.batch_named = True
 
@@ -55,6 +56,8 @@ def _scan_impl(*args, jaxpr, num_consts, num_carry, length, reverse, unroll):
     n = num_consts + num_carry
     consts = [_wrap(a) for a in args[:num_consts]]
     carry = [_wrap(a) for a in args[num_consts:n]]
+    if any(type(a) is not np.ndarray and getattr(a, "device", "cpu") != "cpu" for a in args):
+        return _scan_on_device(args, jaxpr, num_consts, num_carry, length, reverse)
     xs = [np.asarray(a) for a in args[n:]]
     ys = [np.empty((length,) + a.shape, a.dtype) for a in jaxpr.out_avals[num_carry:]]
     j, c = jaxpr.jaxpr, jaxpr.consts
@@ -65,6 +68,30 @@ def _scan_impl(*args, jaxpr, num_consts, num_carry, length, reverse, unroll):
             for buf, y in zip(ys, out[num_carry:]):
                 buf[i] = y._value
     return [x._value for x in carry] + ys
+
+
+def _scan_on_device(args, jaxpr, num_consts, num_carry, length, reverse):
+    """The scan loop over tensors on a CUDA device: slices of ``xs`` and the stacked ``ys`` stay there."""
+    n = num_consts + num_carry
+    device = next(a.device for a in args if type(a) is not np.ndarray and getattr(a, "device", "cpu") != "cpu")
+    vals = [_wrap(a).to_device(device) if getattr(a, "ndim", 0) else _wrap(a) for a in args]
+    consts, carry, xs = vals[:num_consts], vals[num_consts:n], vals[n:]
+    steps: list[list] = [[] for _ in jaxpr.out_avals[num_carry:]]
+    with set_trace(None):
+        for i in range(length - 1, -1, -1) if reverse else range(length):
+            out = eval_jaxpr(jaxpr.jaxpr, jaxpr.consts, *consts, *carry,
+                             *[reshape(slice_(x, (i,) + (0,) * (x.ndim - 1), (i + 1,) + x.shape[1:]), x.shape[1:])
+                               for x in xs])
+            carry = out[:num_carry]
+            for acc, y in zip(steps, out[num_carry:]):
+                acc.append(y.to_device(device))
+        ys = []
+        for acc, a in zip(steps, jaxpr.out_avals[num_carry:]):
+            if reverse:
+                acc.reverse()
+            ys.append(concatenate([reshape(y, (1,) + a.shape) for y in acc], 0) if acc
+                      else _wrap(np.empty((0,) + a.shape, a.dtype)).to_device(device))
+    return [x.to_device(device)._value for x in carry] + [y._value for y in ys]
 
 
 @scan_p.def_abstract_eval
