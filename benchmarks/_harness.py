@@ -47,7 +47,14 @@ import numpy as np
 
 BENCH_DIR = Path(__file__).resolve().parent
 RESULTS_DIR = BENCH_DIR / "results"
-THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS", "XLA_FLAGS")
+THREAD_VARS = (
+    "OMP_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "NUMBA_NUM_THREADS",
+    "XLA_FLAGS",
+    "OPENBLAS_CORETYPE",
+)
 _VERSIONED = ("funclib", "numpy", "numba", "ml_dtypes", "optree", "torch", "jax", "jaxlib")
 
 _notes: list[str] = []
