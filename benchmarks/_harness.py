@@ -47,7 +47,14 @@ import numpy as np
 
 BENCH_DIR = Path(__file__).resolve().parent
 RESULTS_DIR = BENCH_DIR / "results"
-THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS", "XLA_FLAGS")
+THREAD_VARS = (
+    "OMP_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "NUMBA_NUM_THREADS",
+    "XLA_FLAGS",
+    "OPENBLAS_CORETYPE",
+)
 _VERSIONED = ("funclib", "numpy", "numba", "ml_dtypes", "optree", "torch", "jax", "jaxlib")
 
 _notes: list[str] = []
@@ -162,11 +169,18 @@ def allclose(
     return check
 
 
+# wall time, or the CPU time of the whole process (every thread, a peer's worker threads included), which a
+# machine shared with other jobs inflates far less: a process waiting for a core accrues none
+CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
+_clock = {"name": "wall"}
+
+
 def _block(fn: Callable[[], Any], calls: int) -> float:
-    t0 = time.perf_counter()
+    clock = CLOCKS[_clock["name"]]
+    t0 = clock()
     for _ in itertools.repeat(None, calls):
         fn()
-    return (time.perf_counter() - t0) / calls
+    return (clock() - t0) / calls
 
 
 def run_case(case: Case, rounds: int | None = None) -> Result:
@@ -292,7 +306,8 @@ def run_module(
             continue
         results.append(run_case(case, rounds))
         print(f"  {case.name}: done", file=sys.stderr, flush=True)
-    print(format_table(f"== {name}: time per call, median (min) over interleaved rounds", results))
+    clock = "" if _clock["name"] == "wall" else f", {_clock['name']} time"
+    print(format_table(f"== {name}: time per call, median (min) over interleaved rounds{clock}", results))
     for note in _notes:
         print(f"note: {note}")
     if save and results:
@@ -302,6 +317,7 @@ def run_module(
             "started": started.isoformat(timespec="seconds"),
             "environment": environment(),
             "notes": list(_notes),
+            "clock": _clock["name"],
             "cases": [r.to_json() for r in results],
         }
         path = RESULTS_DIR / f"{name}.json"
@@ -317,7 +333,14 @@ def main(argv: Sequence[str]) -> int:
     ap.add_argument("--rounds", type=int, default=None, help="timed blocks per variant (default: per case)")
     ap.add_argument("--filter", default="", help="only cases whose name contains this text")
     ap.add_argument("--no-save", action="store_true", help="do not write results/<name>.json")
+    ap.add_argument(
+        "--clock",
+        choices=sorted(CLOCKS),
+        default="wall",
+        help="wall time (default) or the process's CPU time over all its threads (steadier on a loaded machine)",
+    )
     args = ap.parse_args(argv)
+    _clock["name"] = args.clock
     names = available() if "all" in args.names else list(args.names)
     unknown = [n for n in names if n not in available()]
     if unknown:

@@ -1,6 +1,7 @@
-"""Jacobians and Hessians, eager.
+"""Jacobians and Hessians, eager and jitted.
 
 - ``hessian``: ``f(x) = logsumexp(A @ tanh(x))`` with x in R^128, A of shape (64, 128); peer ``torch.func.hessian``.
+  The jitted case compiles the same Hessian: ``fl.jit(fl.hessian(f))`` against ``jax.jit(jax.hessian(f))``.
 - ``jacobians``: ``f(x) = tanh(W2 @ tanh(W1 @ x))`` from R^256 to R^256 with ``jacfwd`` and ``jacrev``; peers
   ``torch.func.jacfwd``/``jacrev``. NumPy's variant is the closed form.
 """
@@ -12,7 +13,7 @@ import numpy as np
 from benchmarks._harness import Case, allclose, optional
 
 
-def _hess_setup():
+def _hess_setup(jit=False):
     import funclib as fl
 
     rng = np.random.default_rng(0)
@@ -20,6 +21,8 @@ def _hess_setup():
     x = rng.standard_normal(128).astype(np.float32)
     fA, fx = fl.asarray(A), fl.asarray(x)
     h = fl.hessian(lambda v: fl.logsumexp(fA @ fl.tanh(v)))
+    if jit:
+        h = fl.jit(h)
 
     def numpy_hess():
         t = np.tanh(x)
@@ -33,7 +36,7 @@ def _hess_setup():
 
     variants = {"funclib": lambda: h(fx), "numpy": numpy_hess}
     torch = optional("torch")
-    if torch is not None:
+    if torch is not None and not jit:
         from torch.func import hessian
 
         tA, tx = torch.from_numpy(A), torch.from_numpy(x)
@@ -46,6 +49,8 @@ def _hess_setup():
 
         jA, jx = jnp.asarray(A), jnp.asarray(x)
         jh = jax.hessian(lambda v: logsumexp(jA @ jnp.tanh(v)))
+        if jit:
+            jh = jax.jit(jh)
         variants["jax"] = lambda: jh(jx).block_until_ready()
     return variants
 
@@ -90,6 +95,13 @@ def cases() -> list[Case]:
             "hessian logsumexp(A tanh x) x:f32[128]",
             _hess_setup,
             calls=10,
+            rounds=15,
+            check=allclose(rtol=1e-3, atol=1e-5),
+        ),
+        Case(
+            "hessian jit logsumexp(A tanh x) x:f32[128]",
+            lambda: _hess_setup(jit=True),
+            calls=100,
             rounds=15,
             check=allclose(rtol=1e-3, atol=1e-5),
         ),

@@ -1,6 +1,8 @@
 """A jitted training step: MLP 784-256-256-10 (relu), batch 128, softmax cross-entropy, hand-written Adam over
 a params dict, all in one ``fl.jit``. Peers: ``jax.jit`` of the same step, PyTorch eager ``nn`` + ``optim.Adam``.
-NumPy's variant is the forward pass with a hand-written backward pass and Adam (no autodiff).
+NumPy's variant is the forward pass with a hand-written backward pass and Adam (no autodiff); ``matmuls`` is its
+eight matrix products alone (three forward, two per layer backward but none for the input's gradient), the floor
+under every variant.
 """
 
 from __future__ import annotations
@@ -101,7 +103,18 @@ def _setup():
     def run_np():
         np_state[:] = _numpy_step(*np_state, x, y)
 
-    variants = {"funclib": run_fl, "numpy": run_np}
+    W0, W1, W2 = p["W0"], p["W1"], p["W2"]
+    dz = np.ones((128, SIZES[-1]), np.float32)
+
+    def run_matmuls():
+        a = x @ W0
+        b = a @ W1
+        c = b @ W2
+        d2 = dz @ W2.T
+        d1 = d2 @ W1.T
+        return c, b.T @ dz, a.T @ d2, x.T @ d1
+
+    variants = {"funclib": run_fl, "numpy": run_np, "matmuls": run_matmuls}
     jax = optional("jax")
     if jax is not None:
         import jax.numpy as jnp

@@ -638,6 +638,56 @@ def test_graph_passes():
     np.testing.assert_allclose(fl.jit(f)(fl.ones((2, 3))).numpy(), f(fl.ones((2, 3))).numpy())
 
 
+def test_a_transpose_moving_only_size_one_axes_is_a_reshape():
+    def f(x):
+        y = fl.reshape(x * 2.0, (4, 1, 3, 1))
+        z = fl.permute_dims(y, (1, 0, 3, 2))  # the 4 and the 3 keep their order
+        return fl.reshape(z, (12,)), fl.permute_dims(y, (2, 1, 0, 3))  # this one swaps them
+
+    x = rnd(4, 3)
+    closed = fl.jit(f).trace(x)
+    names = [e.prim.name for e in closed.eqns]
+    assert names.count("transpose") == 1 and names.count("reshape") == 2, names  # the chain is one reshape
+    for got, want in zip(fl.jit(f)(x), f(x)):
+        assert got.shape == want.shape
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+def _dots(jf, *args):
+    return sum(e.prim.name == "dot_general" for e in jf.trace(*args).eqns)
+
+
+@pytest.mark.parametrize("transform", ["jacfwd", "jacrev", "hessian"])
+def test_products_with_the_standard_basis_are_scalings(transform):
+    rng = np.random.default_rng(3)
+    A = fl.asarray(rng.standard_normal((5, 4)).astype(np.float32))
+    B = fl.asarray(rng.standard_normal((4, 6)).astype(np.float32))
+    x = rnd(4, seed=1)
+    for f in (lambda v: A @ fl.tanh(v), lambda v: fl.tanh(v) @ B, lambda v: fl.logsumexp(A @ fl.tanh(v))):
+        t = getattr(fl, transform)(f)
+        if transform == "hessian" and f(x).ndim:
+            continue
+        jt = fl.jit(t)
+        np.testing.assert_allclose(jt(x).numpy(), t(x).numpy(), rtol=1e-5, atol=1e-6)
+    # jacfwd of A @ tanh(v) multiplies A by diag(1 - tanh(v)^2): a scaling of A's columns, no matrix product
+    assert _dots(fl.jit(fl.jacfwd(lambda v: A @ fl.tanh(v))), x) == 0
+    assert _dots(fl.jit(fl.hessian(lambda v: fl.logsumexp(A @ fl.tanh(v)))), x) == 3
+
+
+def test_a_product_with_a_constant_that_is_not_the_identity_stays_a_product():
+    m = np.eye(4, dtype=np.float32)
+    m[0, 1] = 1e-3
+    M = fl.asarray(m)
+    A = fl.asarray(np.arange(12, dtype=np.float32).reshape(3, 4))
+    f = fl.jit(lambda g: A @ (M * g))
+    g = rnd(4, seed=2)
+    assert _dots(f, g) == 1
+    np.testing.assert_allclose(f(g).numpy(), (A @ (M * g)).numpy(), rtol=1e-6)
+    eye = fl.jit(lambda g: (fl.eye(4) * g) @ fl.reshape(A, (4, 3)))  # the diagonal on the left
+    assert _dots(eye, g) == 0
+    np.testing.assert_allclose(eye(g).numpy(), (fl.eye(4) * g @ fl.reshape(A, (4, 3))).numpy(), rtol=1e-6)
+
+
 def test_threads_get_correct_results():
     jf = fl.jit(lambda x: fl.tanh(x) * 3.0 + x)
     xs = [rnd(64, seed=i) for i in range(8)]

@@ -113,3 +113,68 @@ def test_body_programs_are_compiled_once_per_emitter():
 def test_examples_run(module):
     result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0 and result.failed == 0, result
+
+
+def _adam_like(p, m, g):
+    m = 0.9 * m + 0.1 * g
+    return p - 0.01 * m / (fl.sqrt(m * m) + 1e-8), m
+
+
+def _adam_args(seed, shape=(300, 256)):  # 300 KiB per array: recycled (see NumbaCPU.recycler)
+    rng = np.random.default_rng(seed)
+    return [fl.asarray(rng.standard_normal(shape).astype(np.float32)) for _ in range(3)]
+
+
+def test_outputs_a_caller_keeps_are_never_recycled():
+    f = fl.jit(_adam_like)
+    kept = []
+    for seed in range(4):
+        args = _adam_args(seed)
+        out = f(*args)
+        view = out[1].numpy()[5:7]  # a view keeps its base alive, so the base is not handed out again
+        kept.append((out, view, [o.numpy().copy() for o in out], view.copy()))
+    for seed, (out, view, values, view_value) in enumerate(kept):
+        want = _adam_like(*_adam_args(seed))
+        for o, v, w in zip(out, values, want):
+            np.testing.assert_array_equal(o.numpy(), v)
+            np.testing.assert_allclose(v, w.numpy(), rtol=1e-6, atol=1e-7)
+        np.testing.assert_array_equal(view, view_value)
+
+
+def test_state_loop_reuses_buffers_and_stays_correct():
+    f = fl.jit(_adam_like)
+    p, m, g = _adam_args(0)
+    ep, em = p, m
+    addresses = set()
+    for _ in range(6):
+        p, m = f(p, m, g)
+        ep, em = _adam_like(ep, em, g)
+        addresses.add(p.numpy().ctypes.data)
+    np.testing.assert_allclose(p.numpy(), ep.numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(m.numpy(), em.numpy(), rtol=1e-5, atol=1e-6)
+    # the previous call's result is this call's input, the one before is free again: two buffers take turns
+    assert len(addresses) <= 3, addresses
+
+
+def test_concurrent_calls_get_their_own_buffers():
+    import threading
+
+    f = fl.jit(_adam_like)
+    f(*_adam_args(0))
+    errors = []
+
+    def work(seed):
+        args = _adam_args(seed)
+        want = [w.numpy() for w in _adam_like(*args)]
+        for _ in range(15):
+            got = f(*args)
+            for g, w in zip(got, want):
+                if not np.allclose(g.numpy(), w, rtol=1e-6, atol=1e-7):
+                    errors.append(seed)
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors

@@ -1,5 +1,6 @@
 """Graph passes on jaxprs: dead-code elimination, common-subexpression elimination, constant folding and
-algebraic simplification (``x*1``, ``x+0``, double transposes, reshape chains, no-op converts).
+algebraic simplification (``x*1``, ``x+0``, double transposes, reshape chains, no-op converts, transposes that
+only move axes of size 1, which are reshapes, and products with a diagonal matrix, which are scalings).
 
 Each pass returns a new ``Jaxpr``; ``optimize`` runs them to a fixed point, in the program and in every jaxpr it
 carries (loop bodies and predicates, branches, call and custom-rule bodies), keeping each body's signature.
@@ -13,6 +14,8 @@ import numpy as np
 
 from funclib.core import ShapedArray, Tensor
 from funclib.jaxpr import ClosedJaxpr, Eqn, Jaxpr, Literal, Var, eqn_has_effects, has_effects, use_counts
+from funclib.primitives.elementwise import mul_p
+from funclib.primitives.shape import reshape_p, transpose_p
 
 _FOLD_LIMIT = 1 << 16  # elements: larger constant results stay as computations (they would bloat the program)
 
@@ -133,12 +136,84 @@ def _simplify(eqn: Eqn, producers: dict, uses: dict):
             if composed == tuple(range(len(composed))):
                 return p.inputs[0]
             return Eqn(eqn.prim, [p.inputs[0]], {"permutation": composed}, eqn.outputs, eqn.source)
+        shape = ins[0].aval.shape
+        moved = [i for i in perm if shape[i] != 1]
+        if moved == sorted(moved):
+            # only axes of size 1 move: the elements keep their order, so it is a reshape, which joins the
+            # reshapes around it (vmapped matrix-vector products leave such transposes of their size-1 axes)
+            as_reshape = Eqn(reshape_p, [ins[0]], {"new_sizes": tuple(out.aval.shape)}, eqn.outputs, eqn.source)
+            return _simplify(as_reshape, producers, uses) or as_reshape
     elif name == "broadcast_in_dim":
         x = ins[0]
         if x.aval.shape == tuple(eqn.params["shape"]) and tuple(eqn.params["broadcast_dimensions"]) == tuple(
             range(x.aval.ndim)
         ):
             return x
+    return None
+
+
+def _non_unit(shape) -> tuple:
+    return tuple(n for n in shape if n != 1)
+
+
+def _diagonal(a, producers: dict, known: dict, eyes: dict):
+    """``(g, n)`` if ``a`` is ``diag(g)`` up to axes of size 1: a reshape adding or dropping only such axes of
+    ``E * g`` (``mul``/``safe_mul``), ``E`` a constant identity matrix of size n and ``g`` of shape (n,), (1, n) or
+    (n, 1). vmapped JVPs and VJPs of standard-basis vectors (``jacfwd``, ``hessian``) multiply by such matrices."""
+    p = producers.get(a)
+    while p is not None and p.prim.name == "reshape" and _non_unit(p.inputs[0].aval.shape) == _non_unit(a.aval.shape):
+        a = p.inputs[0]
+        p = producers.get(a)
+    if p is None or p.prim.name not in ("mul", "safe_mul") or a.aval.ndim != 2:
+        return None
+    n = a.aval.shape[0]
+    if a.aval.shape != (n, n):
+        return None
+    for e, g in (p.inputs, p.inputs[::-1]):
+        if type(e) is not Var or e not in known or type(g) is not Var:
+            continue
+        if g.aval.shape not in ((n,), (1, n), (n, 1)) or e.aval.shape != (n, n):
+            continue
+        c = known[e]
+        is_eye = eyes.get(id(c))
+        if is_eye is None:
+            is_eye = eyes[id(c)] = bool(np.array_equal(c, np.eye(n, dtype=c.dtype)))
+        if is_eye:
+            return g, n
+    return None
+
+
+def _diagonal_dot(eqn: Eqn, producers: dict, known: dict, eyes: dict) -> list | None:
+    """``dot_general(x, diag(g))`` (either side) as ``x * g`` along the contracted axis, moved to where the
+    diagonal's free axis sits in the output: n multiplications per row of ``x`` instead of n squared."""
+    (lc, rc), (lb, rb) = eqn.params["dimension_numbers"]
+    if lb or rb or len(lc) != 1 or eqn.params.get("preferred_element_type") is not None:
+        return None
+    out = eqn.outputs[0]
+    for side in (1, 0):
+        d, x = eqn.inputs[side], eqn.inputs[1 - side]
+        dc, xc = (rc[0], lc[0]) if side == 1 else (lc[0], rc[0])
+        if type(d) is not Var or type(x) is not Var or d.aval.dtype != x.aval.dtype:
+            continue
+        found = _diagonal(d, producers, known, eyes)
+        if found is None or d.aval.shape[dc] == 1:
+            continue
+        g, n = found
+        xshape = tuple(x.aval.shape)
+        dtype = x.aval.dtype
+        # the diagonal's other axis of size n is its only free one that is not of size 1
+        gv = Var(ShapedArray(tuple(n if i == xc else 1 for i in range(len(xshape))), dtype))
+        scaled = Var(ShapedArray(xshape, dtype))
+        free = [i for i in range(len(xshape)) if i != xc]
+        perm = tuple(free + [xc]) if side == 1 else tuple([xc] + free)
+        moved = Var(ShapedArray(tuple(xshape[i] for i in perm), dtype))
+        src = eqn.source
+        return [
+            Eqn(reshape_p, [g], {"new_sizes": gv.aval.shape}, [gv], src),
+            Eqn(mul_p, [x, gv], {}, [scaled], src),
+            Eqn(transpose_p, [scaled], {"permutation": perm}, [moved], src),
+            Eqn(reshape_p, [moved], {"new_sizes": tuple(out.aval.shape)}, [out], src),
+        ]
     return None
 
 
@@ -170,6 +245,8 @@ def simplify_cse_fold(
     def value(a):
         return np.asarray(a.val, dtype=a.aval.dtype) if type(a) is Literal else known[a]
 
+    eyes: dict = {}
+
     for eqn in jaxpr.eqns:
         eqn = Eqn(eqn.prim, [r(a) for a in eqn.inputs], eqn.params, eqn.outputs, eqn.source)
         if effects and eqn_has_effects(eqn):  # run at run time, every time: no folding, no merging with its twin
@@ -198,6 +275,13 @@ def simplify_cse_fold(
                         consts.append(arr)
                         known[cv] = arr
                         subst[v] = cv
+                continue
+        if eqn.prim.name == "dot_general" and known:
+            scaling = _diagonal_dot(eqn, producers, known, eyes)
+            if scaling is not None:
+                for e in scaling:
+                    producers[e.outputs[0]] = e
+                eqns += scaling
                 continue
         res = _simplify(eqn, producers, uses)
         if isinstance(res, Eqn):

@@ -37,6 +37,7 @@ class FusedStep:
         self.kernels: dict = {}  # (spec, innermost size) -> kernel, shared by the layouts that collapse alike
         self._anchor, self._empty, self._empty_near = emitter.anchor, emitter.empty, emitter.empty_near
         self._scratch, self._asarray = emitter.scratch, emitter.asarray
+        self.recyclers = _recyclers(emitter, [(region.shape, d) for d in region.out_dtypes])
         # the kernel as planned from the static shapes (what .lower() shows before any call)
         shapes = [(1,) * (self.rank - len(sh)) + sh for sh in region.in_shapes]
         cshape, cins, csplit = region.collapse(shapes)
@@ -78,7 +79,10 @@ class FusedStep:
         if self.red is not None:
             red_shape = (cshape[csplit:] if self.red.leading else cshape[:csplit]) or (1,)
         n = math.prod(self.shape)
-        outs = tuple((d, carrier.get(d), emitter.placed(n * d.itemsize)) for d in region.out_dtypes)
+        outs = tuple(
+            (d, carrier.get(d), emitter.placed(n * d.itemsize), rec)
+            for d, rec in zip(region.out_dtypes, self.recyclers)
+        )
         return kernel.load(), ins, tuple(cshape), np.asarray(cshape, dtype=np.int64), outs, red_shape, kernel.scratch
 
     def __call__(self, *arrays):
@@ -104,8 +108,11 @@ class FusedStep:
         ref = self._anchor(arrays)
         empty = self._empty
         outs = []
-        for d, half, big in out_plan:
-            o = self._empty_near(shape, d, ref, 1) if big and ref is not None else empty(shape, d)
+        for d, half, big, rec in out_plan:
+            if rec is not None:
+                o = rec.take(ref)
+            else:
+                o = self._empty_near(shape, d, ref, 1) if big and ref is not None else empty(shape, d)
             outs.append(o)
             if shape != cshape:
                 o = o.reshape(cshape)
@@ -124,6 +131,12 @@ class FusedStep:
         return outs
 
 
+def _recyclers(emitter: Emitter, outputs) -> list:
+    """Per output ``(shape, dtype)``: the emitter's reusable buffers for it (``NumbaCPU.recycler``), or None."""
+    make = getattr(emitter, "recycler", None)
+    return [None if make is None else make(tuple(shape), np.dtype(d)) for shape, d in outputs]
+
+
 class StagedStep:
     """Runs one staged region: a (rows, cols) kernel whose passes over each row compute elementwise values,
     trailing reductions of them, per-row ops on the results and the elementwise ops that consume those."""
@@ -134,9 +147,10 @@ class StagedStep:
         self.dims = np.asarray([region.rows, region.cols], dtype=np.int64)
         self.cols = region.cols
         self.in_prep = [(i, shape, carrier.get(d)) for i, shape, d in region.inputs]
+        recyclers = _recyclers(emitter, [(shape, d) for shape, d, _ in region.outputs])
         self.out_plan = [
-            (shape, d, ks, carrier.get(d), emitter.placed(math.prod(shape) * d.itemsize))
-            for shape, d, ks in region.outputs
+            (shape, d, ks, carrier.get(d), emitter.placed(math.prod(shape) * d.itemsize), rec)
+            for (shape, d, ks), rec in zip(region.outputs, recyclers)
         ]
         self.out_views = region.out_views
         compiled = emitter.staged_kernel(region.spec, region.cols)
@@ -162,8 +176,11 @@ class StagedStep:
         ref = self._anchor(arrays)
         empty = self._empty
         outs = []
-        for shape, d, ks, half, big in self.out_plan:
-            o = self._empty_near(shape, d, ref, 1) if big and ref is not None else empty(shape, d)
+        for shape, d, ks, half, big, rec in self.out_plan:
+            if rec is not None:
+                o = rec.take(ref)
+            else:
+                o = self._empty_near(shape, d, ref, 1) if big and ref is not None else empty(shape, d)
             outs.append(o)
             if o.shape != ks:
                 o = o.reshape(ks)
