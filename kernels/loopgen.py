@@ -45,7 +45,9 @@ Example:
 
 from __future__ import annotations
 
+import dis
 import importlib.util
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -53,8 +55,16 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from . import diskcache, fusion
+from . import diskcache, fusion, vmath
 from .backend import Unsupported
+
+_DIM = re.compile(r"\bd\[(\d+)\]")
+_REGION = "\x00region "  # where a region goes, resolved once all regions of the function are known
+# what a region's helper may read besides its parameters (the generated module's imports, builtins)
+_MODULE_NAMES = frozenset(
+    ("np", "math", "numba", "range", "min", "max", "abs", "bool", "int", "float", "_ZERO_float32", "_ZERO_float64")
+    + ("_logistic64", "bf2f", "f2bf", "f2h", "h2f", *vmath.SCALAR_FUNCTIONS)
+)
 
 GENERATOR_VERSION = "5"
 
@@ -399,6 +409,9 @@ class _Gen:
         self.pre: list[str] = []  # before the loop
         self.body: list[str] = []  # inside the loop
         self.helpers: list[str] = []
+        self.regions: list[tuple] = []  # (key, helper parameters, call arguments, inline lines) of each region
+        self.writable_views: set[str] = set()  # bases that are rows of stacked outputs
+        self.region_helpers: dict = {}  # region key -> the name of its helper function
         self.consts: dict = {} if consts is None else consts
         self.base: dict[int, str] = {}
         self.base_shape: dict[str, tuple[int, ...]] = {}  # of each base array
@@ -468,6 +481,7 @@ class _Gen:
             base = f"h{self.inplace[vid]}"
         elif vid in self.direct_ys:
             base = f"v{vid}"
+            self.writable_views.add(base)
             self.body.append(f"v{vid} = y{self.direct_ys[vid]}[i]")
         else:
             base = self.tmp(self.val(vid).shape, self.np_dtype(vid))
@@ -505,19 +519,84 @@ class _Gen:
         outs = [v for _, v in st.outputs] + ([red.out] if red is not None else [])
         for v in outs:
             self.alloc(v)
-        if red is not None and red.kind == "sum":
-            # its own function, so that only the reduction may reassociate (as the stand-alone kernels do)
-            names: dict = {}
-            for v in list(st.inputs) + outs:
-                names.setdefault(self.base[v], f"a{len(names)}")
-            lines = self.region(st, names, f"s{n}_", "    ")
-            self.helpers.append(
-                "@numba.njit(error_model='numpy', nogil=True, fastmath={'reassoc', 'contract'})\n"
-                f"def {self.pfx}step{n}(d, {', '.join(names.values())}):\n" + "\n".join(lines) + "\n"
-            )
-            self.body.append(f"{self.pfx}step{n}(d, {', '.join(names)})")
-            return
-        self.body += self.region(st, {}, f"s{n}_", "")
+        names: dict = {}
+        for v in list(st.inputs) + outs:
+            names.setdefault(self.base[v], f"a{len(names)}")
+        start = len(self.sizes)
+        canon = self.region(st, names, "s_", "    ")
+        dims = len(self.sizes) - start
+        del self.sizes[start:]
+        inline = self.region(st, {}, f"s{n}_", "")
+        # the helper reads its sizes as arguments, so that regions differing only in where their sizes sit share it
+        outside = False
+
+        def size(m: re.Match) -> str:
+            nonlocal outside
+            k = int(m.group(1))
+            outside |= not start <= k < start + dims
+            return f"n{k - start}" if start <= k < start + dims else m.group(0)
+
+        canon = [_DIM.sub(size, ln) for ln in canon]
+        params = [f"n{k}" for k in range(dims)] + list(names.values())
+        call = [f"d[{start + k}]" for k in range(dims)] + list(names)
+        if outside:
+            params, call = ["d", *params], ["d", *call]
+        is_sum = red is not None and red.kind == "sum"
+        text = "\n".join(canon)
+        if is_sum or self.self_contained(params, text):
+            kinds = tuple((self.dtype_of(b, st, outs), self.access(b)) for b in names)
+            key = (is_sum, text, kinds)
+        else:  # it reads a local of the loop (an index, a branch's value): inline
+            key = (False, text, len(self.regions))
+        self.regions.append((key, ", ".join(params), ", ".join(call), inline))
+        self.body.append(f"{_REGION}{len(self.regions) - 1}")
+
+    def self_contained(self, params: list[str], text: str) -> bool:
+        """Whether a helper with this body reads nothing but its parameters and the module's globals."""
+        code = compile(f"def f({', '.join(params)}):\n{text}\n", "<region>", "exec").co_consts[0]
+        known = _MODULE_NAMES | set(self.consts.values())
+        return all(ins.argval in known for ins in dis.get_instructions(code) if ins.opname == "LOAD_GLOBAL")
+
+    def dtype_of(self, base: str, st: Elementwise, outs: list[int]) -> str:
+        return next(self.np_dtype(v) for v in list(st.inputs) + outs if self.base[v] == base)
+
+    def access(self, base: str) -> str:
+        """How a base array is typed at every call of a region helper: writable (carries, temporaries, stacked
+        outputs), read-only (the top-level kernel's constants and scanned inputs), or, in a nested loop's
+        function, as its caller passed it (then only that base has its type)."""
+        if base[0] in "hby" or base in self.writable_views:
+            return "w"
+        return "r" if not self.pfx else base
+
+    def resolve(self, lines: list[str]) -> list[str]:
+        """Each region in its place: inline where its loop nest occurs once, else a call of one helper function
+        shared by all its occurrences (a sum always has its own function, so that only it may reassociate)."""
+        count: dict = {}
+        for key, *_ in self.regions:
+            count[key] = count.get(key, 0) + 1
+        helper = self.region_helpers
+        out = []
+        for ln in lines:
+            code = ln.lstrip()
+            if not code.startswith(_REGION):
+                out.append(ln)
+                continue
+            ind = ln[: len(ln) - len(code)]
+            key, params, call, inline = self.regions[int(code[len(_REGION) :])]
+            is_sum, canon, _ = key
+            if not is_sum and count[key] == 1:
+                out += [ind + s for s in inline]
+                continue
+            name = helper.get(key)
+            if name is None:
+                name = helper[key] = f"{self.pfx}r{len(helper)}"
+                fm = ", fastmath={'reassoc', 'contract'}" if is_sum else ""
+                self.helpers.append(
+                    f"@numba.njit(error_model='numpy', nogil=True, no_cpython_wrapper=True{fm})\n"
+                    f"def {name}({params}):\n{canon}\n"
+                )
+            out.append(f"{ind}{name}({call})")
+        return out
 
     def region(self, st: Elementwise, names: dict, pfx: str, ind: str) -> list[str]:
         """The loop nest of a fused region; ``names`` renames bases (a helper function's parameters)."""
@@ -910,10 +989,10 @@ class _Gen:
         lines = ["@numba.njit(error_model='numpy', nogil=True)"]
         args += [f"b{j}" for j in range(len(self.temps))]
         lines.append(f"def {name}(n, d, {', '.join(args)}):")
-        lines += ["    " + s for s in self.pre]
+        lines += ["    " + s for s in self.resolve(self.pre)]
         lines.append("    for it in range(n):")
         lines.append("        i = n - 1 - it" if sp.reverse else "        i = it")
-        lines += ["        " + s for s in self.body]
+        lines += ["        " + s for s in self.resolve(self.body)]
         return "\n".join(lines) + "\n"
 
     def generate(self) -> str:
