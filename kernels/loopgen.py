@@ -13,7 +13,7 @@ loops nested as ``Loop``). ``build(spec)`` generates one module whose ``kernel``
   reversals only rewrite the map, reshapes of C-ordered values are numba views, and anything else is copied;
 - elementwise regions become loop nests built from ``fusion``'s scalar expressions (float32 transcendentals
   from ``vmath``); a region ending in a sum reduction becomes a helper function compiled with
-  ``fastmath={'reassoc', 'contract'}``, exactly as the stand-alone fused kernels are;
+  ``fastmath={'reassoc', 'contract'}``, exactly as the stand-alone fused kernels are, shared by identical ones;
 - ``dot_general`` calls BLAS ``gemm`` (through numba's own BLAS entry) on 2-D C- or F-ordered views;
   transposed operands pass as ``.T`` views, other layouts are copied first; batch dimensions are loops;
 - copies of loop-invariant values (constants) are made once, before the loop;
@@ -45,7 +45,6 @@ Example:
 
 from __future__ import annotations
 
-import dis
 import importlib.util
 import re
 from dataclasses import dataclass
@@ -55,16 +54,10 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from . import diskcache, fusion, vmath
+from . import diskcache, fusion
 from .backend import Unsupported
 
-_DIM = re.compile(r"\bd\[(\d+)\]")
-_REGION = "\x00region "  # where a region goes, resolved once all regions of the function are known
-# what a region's helper may read besides its parameters (the generated module's imports, builtins)
-_MODULE_NAMES = frozenset(
-    ("np", "math", "numba", "range", "min", "max", "abs", "bool", "int", "float", "_ZERO_float32", "_ZERO_float64")
-    + ("_logistic64", "bf2f", "f2bf", "f2h", "h2f", *vmath.SCALAR_FUNCTIONS)
-)
+_DIM = re.compile(r"\bd\[(\d+)\]")  # a size read from the kernel's size table
 
 GENERATOR_VERSION = "5"
 
@@ -409,9 +402,8 @@ class _Gen:
         self.pre: list[str] = []  # before the loop
         self.body: list[str] = []  # inside the loop
         self.helpers: list[str] = []
-        self.regions: list[tuple] = []  # (key, helper parameters, call arguments, inline lines) of each region
         self.writable_views: set[str] = set()  # bases that are rows of stacked outputs
-        self.region_helpers: dict = {}  # region key -> the name of its helper function
+        self.sum_helpers: dict = {}  # (body, argument types) of a sum region -> its helper function
         self.consts: dict = {} if consts is None else consts
         self.base: dict[int, str] = {}
         self.base_shape: dict[str, tuple[int, ...]] = {}  # of each base array
@@ -519,84 +511,54 @@ class _Gen:
         outs = [v for _, v in st.outputs] + ([red.out] if red is not None else [])
         for v in outs:
             self.alloc(v)
+        if red is None or red.kind != "sum":
+            self.body += self.region(st, {}, f"s{n}_", "")
+            return
+        # its own function, so that only the reduction may reassociate (as the stand-alone kernels do); it reads
+        # its sizes as arguments, so that identical reductions (a gradient's, often) share one function
         names: dict = {}
         for v in list(st.inputs) + outs:
             names.setdefault(self.base[v], f"a{len(names)}")
         start = len(self.sizes)
-        canon = self.region(st, names, "s_", "    ")
+        lines = self.region(st, names, "s_", "    ")
         dims = len(self.sizes) - start
-        del self.sizes[start:]
-        inline = self.region(st, {}, f"s{n}_", "")
-        # the helper reads its sizes as arguments, so that regions differing only in where their sizes sit share it
-        outside = False
+        outside = False  # a view's map may read sizes of its own
 
         def size(m: re.Match) -> str:
             nonlocal outside
             k = int(m.group(1))
-            outside |= not start <= k < start + dims
-            return f"n{k - start}" if start <= k < start + dims else m.group(0)
+            if start <= k < start + dims:
+                return f"n{k - start}"
+            outside = True
+            return m.group(0)
 
-        canon = [_DIM.sub(size, ln) for ln in canon]
+        text = "\n".join(_DIM.sub(size, ln) for ln in lines)
         params = [f"n{k}" for k in range(dims)] + list(names.values())
         call = [f"d[{start + k}]" for k in range(dims)] + list(names)
         if outside:
             params, call = ["d", *params], ["d", *call]
-        is_sum = red is not None and red.kind == "sum"
-        text = "\n".join(canon)
-        if is_sum or self.self_contained(params, text):
-            kinds = tuple((self.dtype_of(b, st, outs), self.access(b)) for b in names)
-            key = (is_sum, text, kinds)
-        else:  # it reads a local of the loop (an index, a branch's value): inline
-            key = (False, text, len(self.regions))
-        self.regions.append((key, ", ".join(params), ", ".join(call), inline))
-        self.body.append(f"{_REGION}{len(self.regions) - 1}")
-
-    def self_contained(self, params: list[str], text: str) -> bool:
-        """Whether a helper with this body reads nothing but its parameters and the module's globals."""
-        code = compile(f"def f({', '.join(params)}):\n{text}\n", "<region>", "exec").co_consts[0]
-        known = _MODULE_NAMES | set(self.consts.values())
-        return all(ins.argval in known for ins in dis.get_instructions(code) if ins.opname == "LOAD_GLOBAL")
+        key = (text, tuple((self.dtype_of(b, st, outs), self.access(b)) for b in names))
+        name = self.sum_helpers.get(key)
+        if name is None:
+            name = self.sum_helpers[key] = f"{self.pfx}r{len(self.sum_helpers)}"
+            self.helpers.append(
+                # called from the loop only: no wrapper for calls from Python to compile
+                "@numba.njit(error_model='numpy', nogil=True, no_cpython_wrapper=True, "
+                "fastmath={'reassoc', 'contract'})\n"
+                f"def {name}({', '.join(params)}):\n{text}\n"
+            )
+        self.body.append(f"{name}({', '.join(call)})")
 
     def dtype_of(self, base: str, st: Elementwise, outs: list[int]) -> str:
         return next(self.np_dtype(v) for v in list(st.inputs) + outs if self.base[v] == base)
 
     def access(self, base: str) -> str:
-        """How a base array is typed at every call of a region helper: writable (carries, temporaries, stacked
-        outputs), read-only (the top-level kernel's constants and scanned inputs), or, in a nested loop's
-        function, as its caller passed it (then only that base has its type)."""
+        """How a base array is typed at every call of a helper: writable (carries, temporaries, stacked outputs),
+        read-only (the top-level kernel's constants and scanned inputs), or, in a nested loop's function, as its
+        caller passed it (then only that base has its type)."""
         if base[0] in "hby" or base in self.writable_views:
             return "w"
         return "r" if not self.pfx else base
-
-    def resolve(self, lines: list[str]) -> list[str]:
-        """Each region in its place: inline where its loop nest occurs once, else a call of one helper function
-        shared by all its occurrences (a sum always has its own function, so that only it may reassociate)."""
-        count: dict = {}
-        for key, *_ in self.regions:
-            count[key] = count.get(key, 0) + 1
-        helper = self.region_helpers
-        out = []
-        for ln in lines:
-            code = ln.lstrip()
-            if not code.startswith(_REGION):
-                out.append(ln)
-                continue
-            ind = ln[: len(ln) - len(code)]
-            key, params, call, inline = self.regions[int(code[len(_REGION) :])]
-            is_sum, canon, _ = key
-            if not is_sum and count[key] == 1:
-                out += [ind + s for s in inline]
-                continue
-            name = helper.get(key)
-            if name is None:
-                name = helper[key] = f"{self.pfx}r{len(helper)}"
-                fm = ", fastmath={'reassoc', 'contract'}" if is_sum else ""
-                self.helpers.append(
-                    f"@numba.njit(error_model='numpy', nogil=True, no_cpython_wrapper=True{fm})\n"
-                    f"def {name}({params}):\n{canon}\n"
-                )
-            out.append(f"{ind}{name}({call})")
-        return out
 
     def region(self, st: Elementwise, names: dict, pfx: str, ind: str) -> list[str]:
         """The loop nest of a fused region; ``names`` renames bases (a helper function's parameters)."""
@@ -989,10 +951,10 @@ class _Gen:
         lines = ["@numba.njit(error_model='numpy', nogil=True)"]
         args += [f"b{j}" for j in range(len(self.temps))]
         lines.append(f"def {name}(n, d, {', '.join(args)}):")
-        lines += ["    " + s for s in self.resolve(self.pre)]
+        lines += ["    " + s for s in self.pre]
         lines.append("    for it in range(n):")
         lines.append("        i = n - 1 - it" if sp.reverse else "        i = it")
-        lines += ["        " + s for s in self.resolve(self.body)]
+        lines += ["        " + s for s in self.body]
         return "\n".join(lines) + "\n"
 
     def generate(self) -> str:

@@ -94,7 +94,7 @@ PINNED = {
     'leading_sum_f64': ['23fef9596c931237'],
     'row_split': ['fb7b922cfcb4f6ad'],
     'scan_rnn': ['c3bc8c2ef0278b9a'],
-    'scan_rnn_grad': ['7ac27c8168572922'],
+    'scan_rnn_grad': ['5790cf1caa05f8af'],
     'softmax': ['25f42c51dd5f8a2a'],
     'staged_fission': ['f53325b8c986c1d2'],
 }
