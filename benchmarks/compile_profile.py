@@ -1,8 +1,9 @@
 """Where a cold first call's time goes: for the MLP train step, a DP-SGD CNN step, the GRU step and a transformer
 encoder layer step with AdamW, each in a fresh process with an empty kernel cache, the first call's wall and CPU
-time split into numba's type inference, lowering, LLVM optimization and machine-code generation, and how many
-kernels (and distinct ones) were compiled. ``python -m benchmarks compile_profile``; ``PROGRAMS=mlp,gru`` picks
-some of them.
+time, numba's CPU time split into type inference, lowering, LLVM optimization and machine-code generation
+(``numba other``: the rest of its pipeline), and how many kernels (and distinct ones) were compiled. Background
+compilation is switched off (``FUNCLIB_BACKGROUND_COMPILE=0``), so the first call is the compile.
+``python -m benchmarks compile_profile``; ``PROGRAMS=mlp,gru`` picks some of them.
 """
 
 from __future__ import annotations
@@ -104,8 +105,8 @@ print(json.dumps(profile_child({name!r})))
 
 
 class _Timers:
-    """Exclusive wall time per category over patched numba internals (nested compiles are charged to their own
-    categories, not to the caller's)."""
+    """Exclusive CPU time (of the compiling thread) per category over patched numba internals (nested compiles
+    are charged to their own categories, not to the caller's)."""
 
     def __init__(self):
         self.total: dict[str, float] = {}
@@ -117,13 +118,13 @@ class _Timers:
         timers = self
 
         def wrapper(*a, **k):
-            frame = [cat, time.perf_counter(), 0.0]
+            frame = [cat, time.thread_time(), 0.0]
             timers._stack.append(frame)
             try:
                 return orig(*a, **k)
             finally:
                 timers._stack.pop()
-                dt = time.perf_counter() - frame[1]
+                dt = time.thread_time() - frame[1]
                 timers.total[cat] = timers.total.get(cat, 0.0) + dt - frame[2]
                 timers.count[cat] = timers.count.get(cat, 0) + 1
                 if timers._stack:
