@@ -13,7 +13,7 @@ loops nested as ``Loop``). ``build(spec)`` generates one module whose ``kernel``
   reversals only rewrite the map, reshapes of C-ordered values are numba views, and anything else is copied;
 - elementwise regions become loop nests built from ``fusion``'s scalar expressions (float32 transcendentals
   from ``vmath``); a region ending in a sum reduction becomes a helper function compiled with
-  ``fastmath={'reassoc', 'contract'}``, exactly as the stand-alone fused kernels are;
+  ``fastmath={'reassoc', 'contract'}``, exactly as the stand-alone fused kernels are, shared by identical ones;
 - ``dot_general`` calls BLAS ``gemm`` (through numba's own BLAS entry) on 2-D C- or F-ordered views;
   transposed operands pass as ``.T`` views, other layouts are copied first; batch dimensions are loops;
 - copies of loop-invariant values (constants) are made once, before the loop;
@@ -46,6 +46,7 @@ Example:
 from __future__ import annotations
 
 import importlib.util
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -55,6 +56,8 @@ from numba.extending import intrinsic
 
 from . import diskcache, fusion
 from .backend import Unsupported
+
+_DIM = re.compile(r"\bd\[(\d+)\]")  # a size read from the kernel's size table
 
 GENERATOR_VERSION = "5"
 
@@ -399,6 +402,8 @@ class _Gen:
         self.pre: list[str] = []  # before the loop
         self.body: list[str] = []  # inside the loop
         self.helpers: list[str] = []
+        self.writable_views: set[str] = set()  # bases that are rows of stacked outputs
+        self.sum_helpers: dict = {}  # (body, argument types) of a sum region -> its helper function
         self.consts: dict = {} if consts is None else consts
         self.base: dict[int, str] = {}
         self.base_shape: dict[str, tuple[int, ...]] = {}  # of each base array
@@ -468,6 +473,7 @@ class _Gen:
             base = f"h{self.inplace[vid]}"
         elif vid in self.direct_ys:
             base = f"v{vid}"
+            self.writable_views.add(base)
             self.body.append(f"v{vid} = y{self.direct_ys[vid]}[i]")
         else:
             base = self.tmp(self.val(vid).shape, self.np_dtype(vid))
@@ -505,19 +511,54 @@ class _Gen:
         outs = [v for _, v in st.outputs] + ([red.out] if red is not None else [])
         for v in outs:
             self.alloc(v)
-        if red is not None and red.kind == "sum":
-            # its own function, so that only the reduction may reassociate (as the stand-alone kernels do)
-            names: dict = {}
-            for v in list(st.inputs) + outs:
-                names.setdefault(self.base[v], f"a{len(names)}")
-            lines = self.region(st, names, f"s{n}_", "    ")
-            self.helpers.append(
-                "@numba.njit(error_model='numpy', nogil=True, fastmath={'reassoc', 'contract'})\n"
-                f"def {self.pfx}step{n}(d, {', '.join(names.values())}):\n" + "\n".join(lines) + "\n"
-            )
-            self.body.append(f"{self.pfx}step{n}(d, {', '.join(names)})")
+        if red is None or red.kind != "sum":
+            self.body += self.region(st, {}, f"s{n}_", "")
             return
-        self.body += self.region(st, {}, f"s{n}_", "")
+        # its own function, so that only the reduction may reassociate (as the stand-alone kernels do); it reads
+        # its sizes as arguments, so that identical reductions (a gradient's, often) share one function
+        names: dict = {}
+        for v in list(st.inputs) + outs:
+            names.setdefault(self.base[v], f"a{len(names)}")
+        start = len(self.sizes)
+        lines = self.region(st, names, "s_", "    ")
+        dims = len(self.sizes) - start
+        outside = False  # a view's map may read sizes of its own
+
+        def size(m: re.Match) -> str:
+            nonlocal outside
+            k = int(m.group(1))
+            if start <= k < start + dims:
+                return f"n{k - start}"
+            outside = True
+            return m.group(0)
+
+        text = "\n".join(_DIM.sub(size, ln) for ln in lines)
+        params = [f"n{k}" for k in range(dims)] + list(names.values())
+        call = [f"d[{start + k}]" for k in range(dims)] + list(names)
+        if outside:
+            params, call = ["d", *params], ["d", *call]
+        key = (text, tuple((self.dtype_of(b, st, outs), self.access(b)) for b in names))
+        name = self.sum_helpers.get(key)
+        if name is None:
+            name = self.sum_helpers[key] = f"{self.pfx}r{len(self.sum_helpers)}"
+            self.helpers.append(
+                # called from the loop only: no wrapper for calls from Python to compile
+                "@numba.njit(error_model='numpy', nogil=True, no_cpython_wrapper=True, "
+                "fastmath={'reassoc', 'contract'})\n"
+                f"def {name}({', '.join(params)}):\n{text}\n"
+            )
+        self.body.append(f"{name}({', '.join(call)})")
+
+    def dtype_of(self, base: str, st: Elementwise, outs: list[int]) -> str:
+        return next(self.np_dtype(v) for v in list(st.inputs) + outs if self.base[v] == base)
+
+    def access(self, base: str) -> str:
+        """How a base array is typed at every call of a helper: writable (carries, temporaries, stacked outputs),
+        read-only (the top-level kernel's constants and scanned inputs), or, in a nested loop's function, as its
+        caller passed it (then only that base has its type)."""
+        if base[0] in "hby" or base in self.writable_views:
+            return "w"
+        return "r" if not self.pfx else base
 
     def region(self, st: Elementwise, names: dict, pfx: str, ind: str) -> list[str]:
         """The loop nest of a fused region; ``names`` renames bases (a helper function's parameters)."""

@@ -27,6 +27,10 @@ from . import diskcache
 from .vmath import log_split
 
 _OPTS = dict(nogil=True, error_model="numpy")
+# Scalar helpers are inlined by LLVM (typed and compiled once), not by numba's IR inliner, which retyped each of a
+# block's 20 rounds at every call site: 2-6 s of compile per sampler. Only the loops taking a function ``f`` are
+# inlined by numba, so that ``f`` is resolved at compile time.
+_LLVM_INLINE = dict(nogil=True, error_model="numpy", forceinline=True)
 
 _U32 = np.uint32
 _PARITY = _U32(0x1BD11BDA)
@@ -34,18 +38,18 @@ R0, R1, R2, R3, R4, R5, R6, R7 = (_U32(r) for r in (13, 15, 26, 6, 17, 29, 16, 2
 _32 = _U32(32)
 
 
-@njit(inline="always")
+@njit(**_LLVM_INLINE)
 def _rotl(x, r):
     return _U32((x << r) | (x >> (_32 - r)))
 
 
-@njit(inline="always")
+@njit(**_LLVM_INLINE)
 def _round(x0, x1, r):
     x0 = _U32(x0 + x1)
     return x0, _U32(_rotl(x1, r) ^ x0)
 
 
-@njit(inline="always")
+@njit(**_LLVM_INLINE)
 def _rounds(x0, x1, ra, rb, rc, rd, ka, kb, s):
     """Four rounds, then key injection ``s``: words ``s`` and ``s + 1`` (mod 3) of the extended key, and ``s``."""
     x0, x1 = _round(x0, x1, ra)
@@ -55,7 +59,7 @@ def _rounds(x0, x1, ra, rb, rc, rd, ka, kb, s):
     return _U32(x0 + ka), _U32(x1 + kb + _U32(s))
 
 
-@njit(inline="always")
+@njit(**_LLVM_INLINE)
 def block(k0, k1, x0, x1):
     """One Threefry-2x32-20 block: key words ``k0, k1``, counter words ``x0, x1`` -> two output words."""
     k2 = _U32(k0 ^ k1 ^ _PARITY)
@@ -76,7 +80,7 @@ def threefry2x32(k0, k1, x0, x1, out0, out1):
         out1[i] = y1
 
 
-@njit(inline="always")
+@njit(**_LLVM_INLINE)
 def _ctr(j):
     return _U32(j >> 32), _U32(j & 0xFFFFFFFF)
 
@@ -131,32 +135,32 @@ _S11 = np.uint64(11)
 _S12 = np.uint64(12)
 
 
-@njit(inline="always")
+@njit(**_LLVM_INLINE)
 def _word(w):
     return w
 
 
-@njit(inline="always")
+@njit(**_LLVM_INLINE)
 def _word64(y0, y1):
     return (np.uint64(y0) << np.uint64(32)) | np.uint64(y1)
 
 
-@njit(inline="always")
+@njit(**_LLVM_INLINE)
 def _unit24(w):
     return np.float32(np.int32(w >> _S8)) * _F24
 
 
-@njit(inline="always")
+@njit(**_LLVM_INLINE)
 def _open24(w):
     return np.float32(np.int32(((w >> _S9) << _S1U) | _S1U)) * _F24
 
 
-@njit(inline="always")
+@njit(**_LLVM_INLINE)
 def _unit53(y0, y1):
     return np.float64(np.int64(_word64(y0, y1) >> _S11)) * _F53
 
 
-@njit(inline="always")
+@njit(**_LLVM_INLINE)
 def _open53(y0, y1):
     return (np.float64(np.int64(_word64(y0, y1) >> _S12)) * 2.0 + 1.0) * _F53
 
@@ -289,7 +293,7 @@ _L0, _L1, _L2, _L3, _L4, _L5, _L6, _L7 = (
 )
 
 
-@njit(inline="always")
+@njit(**_LLVM_INLINE)
 def flog_pos(x):
     """Natural log of a positive, normal float32 (no inf/nan/subnormal handling): about 1 ulp."""
     e, f = log_split(x)
@@ -313,7 +317,7 @@ _C1, _C2, _C3, _C4 = (
 )
 
 
-@njit(inline="always")
+@njit(**_LLVM_INLINE)
 def sincos_turns(m):
     """``sin(2 pi u), cos(2 pi u)`` for ``u = m * 2**-24``, ``m`` an int32 in [0, 2**24)."""
     q = np.int32((m + np.int32(1 << 21)) >> np.int32(22))
@@ -334,7 +338,7 @@ _F32H = _F(2.0**-32)
 _M2 = _F(-2.0)
 
 
-@njit(inline="always")
+@njit(**_LLVM_INLINE)
 def _box_muller32(w0, w1):
     u = _F(np.int32(w0 >> _S1U)) * _F31 + _F32H
     r = np.sqrt(_M2 * flog_pos(u))
@@ -351,7 +355,7 @@ def normal32(keys, out):
 _TWO_PI = 2.0 * math.pi
 
 
-@njit(inline="always")
+@njit(**_LLVM_INLINE)
 def _box_muller64(a0, a1, b0, b1):
     r = math.sqrt(-2.0 * math.log(_open53(a0, a1)))
     t = _TWO_PI * _unit53(b0, b1)
@@ -385,47 +389,47 @@ _TWO = _F(2.0)
 _ZERO = _F(0.0)
 
 
-@njit(inline="always")
+@njit(**_LLVM_INLINE)
 def _exponential32(w):
     return -flog_pos(_ONE - _open24(w))
 
 
-@njit(inline="always")
+@njit(**_LLVM_INLINE)
 def _gumbel32(w):
     return -flog_pos(-flog_pos(_open24(w)))
 
 
-@njit(inline="always")
+@njit(**_LLVM_INLINE)
 def _laplace32(w):
     v = _TWO * _open24(w) - _ONE
     t = flog_pos(_ONE - abs(v))
     return t if v < _ZERO else -t
 
 
-@njit(inline="always")
+@njit(**_LLVM_INLINE)
 def _logistic32(w):
     u = _open24(w)
     return flog_pos(u) - flog_pos(_ONE - u)
 
 
-@njit(inline="always")
+@njit(**_LLVM_INLINE)
 def _exponential64(y0, y1):
     return -math.log(1.0 - _open53(y0, y1))
 
 
-@njit(inline="always")
+@njit(**_LLVM_INLINE)
 def _gumbel64(y0, y1):
     return -math.log(-math.log(_open53(y0, y1)))
 
 
-@njit(inline="always")
+@njit(**_LLVM_INLINE)
 def _laplace64(y0, y1):
     v = 2.0 * _open53(y0, y1) - 1.0
     t = math.log(1.0 - abs(v))
     return t if v < 0.0 else -t
 
 
-@njit(inline="always")
+@njit(**_LLVM_INLINE)
 def _logistic64(y0, y1):
     u = _open53(y0, y1)
     return math.log(u) - math.log(1.0 - u)
@@ -488,12 +492,12 @@ _SQRT_HALF = math.sqrt(0.5)
 _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 
 
-@njit(inline="always")
+@njit(**_LLVM_INLINE)
 def _ndtr(x):
     return 0.5 * math.erfc(-x * _SQRT_HALF)
 
 
-@njit(inline="always")
+@njit(**_LLVM_INLINE)
 def _ndtri_lower(p):
     """The standard normal quantile for 0 < p <= 1/2, by Newton's method on log(Phi(x)).
 
@@ -516,7 +520,7 @@ def _ndtri_lower(p):
     return x
 
 
-@njit(inline="always")
+@njit(**_LLVM_INLINE)
 def truncated_normal_one(a, b, u):
     """The inverse CDF of the standard normal truncated to [a, b], at u in (0, 1), accurate in both tails.
 
@@ -556,12 +560,12 @@ def truncated_normal(keys, lower, upper, out):
 # Rejection samplers: element i draws from its own stream threefry(key, (i, t)), t = 0, 1, 2, ...
 
 
-@njit(inline="always")
+@njit(**_LLVM_INLINE)
 def _open01(w):
     return (np.float64(w) + 0.5) * 2.0**-32
 
 
-@njit(inline="always")
+@njit(**_LLVM_INLINE)
 def _gamma_one(k0, k1, i, a):
     """Marsaglia-Tsang for shape ``a >= 1``; for ``a < 1`` sample ``a + 1`` and multiply by ``U**(1/a)``."""
     boost = a < 1.0
@@ -601,7 +605,7 @@ def fill_each(keys, param, out, f):
             out[lane, i] = f(k0, k1, i, np.float64(param[lane, i]))
 
 
-@njit(inline="always")
+@njit(**_LLVM_INLINE)
 def _gamma_element(k0, k1, i, a):
     if not a > 0.0:
         return np.nan
@@ -614,7 +618,7 @@ def gamma(keys, alpha, out):
     fill_each(keys, alpha, out, _gamma_element)
 
 
-@njit(inline="always")
+@njit(**_LLVM_INLINE)
 def digamma(x):
     """Digamma for x > 0: recurrence up to x >= 10, then the asymptotic (Bernoulli) series."""
     acc = 0.0
@@ -627,7 +631,7 @@ def digamma(x):
     return acc + math.log(x) - 0.5 / x - s
 
 
-@njit(inline="always")
+@njit(**_LLVM_INLINE)
 def gamma_sample_grad(a, x):
     """d x / d a for x ~ Gamma(a, 1), by implicit differentiation of the CDF: -(dP(a, x)/da) / pdf(a, x).
 
@@ -660,7 +664,7 @@ def gamma_grad(alpha, x, out):
         out[i] = gamma_sample_grad(np.float64(alpha[i]), np.float64(x[i]))
 
 
-@njit(inline="always")
+@njit(**_LLVM_INLINE)
 def _poisson_one(k0, k1, i, lam):
     ci = _U32(i)
     if lam < 10.0:
@@ -698,7 +702,7 @@ def _poisson_one(k0, k1, i, lam):
             return np.int64(k)
 
 
-@njit(inline="always")
+@njit(**_LLVM_INLINE)
 def _poisson_element(k0, k1, i, r):
     if not r >= 0.0 or r == np.inf:
         return np.int64(-1)

@@ -1,7 +1,8 @@
 """Generated kernel sources are pinned: they are the disk cache's keys, so a change that alters them makes every
 user's first calls compile again. Representative programs cover every generator: fused loop nests (broadcast,
 leading and trailing reductions, float16, float8, narrow integers, a long-row split), staged row kernels (softmax,
-layer norm, loop fission over the row) and a whole-loop scan.
+layer norm, loop fission over the row), a whole-loop scan and its gradient (nested loops, regions shared by
+helper functions).
 
 A change meant to alter the code (a faster kernel, a fix) updates ``PINNED``: ``python tests/test_kernel_sources.py``
 prints the new table. The imports at the top of a kernel module are not part of the pin: they name the versions
@@ -38,6 +39,14 @@ def _rnn(h, xs, w, u):
     return fl.scan(body, h, xs)
 
 
+def _rnn_grad(h, xs, w, u):
+    def loss(w, u):
+        h_last, sums = _rnn(h, xs, w, u)
+        return (h_last * h_last).sum() + sums.sum()
+
+    return fl.grad(loss, argnums=(0, 1))(w, u)
+
+
 def _zeros(shape, dtype="float32"):
     return fl.zeros(shape, dtype=getattr(fl, dtype))
 
@@ -62,6 +71,7 @@ PROGRAMS = {
     ),
     "int8_wrap": (lambda x: x + x * 3, lambda: (_zeros((8, 64), "int8"),)),
     "scan_rnn": (_rnn, lambda: (_zeros((8, 16)), _zeros((20, 8, 4)), _zeros((16, 16)), _zeros((4, 16)))),
+    "scan_rnn_grad": (_rnn_grad, lambda: (_zeros((8, 16)), _zeros((20, 8, 4)), _zeros((16, 16)), _zeros((4, 16)))),
 }
 
 
@@ -83,7 +93,8 @@ PINNED = {
     'layer_norm': ['39ed133fa7d7d83d'],
     'leading_sum_f64': ['23fef9596c931237'],
     'row_split': ['fb7b922cfcb4f6ad'],
-    'scan_rnn': ['08c3f84c3ea75e12'],
+    'scan_rnn': ['c3bc8c2ef0278b9a'],
+    'scan_rnn_grad': ['5790cf1caa05f8af'],
     'softmax': ['25f42c51dd5f8a2a'],
     'staged_fission': ['f53325b8c986c1d2'],
 }

@@ -290,3 +290,43 @@ def test_unsupported_specs_raise():
     spec = loopgen.LoopSpec((h,), 0, 1, 0, (), carry_out=(0,), ys=(), reverse=False)
     with pytest.raises(loopgen.Unsupported, match="float16"):
         loopgen.build(spec)
+
+
+
+def _sums_spec(read_reversed: bool):
+    """carry c; body: c += x, ys = (x * x).sum(-1) twice (a gradient's reductions are often alike), the sums
+    reading x itself or x reversed along its last axis (a view whose map reads a size of its own)."""
+    f32 = "float32"
+    V = loopgen.Value
+    values = (V(f32, (2, 3)), V(f32, (2, 3)), V(f32, (2, 3)), V(f32, (2,)), V(f32, (2,)), V(f32, (2, 3)))
+    add = (OpSpec("add", (("in", 0), ("in", 1)), f32),)
+    square = (OpSpec("mul", (("in", 0), ("in", 0)), f32),)
+    src = 5 if read_reversed else 1
+    steps = (
+        loopgen.Elementwise((0, 1), add, ((0, 2),), (2, 3)),
+        *((loopgen.Rev(1, 5, (1,)),) if read_reversed else ()),
+        loopgen.Elementwise((src,), square, (), (2, 3), loopgen.Reduction("sum", 0, (1,), 3)),
+        loopgen.Elementwise((src,), square, (), (2, 3), loopgen.Reduction("sum", 0, (1,), 4)),
+    )
+    return loopgen.LoopSpec(values, 0, 1, 1, steps, carry_out=(2,), ys=(3, 4), reverse=False)
+
+
+@pytest.mark.parametrize("read_reversed", [False, True])
+def test_identical_sums_share_one_helper(read_reversed):
+    # a helper is typed, optimized and compiled once however often the body calls it
+    k = loopgen.build(_sums_spec(read_reversed))
+    src = k.source
+    assert src.count("def r") == 1 and src.count("r0(") == 3  # its definition and two calls
+    assert "no_cpython_wrapper=True, fastmath={'reassoc', 'contract'}" in src
+    assert ("def r0(d, " in src) == read_reversed  # sizes outside the region's own come from the table
+    assert src.count("s0_t0 = (s0_x0 + s0_x1)") == 1  # an elementwise nest stays inline in the loop
+    n = 4
+    c0 = RNG.normal(size=(2, 3)).astype(np.float32)
+    xs = RNG.normal(size=(n, 2, 3)).astype(np.float32)
+    (c,), (y0, y1) = k(n, [], [c0], [xs])
+    want = c0
+    for x in xs:
+        want = want + x
+    np.testing.assert_array_equal(c, want)
+    np.testing.assert_allclose(y0, (xs * xs).sum(-1), rtol=1e-6)
+    np.testing.assert_array_equal(y0, y1)
