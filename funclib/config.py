@@ -37,6 +37,28 @@ function instead of a sequence of kernel calls (see ``transforms/native_loops.py
 Read when a jitted function compiles for a new signature."""
 
 
+background_compile: bool = _env_flag("FUNCLIB_BACKGROUND_COMPILE", True)
+"""Under jit, a program whose kernels are not in the disk cache does not wait for numba: its calls run the
+optimized program through the NumPy implementations (eager speed) while worker processes compile the kernels into
+the cache, and switch to the compiled program once they are there (``FUNCLIB_BACKGROUND_COMPILE=0``: compile at
+the first call, as ``jax.jit`` does). ``wait_for_compilation()`` or ``jitted.wait_compiled()`` waits for them.
+Read when a jitted function compiles for a new signature."""
+
+
+def wait_for_compilation(timeout: float | None = None) -> bool:
+    """Wait until every kernel compilation started in the background has finished (see ``background_compile``);
+    False if ``timeout`` seconds passed first. Each jitted function switches to its compiled program at its next
+    call (``jitted.wait_compiled()`` also switches, so that call is already compiled).
+
+    >>> import funclib as fl
+    >>> fl.config.wait_for_compilation(timeout=60)
+    True
+    """
+    from .kernels import compile_pool
+
+    return compile_pool.wait_all(timeout)
+
+
 def _env_number(name: str, default: float) -> float:
     v = os.environ.get(name)
     if v is None or not v.strip():

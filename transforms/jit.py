@@ -11,6 +11,7 @@ import functools
 import inspect
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -51,7 +52,7 @@ from ._api_util import as_tensor_leaf, check_argnames, leaf_labels, static_both_
 from .autodiff import backward_pass, jvp
 from .batching import vmap
 from .device_calls import call_impl, on_device
-from .lowering import compile_program
+from .lowering import BackgroundProgram, compile_program, run_eagerly, runner, running_eagerly
 from .passes import dce, optimize
 from .program import Program
 
@@ -99,7 +100,35 @@ def _program(jaxpr: Jaxpr) -> Program:
 _compile_lock = threading.RLock()
 
 
-jit_p.def_impl(call_impl(lambda jaxpr: _program(jaxpr)))  # compiled on the CPU, op by op on a device
+def _runner(jaxpr: Jaxpr):
+    """What runs ``jaxpr`` on the CPU: its program, or a ``BackgroundProgram`` while its kernels compile."""
+    run = jaxpr.cache.get("runner")
+    if run is None:
+        prog = _program(jaxpr)
+        with _compile_lock:
+            run = jaxpr.cache.get("runner")
+            if run is None:
+                run = jaxpr.cache["runner"] = runner(jaxpr, prog)
+    return run
+
+
+class _Eager:
+    """A jit call inside a program running eagerly (its kernels compiling in the background) runs eagerly too."""
+
+    __slots__ = ("jaxpr",)
+
+    def __init__(self, jaxpr: Jaxpr):
+        self.jaxpr = jaxpr
+
+    def run(self, args: list) -> list:
+        return run_eagerly(self.jaxpr, args)
+
+
+def _impl_program(jaxpr: Jaxpr):
+    return _Eager(jaxpr) if running_eagerly() else _runner(jaxpr)
+
+
+jit_p.def_impl(call_impl(_impl_program))  # compiled on the CPU, op by op on a device
 jit_p.runs_on_devices = True
 
 
@@ -527,7 +556,7 @@ class Jitted:
         if _state.trace is None and not on_device(leaves):
             prog = entry.program
             if prog is None:
-                prog = entry.program = _program(entry.jaxpr)
+                prog = entry.program = _runner(entry.jaxpr)
             consts = [c._value if isinstance(c, Tensor) else c for c in entry.consts]
             if fast is not None:
                 one = entry.out_tree.is_leaf() and entry.weak_out is None
@@ -536,6 +565,26 @@ class Jitted:
             return tree_util.unflatten(entry.out_tree, _outputs(outs, entry.weak_out))
         outs = jit_p.bind(*entry.consts, *leaves, jaxpr=entry.jaxpr, name=self.__name__)
         return tree_util.unflatten(entry.out_tree, list(outs))
+
+    def wait_compiled(self, timeout: float | None = None) -> bool:
+        """Wait until every signature called so far runs its compiled program (see
+        ``fl.config.background_compile``): the kernels compiling in the background are finished and loaded.
+        False if ``timeout`` seconds passed first.
+
+        >>> import funclib as fl
+        >>> f = fl.jit(lambda x: fl.exp(x) * 2.0)
+        >>> y = f(fl.ones(3))  # may run eagerly while its kernel compiles in a worker process
+        >>> f.wait_compiled(timeout=120)
+        True
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for entry in list(self._cache.values()):
+            prog = entry.program
+            if isinstance(prog, BackgroundProgram):
+                left = None if deadline is None else max(0.0, deadline - time.monotonic())
+                if not prog.wait(left):
+                    return False
+        return True
 
     def lower(self, *args, **kwargs) -> Lowered:
         """The optimized jaxpr and the generated kernels for these arguments."""
