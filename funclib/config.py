@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 
-from .kernels import diskcache
+from .kernels import compile_pool, diskcache
 
 
 def _env_flag(name: str, default: bool = False) -> bool:
@@ -54,8 +54,6 @@ def wait_for_compilation(timeout: float | None = None) -> bool:
     >>> fl.config.wait_for_compilation(timeout=60)
     True
     """
-    from .kernels import compile_pool
-
     return compile_pool.wait_all(timeout)
 
 

@@ -133,7 +133,12 @@ class _Worker:
                 _send(proc.stdin, msg)
                 status, value = _recv(proc.stdout)
             except (EOFError, OSError, WorkerDied) as e:
-                code = self.proc.poll() if self.proc is not None else None
+                code = None
+                if self.proc is not None:
+                    try:
+                        code = self.proc.wait(timeout=5)  # its pipe closed: it is exiting, or hung
+                    except subprocess.TimeoutExpired:
+                        pass
                 self._stop()
                 why = f"exit status {code}" if code is not None else str(e) or type(e).__name__
                 fut.set_exception(WorkerDied(f"funclib compile worker died during {msg[0]}.{msg[1]} ({why})"))

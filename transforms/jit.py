@@ -11,7 +11,6 @@ import functools
 import inspect
 import logging
 import threading
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -50,9 +49,10 @@ from funclib.primitives.shape import instantiate, zeros
 
 from ._api_util import as_tensor_leaf, check_argnames, leaf_labels, static_both_ways
 from .autodiff import backward_pass, jvp
+from .background import Eager, program_runner, running_eagerly, wait_programs
 from .batching import vmap
 from .device_calls import call_impl, on_device
-from .lowering import BackgroundProgram, compile_program, run_eagerly, runner, running_eagerly
+from .lowering import compile_program
 from .passes import dce, optimize
 from .program import Program
 
@@ -100,32 +100,9 @@ def _program(jaxpr: Jaxpr) -> Program:
 _compile_lock = threading.RLock()
 
 
-def _runner(jaxpr: Jaxpr):
-    """What runs ``jaxpr`` on the CPU: its program, or a ``BackgroundProgram`` while its kernels compile."""
-    run = jaxpr.cache.get("runner")
-    if run is None:
-        prog = _program(jaxpr)
-        with _compile_lock:
-            run = jaxpr.cache.get("runner")
-            if run is None:
-                run = jaxpr.cache["runner"] = runner(jaxpr, prog)
-    return run
-
-
-class _Eager:
-    """A jit call inside a program running eagerly (its kernels compiling in the background) runs eagerly too."""
-
-    __slots__ = ("jaxpr",)
-
-    def __init__(self, jaxpr: Jaxpr):
-        self.jaxpr = jaxpr
-
-    def run(self, args: list) -> list:
-        return run_eagerly(self.jaxpr, args)
-
-
 def _impl_program(jaxpr: Jaxpr):
-    return _Eager(jaxpr) if running_eagerly() else _runner(jaxpr)
+    # inside a program running eagerly while its kernels compile, a nested jit runs eagerly too
+    return Eager(jaxpr) if running_eagerly() else program_runner(jaxpr, _program, _compile_lock)
 
 
 jit_p.def_impl(call_impl(_impl_program))  # compiled on the CPU, op by op on a device
@@ -340,12 +317,6 @@ def _outputs(outs, weak_out) -> list:
     return [o.item() if w else _wrap(o) for o, w in zip(outs, weak_out)]
 
 
-def _describe(x) -> str:
-    if isinstance(x, Tensor):
-        return aval_of(x).str_short()
-    return f"{type(x).__name__}"
-
-
 class Jitted:
     """A jit-compiled function. Call it like the original; ``.lower(*args)`` shows what runs."""
 
@@ -556,7 +527,8 @@ class Jitted:
         if _state.trace is None and not on_device(leaves):
             prog = entry.program
             if prog is None:
-                prog = entry.program = _runner(entry.jaxpr)
+                # the program, or a BackgroundProgram running eagerly while its kernels compile
+                prog = entry.program = program_runner(entry.jaxpr, _program, _compile_lock)
             consts = [c._value if isinstance(c, Tensor) else c for c in entry.consts]
             if fast is not None:
                 one = entry.out_tree.is_leaf() and entry.weak_out is None
@@ -577,14 +549,7 @@ class Jitted:
         >>> f.wait_compiled(timeout=120)
         True
         """
-        deadline = None if timeout is None else time.monotonic() + timeout
-        for entry in list(self._cache.values()):
-            prog = entry.program
-            if isinstance(prog, BackgroundProgram):
-                left = None if deadline is None else max(0.0, deadline - time.monotonic())
-                if not prog.wait(left):
-                    return False
-        return True
+        return wait_programs([e.program for e in list(self._cache.values())], timeout)
 
     def lower(self, *args, **kwargs) -> Lowered:
         """The optimized jaxpr and the generated kernels for these arguments."""
