@@ -158,10 +158,14 @@ class _Worker:
             p.wait()
 
     def kill(self) -> None:
-        """Kill the process at once (interpreter exit; tests of a dying worker)."""
+        """Kill the process at once (interpreter exit), and reap it."""
         p = self.proc
         if p is not None and p.poll() is None:
             p.kill()
+            try:
+                p.wait(timeout=1)
+            except subprocess.TimeoutExpired:
+                pass
 
 
 class Pool:

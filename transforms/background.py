@@ -30,7 +30,7 @@ import logging
 import os
 import threading
 import time
-from concurrent.futures import Future
+from concurrent.futures import CancelledError, Future
 
 import numpy as np
 from funclib.kernels import compile_pool, diskcache
@@ -58,8 +58,9 @@ class BackgroundProgram:
     The first ``run`` submits a job holding the optimized jaxpr (in ``fl.export``'s format), its constants and
     this call's arguments; the worker plans the same program, runs it on those arguments (so every kernel is
     compiled for the signatures this process will call it with) and leaves the machine code in the disk cache.
-    The first ``run`` after the job finished loads the program from there (the warm path) and from then on
-    ``run`` is the compiled ``Program.run``. A job that failed (a worker that died, a kernel numba cannot
+    When the job has finished, a thread runs the program once on the same arguments, loading its kernels from
+    the cache (the warm path) while calls stay eager; the next ``run`` switches, and from then on ``run`` is the
+    compiled ``Program.run``. A job that failed (a worker that died, a kernel numba cannot
     compile) leaves the kernels to be compiled here, at that call, as without background compilation, with the
     same warnings and fallbacks.
     """
@@ -71,6 +72,7 @@ class BackgroundProgram:
         self.future: Future | None = None
         self.error: BaseException | None = None
         self._lock = threading.Lock()
+        self._ready = threading.Event()  # the job ended and, if it succeeded, the kernels are loaded
 
     def __getattr__(self, name):
         # describe(), kernels, ... are the compiled program's (its sources are generated, not compiled)
@@ -82,34 +84,52 @@ class BackgroundProgram:
         return "run" in self.__dict__
 
     def run(self, args: list) -> list:
-        """The outputs for ``args``: eagerly until the kernels are compiled, then by the compiled program."""
+        """The outputs for ``args``: eagerly until the kernels are compiled and loaded, then by the program."""
         fut = self.future
         if fut is None:
             with self._lock:
                 if self.future is None:
                     self.future = self._submit(args)
-        elif fut.done():
+        elif self._ready.is_set():
             return self._switch()(args)
         return run_eagerly(self.jaxpr, args)
 
     def _submit(self, args: list) -> Future:
-
-        job = dict(self.job, args=[np.asarray(a) for a in args])
+        arrays = [np.asarray(a) for a in args]
         try:
-            return compile_pool.submit(__name__, "compile_in_worker", job)
+            fut = compile_pool.submit(__name__, "compile_in_worker", dict(self.job, args=arrays))
         except Exception as e:  # e.g. submitted during interpreter exit
-            fut: Future = Future()
+            fut = Future()
             fut.set_exception(e)
-            return fut
+        fut.add_done_callback(lambda f: self._job_done(f, arrays))
+        return fut
+
+    def _job_done(self, fut: Future, args: list) -> None:
+        if fut.cancelled() or fut.exception() is not None:
+            self._ready.set()  # the switching call compiles here
+            return
+        # loading the kernels from the cache takes 0.1-2 s: done by a thread, the calls stay eager meanwhile
+        threading.Thread(target=self._load, args=(args,), name="funclib-load", daemon=True).start()
+
+    def _load(self, args: list) -> None:
+        try:
+            self.program.run(args)  # every kernel loaded for the signatures the worker compiled
+        except Exception as e:  # the switching call runs the program again and fails as a foreground compile would
+            log.debug("jit: loading the compiled program failed (%s)", e)
+        finally:
+            self._ready.set()
 
     def wait(self, timeout: float | None = None) -> bool:
-        """Wait for the worker's job (if one was submitted), then make the compiled program the one that runs:
-        True when it is. With no job submitted yet (never called), compiles here."""
+        """Wait for the worker's job (if one was submitted) and the loading of its kernels, then make the compiled
+        program the one that runs: True when it is. With no job submitted yet (never called), compiles here."""
+        deadline = None if timeout is None else time.monotonic() + timeout
         fut = self.future
         if fut is not None:
             try:
                 fut.exception(timeout=timeout)
-            except TimeoutError:
+            except (TimeoutError, CancelledError):
+                pass
+            if not fut.done() or not self._ready.wait(None if deadline is None else deadline - time.monotonic()):
                 return False
         self._switch()
         return True
@@ -120,8 +140,8 @@ class BackgroundProgram:
             if run is not None:
                 return run
             fut = self.future
-            if fut is not None and fut.exception() is not None:
-                self.error = fut.exception()
+            if fut is not None and (fut.cancelled() or fut.exception() is not None):
+                self.error = CancelledError() if fut.cancelled() else fut.exception()
                 log.info("jit: background compilation failed (%s); compiling in this process", self.error)
             self.job = None
             run = self.program.run
