@@ -7,8 +7,9 @@ Steps: the MLP train step (``train_step.py``), a DP-SGD step of a small CNN (per
 - ``fg``: the first call with background compilation off (it compiles every kernel first);
 - ``bg``: the first call with it on, then ``wait_compiled()`` and one call: the time from the first call until a
   call has run the compiled program (``compiled``), and that switching call alone (it loads the kernels);
-- ``eager``: the step without ``jit`` (median of 3 calls after one warm-up) plus the time to trace and optimize it
-  (``fl.jit(step).trace``): the target is ``bg`` first call <= 3x this;
+- ``eager``: the step without ``jit``, its first call in a fresh process and the median of the 3 after it, plus
+  the time to trace and optimize it (``fl.jit(step).trace``): the target is ``bg`` first call <= 3x (eager
+  first call + trace); the ratio to the steady eager call is shown too;
 - ``warm``: the first call of a new process with the cache the ``fg`` process filled;
 - ``jax.jit``'s first call (MLP and GRU, when jax is installed).
 
@@ -143,7 +144,9 @@ def child(case: str, mode: str) -> dict:
     step, args = build(case)
     res: dict = {}
     if mode == "eager":
+        t0 = time.perf_counter()
         _block(step(*args))
+        res["eager_first"] = time.perf_counter() - t0
         times = []
         for _ in range(3):
             t0 = time.perf_counter()
@@ -177,6 +180,56 @@ def child(case: str, mode: str) -> dict:
     if compile_pool._pool is not None:
         compile_pool._pool.shutdown()  # reap the workers, so their CPU time is counted
     return res
+
+
+def thread_or_process(how: str) -> dict:
+    """The MLP step's kernels compiled by a thread of this process or by a compile worker, while this process
+    runs eager steps: the median eager step during the compile and the time until the compile is done."""
+    import threading
+
+    from funclib.kernels import compile_pool
+    from funclib.transforms import background
+    from funclib.transforms.lowering import compile_program
+
+    import funclib as fl
+
+    step, args = build("mlp")
+    f = fl.jit(step)
+    f.trace(*args)
+    (entry,) = f._cache.values()
+    leaves = [x._value for x in fl.tree.leaves(args)]
+    consts = [np.asarray(c) for c in entry.consts]
+    for _ in range(3):
+        _block(step(*args))
+    base = []
+    for _ in range(10):
+        t0 = time.perf_counter()
+        _block(step(*args))
+        base.append(time.perf_counter() - t0)
+    done = threading.Event()
+    t_start = time.perf_counter()
+    if how == "thread":
+        def work():
+            compile_program(entry.jaxpr).run(consts + leaves)
+            done.set()
+
+        threading.Thread(target=work, daemon=True).start()
+    else:
+        job = background._job(entry.jaxpr)
+        job.update(args=consts + leaves, cache_dir=os.environ["FUNCLIB_CACHE_DIR"], marker=os.devnull)
+        job.pop("key")
+        compile_pool.submit(background.__name__, "compile_in_worker", job).add_done_callback(lambda _: done.set())
+    during = []
+    t_done = None
+    while t_done is None:
+        t0 = time.perf_counter()
+        _block(step(*args))
+        during.append(time.perf_counter() - t0)
+        if done.is_set():
+            t_done = time.perf_counter() - t_start
+    if compile_pool._pool is not None:
+        compile_pool._pool.shutdown()
+    return {"eager_before": statistics.median(base), "eager_during": statistics.median(during), "compile": t_done}
 
 
 _CHILD = "import json, sys; from benchmarks.compile import child; print(json.dumps(child(sys.argv[1], sys.argv[2])))"
@@ -241,19 +294,32 @@ def main() -> None:
     print(f"load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}; seconds (CPU seconds of process and workers)")
     head = (
         f"{'step':<12} {'fg first':>15} {'bg first':>15} {'compiled at':>12} {'switch':>7} "
-        f"{'eager+trace':>12} {'bg/(e+t)':>9} {'warm first':>11} {'jax first':>10} {'target':>7}"
+        f"{'eager 1st/med+trace':>20} {'bg/(e+t)':>10} {'warm first':>11} {'jax first':>10} {'target':>7}"
     )
     print(head)
     rows = {}
     for case in CASES:
         r = rows[case] = measure(case, jax)
         fg, bg, warm, eager = r["fg"], r["bg"], r["warm"], r["eager"]
-        et = eager["eager"] + eager["trace"]
+        et, et1 = eager["eager"] + eager["trace"], eager["eager_first"] + eager["trace"]
         jx = f"{r['jax']['first_call']:10.2f}" if "jax" in r else f"{'-':>10}"
         print(
             f"{case:<12} {fg['first_call']:6.2f} ({fg['cpu']:5.1f}) {bg['first_call']:6.2f} ({bg['cpu']:5.1f}) "
-            f"{bg['compiled']:12.2f} {bg['switch_call']:7.2f} {et:12.3f} {bg['first_call'] / et:9.1f} "
+            f"{bg['compiled']:12.2f} {bg['switch_call']:7.2f} {et1:9.3f}/{et:9.3f} "
+            f"{bg['first_call'] / et1:4.1f}/{bg['first_call'] / et:4.1f} "
             f"{warm['first_call']:11.2f} {jx} {TARGETS[case]:7.1f}"
+        )
+    print("MLP kernels compiled by a thread or by a worker process while eager steps run (median eager step):")
+    code = "import json, sys; from benchmarks.compile import thread_or_process as t; print(json.dumps(t(sys.argv[1])))"
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    base = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    for how in ("thread", "process", "thread", "process"):
+        with tempfile.TemporaryDirectory() as d:
+            res, cpu = _run(["-c", code, how], dict(base, FUNCLIB_CACHE_DIR=os.path.join(d, "cache")))
+        rows.setdefault(f"compile_by_{how}", []).append(dict(res, cpu=cpu))
+        print(
+            f"  {how:<8} eager step {res['eager_before'] * 1e3:6.1f} ms before, {res['eager_during'] * 1e3:6.1f} ms "
+            f"during; compiled after {res['compile']:6.2f} s; CPU {cpu:5.1f} s"
         )
     rows["load_average"] = load
     RESULTS_DIR.mkdir(exist_ok=True)

@@ -23,13 +23,13 @@ array([2., 2., 2.], dtype=float32)
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import CancelledError, Future
 
 import numpy as np
@@ -39,7 +39,6 @@ from funclib import config
 from funclib.core import _wrap, set_trace
 from funclib.jaxpr import Jaxpr, eval_jaxpr, has_effects
 
-from . import steps
 from .lowering import compile_program
 from .plan import external_axes
 from .program import Program
@@ -65,18 +64,25 @@ class BackgroundProgram:
     same warnings and fallbacks.
     """
 
-    def __init__(self, jaxpr: Jaxpr, program: Program, job: dict):
+    def __init__(self, jaxpr: Jaxpr, program_of: Callable[[Jaxpr], Program], job: dict):
         self.jaxpr = jaxpr
-        self.program = program
+        self.program_of = program_of
         self.job = job
         self.future: Future | None = None
         self.error: BaseException | None = None
         self._lock = threading.Lock()
         self._ready = threading.Event()  # the job ended and, if it succeeded, the kernels are loaded
 
+    @property
+    def program(self) -> Program:
+        """The lowered program (lowered at first use: by the loading thread, unless asked for earlier)."""
+        return self.program_of(self.jaxpr)
+
     def __getattr__(self, name):
         # describe(), kernels, ... are the compiled program's (its sources are generated, not compiled)
-        return getattr(self.__dict__["program"], name)
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self.program, name)
 
     @property
     def compiled(self) -> bool:
@@ -167,38 +173,33 @@ def running_eagerly() -> bool:
     return getattr(_eager, "on", False)
 
 
-def runner(jaxpr: Jaxpr, program: Program):
-    """What runs ``jaxpr`` (already lowered to ``program``): the program itself when background compilation is
-    off, when it has nothing to compile, when its kernels are already cached, or when it cannot be compiled
-    elsewhere (effects, collectives across processes, parameters a job cannot carry); else a
-    ``BackgroundProgram``."""
-    if not config.background_compile or not _needs_compile(program):
-        return program
+def runner(jaxpr: Jaxpr, program_of: Callable[[Jaxpr], Program]) -> Program | BackgroundProgram:
+    """What runs ``jaxpr``: its program (``program_of(jaxpr)``) when background compilation is off, when it has
+    nothing to compile, when its kernels are already cached, or when it cannot be compiled elsewhere (effects,
+    collectives across processes, parameters a job cannot carry); else a ``BackgroundProgram``, which lowers the
+    program when it loads it, off the first call."""
+    if not config.background_compile or not config.fuse_kernels or not _may_compile(jaxpr):
+        return program_of(jaxpr)
     d = diskcache.private_dir()
     if d is None or has_effects(jaxpr) or external_axes(jaxpr, {}):
-        return program  # nowhere to share kernels, or work that must run exactly once, here
+        return program_of(jaxpr)  # nowhere to share kernels, or work that must run exactly once, here
     job = _job(jaxpr)
     if job is None:
-        return program
+        return program_of(jaxpr)
     marker = os.path.join(d, f"p_{job.pop('key')}.done")
     if os.path.exists(marker):
-        return program  # compiled by an earlier process: the kernels load from the disk cache
+        return program_of(jaxpr)  # compiled by an earlier process: the kernels load from the disk cache
     job["cache_dir"], job["marker"] = d, marker
-    return BackgroundProgram(jaxpr, program, job)
+    return BackgroundProgram(jaxpr, program_of, job)
 
 
-def _needs_compile(prog) -> bool:
-    """Whether running ``prog`` compiles anything: a kernel, or a step around bodies that may hold some."""
-    for fn, *_ in prog.steps:
-        if hasattr(fn, "source"):
-            return True
-        bodies = [getattr(fn, a, None) for a in ("body", "cond")] + list(getattr(fn, "branches", ()))
-        if any(isinstance(b, Program) and _needs_compile(b) for b in bodies):
-            return True
-        if not isinstance(fn, (steps.ScanLoop, steps.WhileLoop, steps.Switch, functools.partial)) and not getattr(
-            fn, "__module__", "").startswith(("numpy", "funclib.primitives")):
-            return True  # a call primitive's own step (checkpoint, checkify, ...): assume it compiles a body
-    return False
+def _may_compile(jaxpr: Jaxpr) -> bool:
+    """Whether lowering ``jaxpr`` may generate a kernel: an op with a kernel lowering, a loop or branch, or a call
+    primitive's own step around a body (BLAS products, views and NumPy impls compile nothing)."""
+    return any(
+        e.prim.kernel is not None or e.prim.name in ("scan", "while", "cond") or e.prim.jit_step is not None
+        for e in jaxpr.eqns
+    )
 
 
 def _job(jaxpr: Jaxpr) -> dict | None:
@@ -256,15 +257,14 @@ def compile_in_worker(job: dict) -> str:
     return prog.describe()
 
 
-def program_runner(jaxpr: Jaxpr, program_of, lock) -> Program | BackgroundProgram:
-    """What runs ``jaxpr`` on the CPU (``runner`` of ``program_of(jaxpr)``), made once and cached on the jaxpr."""
+def program_runner(jaxpr: Jaxpr, program_of: Callable[[Jaxpr], Program], lock) -> Program | BackgroundProgram:
+    """What runs ``jaxpr`` on the CPU (``runner(jaxpr, program_of)``), made once and cached on the jaxpr."""
     run = jaxpr.cache.get("runner")
     if run is None:
-        prog = program_of(jaxpr)
         with lock:
             run = jaxpr.cache.get("runner")
             if run is None:
-                run = jaxpr.cache["runner"] = runner(jaxpr, prog)
+                run = jaxpr.cache["runner"] = runner(jaxpr, program_of)
     return run
 
 
