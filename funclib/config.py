@@ -46,9 +46,9 @@ Read when a jitted function compiles for a new signature."""
 
 
 def wait_for_compilation(timeout: float | None = None) -> bool:
-    """Wait until every kernel compilation started in the background has finished (see ``background_compile``);
-    False if ``timeout`` seconds passed first. Each jitted function switches to its compiled program at its next
-    call (``jitted.wait_compiled()`` also switches, so that call is already compiled).
+    """Wait until every kernel compilation started in the background has finished and its kernels are loaded
+    (see ``background_compile``); False if ``timeout`` seconds passed first. Each jitted function then runs its
+    compiled program from its next call on.
 
     >>> import funclib as fl
     >>> fl.config.wait_for_compilation(timeout=60)

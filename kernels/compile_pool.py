@@ -188,6 +188,12 @@ class Pool:
         self.jobs.put((fut, (module, function, job)))
         return fut
 
+    def track(self, fut: Future) -> None:
+        """Count ``fut`` (work that follows a job in the caller, such as loading what it compiled) in ``wait``."""
+        with self.lock:
+            self.pending.add(fut)
+        fut.add_done_callback(self._done)
+
     def _done(self, fut: Future) -> None:
         with self.lock:
             self.pending.discard(fut)
@@ -237,6 +243,11 @@ def submit(module: str, function: str, job) -> Future:
     """Run ``module.function(job)`` in a worker process; the future of its result (``WorkerDied`` if the worker
     exits first, ``JobFailed`` if the function raises)."""
     return pool().submit(module, function, job)
+
+
+def track(fut: Future) -> None:
+    """Make ``wait_all`` wait for ``fut`` too (the caller's work that completes a job, e.g. loading its kernels)."""
+    pool().track(fut)
 
 
 def wait_all(timeout: float | None = None) -> bool:

@@ -72,6 +72,7 @@ class BackgroundProgram:
         self.error: BaseException | None = None
         self._lock = threading.Lock()
         self._ready = threading.Event()  # the job ended and, if it succeeded, the kernels are loaded
+        self._loaded: Future = Future()  # the same, for fl.config.wait_for_compilation
 
     @property
     def program(self) -> Program:
@@ -103,6 +104,7 @@ class BackgroundProgram:
     def _submit(self, args: list) -> Future:
         arrays = [np.asarray(a) for a in args]
         try:
+            compile_pool.track(self._loaded)
             fut = compile_pool.submit(__name__, "compile_in_worker", dict(self.job, args=arrays))
         except Exception as e:  # e.g. submitted during interpreter exit
             fut = Future()
@@ -112,7 +114,7 @@ class BackgroundProgram:
 
     def _job_done(self, fut: Future, args: list) -> None:
         if fut.cancelled() or fut.exception() is not None:
-            self._ready.set()  # the switching call compiles here
+            self._set_ready()  # the switching call compiles here
             return
         # loading the kernels from the cache takes 0.1-2 s: done by a thread, the calls stay eager meanwhile
         threading.Thread(target=self._load, args=(args,), name="funclib-load", daemon=True).start()
@@ -123,7 +125,12 @@ class BackgroundProgram:
         except Exception as e:  # the switching call runs the program again and fails as a foreground compile would
             log.debug("jit: loading the compiled program failed (%s)", e)
         finally:
-            self._ready.set()
+            self._set_ready()
+
+    def _set_ready(self) -> None:
+        self._ready.set()
+        if not self._loaded.done():
+            self._loaded.set_result(None)
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait for the worker's job (if one was submitted) and the loading of its kernels, then make the compiled
