@@ -73,6 +73,7 @@ class BackgroundProgram:
         self._lock = threading.Lock()
         self._ready = threading.Event()  # the job ended and, if it succeeded, the kernels are loaded
         self._loaded: Future = Future()  # the same, for fl.config.wait_for_compilation
+        self._args: list | None = None
 
     @property
     def program(self) -> Program:
@@ -102,32 +103,33 @@ class BackgroundProgram:
         return run_eagerly(self.jaxpr, args)
 
     def _submit(self, args: list) -> Future:
-        arrays = [np.asarray(a) for a in args]
+        self._args = [np.asarray(a) for a in args]  # held until the kernels are loaded
         try:
             compile_pool.track(self._loaded)
-            fut = compile_pool.submit(__name__, "compile_in_worker", dict(self.job, args=arrays))
+            fut = compile_pool.submit(__name__, "compile_in_worker", dict(self.job, args=self._args))
         except Exception as e:  # e.g. submitted during interpreter exit
             fut = Future()
             fut.set_exception(e)
-        fut.add_done_callback(lambda f: self._job_done(f, arrays))
+        fut.add_done_callback(self._job_done)
         return fut
 
-    def _job_done(self, fut: Future, args: list) -> None:
+    def _job_done(self, fut: Future) -> None:
         if fut.cancelled() or fut.exception() is not None:
             self._set_ready()  # the switching call compiles here
             return
         # loading the kernels from the cache takes 0.1-2 s: done by a thread, the calls stay eager meanwhile
-        threading.Thread(target=self._load, args=(args,), name="funclib-load", daemon=True).start()
+        threading.Thread(target=self._load, name="funclib-load", daemon=True).start()
 
-    def _load(self, args: list) -> None:
+    def _load(self) -> None:
         try:
-            self.program.run(args)  # every kernel loaded for the signatures the worker compiled
+            self.program.run(self._args)  # every kernel loaded for the signatures the worker compiled
         except Exception as e:  # the switching call runs the program again and fails as a foreground compile would
             log.debug("jit: loading the compiled program failed (%s)", e)
         finally:
             self._set_ready()
 
     def _set_ready(self) -> None:
+        self._args = None
         self._ready.set()
         if not self._loaded.done():
             self._loaded.set_result(None)
