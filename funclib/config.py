@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 
-from .kernels import diskcache
+from .kernels import compile_pool, diskcache
 
 
 def _env_flag(name: str, default: bool = False) -> bool:
@@ -35,6 +35,26 @@ whole_programs: bool = not _env_flag("FUNCLIB_NO_WHOLE_PROGRAMS")
 """Under jit (with ``native_loops``), run a small program whose every step lowers to numba as one generated
 function instead of a sequence of kernel calls (see ``transforms/native_loops.py`` for what counts as small).
 Read when a jitted function compiles for a new signature."""
+
+
+background_compile: bool = _env_flag("FUNCLIB_BACKGROUND_COMPILE", True)
+"""Under jit, a program whose kernels are not in the disk cache does not wait for numba: its calls run the
+optimized program through the NumPy implementations (eager speed) while worker processes compile the kernels into
+the cache, and switch to the compiled program once they are there (``FUNCLIB_BACKGROUND_COMPILE=0``: compile at
+the first call, as ``jax.jit`` does). ``wait_for_compilation()`` or ``jitted.wait_compiled()`` waits for them.
+Read when a jitted function compiles for a new signature."""
+
+
+def wait_for_compilation(timeout: float | None = None) -> bool:
+    """Wait until every kernel compilation started in the background has finished and its kernels are loaded
+    (see ``background_compile``); False if ``timeout`` seconds passed first. Each jitted function then runs its
+    compiled program from its next call on.
+
+    >>> import funclib as fl
+    >>> fl.config.wait_for_compilation(timeout=60)
+    True
+    """
+    return compile_pool.wait_all(timeout)
 
 
 def _env_number(name: str, default: float) -> float:

@@ -29,3 +29,8 @@ settings.register_profile(
 )
 settings.register_profile("dev", max_examples=200, deadline=None, suppress_health_check=_SLOW_OK)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+# jit's background compilation (the user default) runs a cold program eagerly while a worker process compiles its
+# kernels: tests of jit would then check the NumPy impls instead of the kernels, and every test would start
+# workers on CI's two cores. The suite compiles in the foreground; tests/test_background_compile.py turns it on.
+os.environ.setdefault("FUNCLIB_BACKGROUND_COMPILE", "0")

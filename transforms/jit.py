@@ -50,6 +50,7 @@ from funclib.primitives.shape import instantiate, zeros
 from . import device_calls
 from ._api_util import as_tensor_leaf, check_argnames, leaf_labels, static_both_ways
 from .autodiff import backward_pass, jvp
+from .background import Eager, program_runner, running_eagerly, wait_programs
 from .batching import vmap
 from .lowering import compile_program
 from .passes import dce, optimize
@@ -99,7 +100,12 @@ def _program(jaxpr: Jaxpr) -> Program:
 _compile_lock = threading.RLock()
 
 
-jit_p.def_impl(device_calls.call_impl(lambda jaxpr: _program(jaxpr)))  # for the CPU, or the arguments' device
+def _impl_program(jaxpr: Jaxpr):
+    # inside a program running eagerly while its kernels compile, a nested jit runs eagerly too
+    return Eager(jaxpr) if running_eagerly() else program_runner(jaxpr, _program, _compile_lock)
+
+
+jit_p.def_impl(device_calls.call_impl(_impl_program))  # for the CPU, or the arguments' device
 jit_p.runs_on_devices = True
 
 
@@ -309,12 +315,6 @@ def _outputs(outs, weak_out) -> list:
     if weak_out is None:
         return [_wrap(o) for o in outs]
     return [o.item() if w else _wrap(o) for o, w in zip(outs, weak_out)]
-
-
-def _describe(x) -> str:
-    if isinstance(x, Tensor):
-        return aval_of(x).str_short()
-    return f"{type(x).__name__}"
 
 
 class Jitted:
@@ -528,7 +528,8 @@ class Jitted:
         if _state.trace is None and not device_calls.on_device(leaves):
             prog = entry.program
             if prog is None:
-                prog = entry.program = _program(entry.jaxpr)
+                # the program, or a BackgroundProgram running eagerly while its kernels compile
+                prog = entry.program = program_runner(entry.jaxpr, _program, _compile_lock)
             consts = [c._value if isinstance(c, Tensor) else c for c in entry.consts]
             if fast is not None:
                 one = entry.out_tree.is_leaf() and entry.weak_out is None
@@ -538,6 +539,19 @@ class Jitted:
         outs = jit_p.bind(*device_calls.device_consts(entry, leaves), *leaves, jaxpr=entry.jaxpr, name=self.__name__)
         device_calls.remember(self._fast, fast, entry, leaves)
         return tree_util.unflatten(entry.out_tree, list(outs))
+
+    def wait_compiled(self, timeout: float | None = None) -> bool:
+        """Wait until every signature called so far runs its compiled program (see
+        ``fl.config.background_compile``): the kernels compiling in the background are finished and loaded.
+        False if ``timeout`` seconds passed first.
+
+        >>> import funclib as fl
+        >>> f = fl.jit(lambda x: fl.exp(x) * 2.0)
+        >>> y = f(fl.ones(3))  # may run eagerly while its kernel compiles in a worker process
+        >>> f.wait_compiled(timeout=120)
+        True
+        """
+        return wait_programs([e.program for e in list(self._cache.values())], timeout)
 
     def lower(self, *args, **kwargs) -> Lowered:
         """The optimized jaxpr and the generated kernels for these arguments (a device's kernels for arguments

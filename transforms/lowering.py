@@ -153,3 +153,4 @@ def _lower_cond(eqn, emitter: Emitter):
 
 # loops run natively around their compiled bodies: one executor pass per iteration, no tracing or dispatch
 _LOOPS = {"scan": _lower_scan, "while": _lower_while, "cond": _lower_cond}
+
