@@ -46,6 +46,7 @@ Example:
 from __future__ import annotations
 
 import importlib.util
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -944,21 +945,42 @@ class LoopKernel:
         self._dims = np.asarray(gen.sizes, dtype=np.int64)
         self._temps = gen.temps
         self._fn = None
+        # scratch buffers kept between calls: a small program's kernel allocating a hundred of them per call spent
+        # as long on np.empty as on its work. A call that finds them taken (another thread) allocates its own.
+        self._scratch: list[np.ndarray] | None = None
+        self._scratch_lock = threading.Lock()
 
     def _dispatcher(self):
         if self._fn is None:
             self._fn = diskcache.load_kernel(self.source)
         return self._fn
 
-    def __call__(self, length: int, consts, carry, xs) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    def on_disk(self) -> bool:
+        """Whether this kernel's machine code is in the kernel cache (a call loads it instead of compiling)."""
+        return diskcache.compiled_on_disk(self.source)
+
+    def prepare(self, consts: list, start: int = 0) -> list[np.ndarray]:
+        """Constants ``start``, ``start + 1``, ... as the kernel takes them: read-only (so that every call has the
+        same numba signature), C-ordered, rank-0 values as 1-element arrays. A caller with constants that never
+        change prepares them once and passes ``ready``."""
+        vals = self.spec.values
+        out = []
+        for j, c in enumerate(consts, start):
+            dt, sh = np.dtype(vals[j].dtype), _ishape(vals[j].shape)
+            if not (type(c) is np.ndarray and c.dtype == dt and c.shape == sh):
+                c = np.ascontiguousarray(c, dtype=dt).reshape(sh)
+            f = c.flags
+            if f.writeable or not f.c_contiguous:
+                c = _readonly(np.ascontiguousarray(c))
+            out.append(c)
+        return out
+
+    def __call__(self, length: int, consts, carry, xs, ready: int = 0) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """Run the loop ``length`` times; the first ``ready`` of ``consts`` are already ``prepare``d."""
         sp = self.spec
         vals = sp.values
         nc, nk = sp.n_consts, sp.n_carry
-        # inputs are passed read-only and C-ordered so that every call has the same numba signature
-        cargs = [
-            _readonly(np.ascontiguousarray(c, dtype=vals[j].dtype).reshape(_ishape(vals[j].shape)))
-            for j, c in enumerate(consts)
-        ]
+        cargs = consts[:ready] + self.prepare(consts[ready:], ready) if ready else self.prepare(consts)
         hargs = [
             np.array(c, dtype=vals[nc + j].dtype, order="C", copy=True).reshape(_ishape(vals[nc + j].shape))
             for j, c in enumerate(carry)
@@ -968,8 +990,18 @@ class LoopKernel:
             v = vals[nc + nk + j]
             xargs.append(_readonly(np.ascontiguousarray(x, dtype=v.dtype).reshape((length,) + _ishape(v.shape))))
         yargs = [np.empty((length,) + _ishape(vals[v].shape), vals[v].dtype) for v in sp.ys]
-        temps = [np.empty(shape, dtype) for shape, dtype in self._temps]
-        self._dispatcher()(length, self._dims, *cargs, *hargs, *xargs, *yargs, *temps)
+        fn = self._dispatcher()
+        lock = self._scratch_lock
+        if lock.acquire(blocking=False):
+            try:
+                temps = self._scratch
+                if temps is None:
+                    temps = self._scratch = [np.empty(shape, dtype) for shape, dtype in self._temps]
+                fn(length, self._dims, *cargs, *hargs, *xargs, *yargs, *temps)
+            finally:
+                lock.release()
+        else:
+            fn(length, self._dims, *cargs, *hargs, *xargs, *yargs, *[np.empty(sh, dt) for sh, dt in self._temps])
         out_carry = [h.reshape(vals[nc + j].shape) for j, h in enumerate(hargs)]
         out_ys = [y.reshape((length,) + vals[v].shape) for y, v in zip(yargs, sp.ys)]
         return out_carry, out_ys
