@@ -57,7 +57,7 @@ from numba.extending import intrinsic
 from . import diskcache, fusion
 from .backend import Unsupported
 
-GENERATOR_VERSION = "5"
+GENERATOR_VERSION = "6"
 
 _DOT_DTYPES = frozenset({np.dtype(np.float32), np.dtype(np.float64)})
 VALUE_DTYPES = frozenset(d for d in fusion.FUSIBLE_DTYPES if d not in fusion.CARRIER)
@@ -366,6 +366,35 @@ def _inplace(spec: LoopSpec) -> dict[int, int]:
     return chosen
 
 
+def _dead_after(spec: LoopSpec) -> dict[int, list[int]]:
+    """The values whose buffers the next steps may reuse, by the step after which nothing reads them (through a
+    view either): computed by a step, and not a stacked output, a new carry or the predicate, which are read at
+    the end of the iteration. A long straight-line program (a whole jitted program) then needs a few buffers
+    per shape instead of one per value: fewer arguments to pass at each call, and to compile."""
+    root: dict[int, int] = {}
+    last: dict[int, int] = {}
+    made: list[int] = []
+    for s, st in enumerate(spec.steps):
+        ins, outs = _io(st)
+        for v in ins:
+            r = root.get(v, v)
+            last[r] = s
+        for v in outs:
+            if type(st) in _VIEWS:
+                root[v] = root.get(ins[0], ins[0])
+            else:
+                root[v] = v
+                made.append(v)
+    pinned = {root.get(v, v) for v in (*spec.ys, *spec.carry_out)}
+    if spec.cond is not None:
+        pinned.add(root.get(spec.cond, spec.cond))
+    dead: dict[int, list[int]] = {}
+    for v in made:
+        if v not in pinned and v in last:
+            dead.setdefault(last[v], []).append(v)
+    return dead
+
+
 def _ishape(shape: tuple[int, ...]) -> tuple[int, ...]:
     # rank-0 values live in 1-element arrays: numba indexes those like any other
     return tuple(shape) if shape else (1,)
@@ -409,6 +438,8 @@ class _Gen:
         self.temps: list[tuple[tuple[int, ...], str]] = []  # (shape, dtype) of each scratch buffer
         self.direct_ys: dict[int, int] = {}  # value id -> ys index it is computed into
         self.inplace: dict[int, int] = {}  # value id -> carry index it is computed into
+        self.free: dict[tuple, list[str]] = {}  # (shape, dtype) -> buffers of values nothing reads any more
+        self.owned: dict[int, tuple[tuple, str]] = {}  # value id -> (shape, dtype) and buffer of a reusable value
 
     # -- helpers ------------------------------------------------------------------------------------------------
     def dim(self, n: int) -> str:
@@ -471,7 +502,10 @@ class _Gen:
             base = f"v{vid}"
             self.body.append(f"v{vid} = y{self.direct_ys[vid]}[i]")
         else:
-            base = self.tmp(self.val(vid).shape, self.np_dtype(vid))
+            key = (self.ish(vid), self.np_dtype(vid))
+            spare = self.free.get(key)
+            base = spare.pop() if spare else self.tmp(self.val(vid).shape, self.np_dtype(vid))
+            self.owned[vid] = (key, base)
         self.bind(vid, base, vid)
         return base
 
@@ -889,11 +923,16 @@ class _Gen:
                 self.direct_ys[v] = k
         copied: set = set()
         self.ys_copies(range(n_in), copied)
+        dead = _dead_after(sp)
         for n, st in enumerate(sp.steps):
             if sp.cond is not None and n == sp.n_cond_steps:
                 self.stop()
             self.step(st, n)
             self.ys_copies(_io(st)[1], copied)
+            for v in dead.get(n, ()):
+                if v in self.owned:
+                    key, base = self.owned.pop(v)
+                    self.free.setdefault(key, []).append(base)
         if sp.cond is not None and len(sp.steps) == sp.n_cond_steps:
             self.stop()
         # the new carry may read an old one (a swap, or a view of one): stage those before overwriting any
