@@ -10,6 +10,9 @@ predicate is computed by steps of its own, ahead of the body's, and ``max_steps`
 limit. A body with anything else (another loop, a ``cond``, a gather, a sort, float16 values, ...) gives ``None``
 and the caller keeps its executor loop. If the generated kernel fails to compile, the step logs it and runs
 ``fallback`` from then on, so results never depend on which path ran.
+
+``whole_program`` makes a small jitted program one generated function (``WholeProgram``); a longer one of small
+values starts as its steps and switches once hot (``TieredProgram``, compiled in a background thread).
 """
 
 from __future__ import annotations
@@ -393,7 +396,6 @@ def wait_for_compiles(timeout: float | None = None) -> bool:
     """Wait until every background compile of a hot program (``TieredProgram``) has finished; False if
     ``timeout`` seconds passed first.
 
-    >>> import funclib as fl
     >>> from funclib.transforms.native_loops import wait_for_compiles
     >>> wait_for_compiles(timeout=60.0)
     True
