@@ -321,3 +321,29 @@ def test_a_background_compile_that_fails_keeps_the_steps(cold_cache, caplog):
     assert step.whole.failed and not step.ready
     assert "no machine code today" in caplog.text
     _assert_close(g(*args), want, np.float64)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_a_generated_function_reuses_a_buffer_only_after_its_last_read(monkeypatch, dtype):
+    # a is read through a transpose long after it is computed, and b and c after a chain of same-shape values:
+    # their buffers must outlive every value computed in between, while the chain's reuse one another
+    def f(x, w):
+        a = fl.tanh(x @ w)
+        b = fl.exp(a) * 0.5
+        c = b
+        for k in range(6):
+            c = fl.sin(0.1 * (c @ w.T @ w) + float(k))  # contracting: rounding does not grow
+        return (a.T @ c).sum() + (b * c).sum(), a
+
+    monkeypatch.setattr(fl.config, "whole_program_hot_calls", 0)
+    x, w = arr(4, 4, dtype=dtype), arr(4, 4, dtype=dtype)
+    g = fl.jit(f)
+    step = _program_step(g, x, w)
+    assert isinstance(step, (WholeProgram, TieredProgram))
+    whole = step if isinstance(step, WholeProgram) else step.whole
+    kernel = whole.kernel
+    n_computed = len(kernel.spec.values) - kernel.spec.n_consts
+    assert len(kernel._temps) < n_computed // 2
+    _assert_close(g(x, w), f(x, w), dtype)
+    _assert_close(g(x, w), f(x, w), dtype)  # the kept scratch buffers hold the last call's values: no matter
+    assert whole.ran and not whole.failed
