@@ -67,6 +67,12 @@ def _env_number(name: str, default: float) -> float:
         raise ValueError(f"{name} must be a number, got {v!r}") from None
 
 
+whole_program_hot_calls: int = int(_env_number("FUNCLIB_WHOLE_PROGRAM_HOT_CALLS", 10))
+"""A small-valued program too long to compile as one function at its first call (17-256 steps, e.g. a MAML
+update) runs as its steps, and after this many calls is compiled as one function in a background thread, used once
+ready (``wait_for_compilation`` waits for it). 0: compile it at the first call, before
+running it. Read when a jitted function compiles for a new signature."""
+
 distributed_buffer_pool_mb: float = _env_number("FUNCLIB_DISTRIBUTED_BUFFER_POOL_MB", 256)
 """Memory (MiB) each process keeps for reuse as the outputs of Allreduces across processes (``psum``, ``pmean``,
 ``pmax``, ``pmin`` over a ``fl.distributed`` axis, DDP's gradient buckets): a buffer is reused once every tensor

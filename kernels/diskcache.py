@@ -263,6 +263,19 @@ def load_kernel(src: str):
         return k
 
 
+def compiled_on_disk(src: str, function: str = "kernel") -> bool:
+    """Whether the kernel cache holds machine code (for any signature) of ``function`` in the generated module
+    ``src``: loading it costs a fraction of compiling it."""
+    d = private_dir()
+    if d is None:
+        return False
+    prefix = re.sub(r"[^\w.]", "_", f"k_{kernel_key(src)}.{function}.")
+    try:
+        return any(n.startswith(prefix) and n.endswith(".nbc") for n in os.listdir(d))
+    except OSError:
+        return False
+
+
 def _seal(payload: bytes) -> bytes:
     return _MAGIC + hashlib.sha256(payload).digest() + payload
 

@@ -47,233 +47,38 @@ from __future__ import annotations
 
 import importlib.util
 import re
-from dataclasses import dataclass
+import threading
 
 import numpy as np
-from numba import types
-from numba.core import cgutils
-from numba.extending import intrinsic
 
 from . import diskcache, fusion
 from .backend import Unsupported
+from .loopspec import (
+    Branch,  # noqa: F401  (the spec types are loopgen's interface: loopgen.Branch, loopgen.Reduction)
+    Broadcast,
+    Concat,
+    Dot,
+    DynamicSlice,
+    DynamicUpdateSlice,
+    Elementwise,
+    Loop,
+    LoopSpec,
+    Pad,
+    Reduction,  # noqa: F401
+    Reshape,
+    Rev,
+    Slice,
+    Switch,
+    Transpose,
+    Value,
+)
 
 _DIM = re.compile(r"\bd\[(\d+)\]")  # a size read from the kernel's size table
 
-GENERATOR_VERSION = "5"
+GENERATOR_VERSION = "6"
 
 _DOT_DTYPES = frozenset({np.dtype(np.float32), np.dtype(np.float64)})
 VALUE_DTYPES = frozenset(d for d in fusion.FUSIBLE_DTYPES if d not in fusion.CARRIER)
-
-
-def _gemm_intrinsic():
-    # numba's own BLAS entry (scipy's cython_blas behind ``numba_xxgemm``), without np.dot's typing machinery,
-    # which costs about a second of compile time per operand layout. Imported here: numba.np.arrayobj takes 0.2 s
-    # and loads scipy, needed only once a loop kernel multiplies matrices
-    from numba.np.arrayobj import make_array
-    from numba.np.linalg import call_xxgemm, ensure_blas
-
-    floats = (types.float32, types.float64)
-
-    @intrinsic
-    def gemm(typingctx, a, b, out):
-        arrs = (a, b, out)
-        if not all(isinstance(t, types.Array) and t.ndim == 2 and t.dtype == a.dtype for t in arrs):
-            return None
-        if a.dtype not in floats or a.layout not in "CF" or b.layout not in "CF" or out.layout != "C":
-            return None
-        if not out.mutable:
-            return None
-        ensure_blas()
-
-        def codegen(context, builder, sig, args):
-            vals = []
-            for ty, v in zip(sig.args, args):
-                arr = make_array(ty)(context, builder, v)
-                vals += [ty, cgutils.unpack_tuple(builder, arr.shape), arr.data]
-            call_xxgemm(context, builder, *vals)
-            return context.get_dummy_value()
-
-        return types.void(a, b, out), codegen
-
-    return gemm
-
-
-try:
-    _gemm = _gemm_intrinsic()
-
-    # a function of its own (cached per operand layout), so each loop kernel only emits a call
-    @diskcache.njit(nogil=True, no_cpython_wrapper=True)
-    def gemm(a, b, out):
-        _gemm(a, b, out)
-
-except ImportError:  # numba moved its BLAS helpers: np.dot does the same, compiling more slowly
-
-    @diskcache.njit(nogil=True)
-    def gemm(a, b, out):
-        np.dot(a, b, out)
-
-
-gemm.__doc__ = """``out[:] = a @ b`` for 2-D float32/float64 arrays inside numba code: ``a``, ``b`` C- or F-ordered,
-``out`` C-ordered, shapes already checked by the caller."""
-
-
-@dataclass(frozen=True)
-class Value:
-    dtype: str
-    shape: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class Reduction:
-    kind: str  # "sum" | "max" | "min"
-    op: int  # index of the reduced op
-    axes: tuple[int, ...]  # axes of the region's shape, sorted
-    out: int  # value id
-
-
-@dataclass(frozen=True)
-class Elementwise:
-    """A fused region: scalar ops (``fusion.OpSpec``, ``("in", k)`` meaning ``inputs[k]``) over ``shape``."""
-
-    inputs: tuple[int, ...]
-    ops: tuple[fusion.OpSpec, ...]
-    outputs: tuple[tuple[int, int], ...]  # (op index, value id) stored at the full shape
-    shape: tuple[int, ...]
-    reduction: Reduction | None = None
-
-
-@dataclass(frozen=True)
-class Dot:
-    lhs: int
-    rhs: int
-    out: int
-    contract: tuple[tuple[int, ...], tuple[int, ...]]
-    batch: tuple[tuple[int, ...], tuple[int, ...]]
-
-
-@dataclass(frozen=True)
-class Transpose:
-    src: int
-    out: int
-    perm: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class Reshape:
-    src: int
-    out: int
-
-
-@dataclass(frozen=True)
-class Broadcast:
-    src: int
-    out: int
-    dims: tuple[int, ...]  # broadcast_in_dim's broadcast_dimensions
-
-
-@dataclass(frozen=True)
-class Slice:
-    src: int
-    out: int
-    start: tuple[int, ...]
-    limit: tuple[int, ...]
-    strides: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class Rev:
-    src: int
-    out: int
-    dims: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class Concat:
-    srcs: tuple[int, ...]
-    out: int
-    axis: int
-
-
-@dataclass(frozen=True)
-class DynamicSlice:
-    """``dynamic_slice``: ``out = src[start[0] : start[0] + out.shape[0], ...]``, starts clamped into range."""
-
-    src: int
-    starts: tuple[int, ...]  # value ids of the 0-d integer starts
-    out: int
-
-
-@dataclass(frozen=True)
-class DynamicUpdateSlice:
-    """``dynamic_update_slice``: a copy of ``src`` with ``update`` written at the (clamped) starts."""
-
-    src: int
-    update: int
-    starts: tuple[int, ...]
-    out: int
-
-
-@dataclass(frozen=True)
-class Pad:
-    """``pad`` with non-negative edge padding: ``out`` filled with ``value``, ``src`` written every
-    ``interior + 1`` elements from ``lo`` on each axis."""
-
-    src: int
-    value: int
-    out: int
-    config: tuple[tuple[int, int, int], ...]
-
-
-@dataclass(frozen=True)
-class Branch:
-    steps: tuple
-    results: tuple[int, ...]  # value id of each branch output
-
-
-@dataclass(frozen=True)
-class Switch:
-    """``cond``: the steps of the branch the (clamped) ``index`` selects, its results copied into ``outs``. The
-    branches' values are numbered with the enclosing loop's; a branch reads its operands as those values."""
-
-    index: int
-    operands: tuple[int, ...]
-    branches: tuple[Branch, ...]
-    outs: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class Loop:
-    """A loop inside a loop body: ``spec`` numbered on its own, its constants, initial carry and scanned inputs
-    being values of the enclosing body; ``outs`` the final carry, then the stacked outputs. ``length`` is the trip
-    count (a while loop's limit)."""
-
-    spec: LoopSpec
-    consts: tuple[int, ...]
-    init: tuple[int, ...]
-    xs: tuple[int, ...]
-    outs: tuple[int, ...]
-    length: int
-
-
-@dataclass(frozen=True)
-class LoopSpec:
-    """Values ``0 .. n_consts+n_carry+n_xs-1`` are the constants, the carry and the per-iteration slices.
-
-    A ``while`` loop has no scanned inputs or stacked outputs and a predicate: its first ``n_cond_steps`` steps
-    compute the boolean value ``cond`` from the carry, and the loop stops (before the remaining steps run) when it
-    is false, or after ``length`` iterations.
-    """
-
-    values: tuple[Value, ...]
-    n_consts: int
-    n_carry: int
-    n_xs: int
-    steps: tuple
-    carry_out: tuple[int, ...]  # value id of each new carry
-    ys: tuple[int, ...]  # value id of each per-iteration output
-    reverse: bool
-    cond: int | None = None
-    n_cond_steps: int = 0
 
 
 _VIEWS = (Transpose, Reshape, Slice, Rev, Broadcast)
@@ -368,6 +173,35 @@ def _inplace(spec: LoopSpec) -> dict[int, int]:
     return chosen
 
 
+def _dead_after(spec: LoopSpec) -> dict[int, list[int]]:
+    """The values whose buffers the next steps may reuse, by the step after which nothing reads them (through a
+    view either): computed by a step, and not a stacked output, a new carry or the predicate, which are read at
+    the end of the iteration. A long straight-line program (a whole jitted program) then needs a few buffers
+    per shape instead of one per value: fewer arguments to pass at each call, and to compile."""
+    root: dict[int, int] = {}
+    last: dict[int, int] = {}
+    made: list[int] = []
+    for s, st in enumerate(spec.steps):
+        ins, outs = _io(st)
+        for v in ins:
+            r = root.get(v, v)
+            last[r] = s
+        for v in outs:
+            if type(st) in _VIEWS:
+                root[v] = root.get(ins[0], ins[0])
+            else:
+                root[v] = v
+                made.append(v)
+    pinned = {root.get(v, v) for v in (*spec.ys, *spec.carry_out)}
+    if spec.cond is not None:
+        pinned.add(root.get(spec.cond, spec.cond))
+    dead: dict[int, list[int]] = {}
+    for v in made:
+        if v not in pinned and v in last:
+            dead.setdefault(last[v], []).append(v)
+    return dead
+
+
 def _ishape(shape: tuple[int, ...]) -> tuple[int, ...]:
     # rank-0 values live in 1-element arrays: numba indexes those like any other
     return tuple(shape) if shape else (1,)
@@ -413,6 +247,8 @@ class _Gen:
         self.temps: list[tuple[tuple[int, ...], str]] = []  # (shape, dtype) of each scratch buffer
         self.direct_ys: dict[int, int] = {}  # value id -> ys index it is computed into
         self.inplace: dict[int, int] = {}  # value id -> carry index it is computed into
+        self.free: dict[tuple, list[str]] = {}  # (shape, dtype) -> buffers of values nothing reads any more
+        self.owned: dict[int, tuple[tuple, str]] = {}  # value id -> (shape, dtype) and buffer of a reusable value
 
     # -- helpers ------------------------------------------------------------------------------------------------
     def dim(self, n: int) -> str:
@@ -476,7 +312,10 @@ class _Gen:
             self.writable_views.add(base)
             self.body.append(f"v{vid} = y{self.direct_ys[vid]}[i]")
         else:
-            base = self.tmp(self.val(vid).shape, self.np_dtype(vid))
+            key = (self.ish(vid), self.np_dtype(vid))
+            spare = self.free.get(key)
+            base = spare.pop() if spare else self.tmp(self.val(vid).shape, self.np_dtype(vid))
+            self.owned[vid] = (key, base)
         self.bind(vid, base, vid)
         return base
 
@@ -929,11 +768,16 @@ class _Gen:
                 self.direct_ys[v] = k
         copied: set = set()
         self.ys_copies(range(n_in), copied)
+        dead = _dead_after(sp)
         for n, st in enumerate(sp.steps):
             if sp.cond is not None and n == sp.n_cond_steps:
                 self.stop()
             self.step(st, n)
             self.ys_copies(_io(st)[1], copied)
+            for v in dead.get(n, ()):
+                if v in self.owned:
+                    key, base = self.owned.pop(v)
+                    self.free.setdefault(key, []).append(base)
         if sp.cond is not None and len(sp.steps) == sp.n_cond_steps:
             self.stop()
         # the new carry may read an old one (a swap, or a view of one): stage those before overwriting any
@@ -962,7 +806,7 @@ class _Gen:
         lines = [
             f"# funclib loop kernel (generator {GENERATOR_VERSION})",
             *fusion.KERNEL_IMPORTS,
-            "from funclib.kernels.loopgen import gemm",
+            "from funclib.kernels.gemm import gemm",
             "",
         ]
         for dn in ("float32", "float64"):
@@ -985,21 +829,42 @@ class LoopKernel:
         self._dims = np.asarray(gen.sizes, dtype=np.int64)
         self._temps = gen.temps
         self._fn = None
+        # scratch buffers kept between calls: a small program's kernel allocating a hundred of them per call spent
+        # as long on np.empty as on its work. A call that finds them taken (another thread) allocates its own.
+        self._scratch: list[np.ndarray] | None = None
+        self._scratch_lock = threading.Lock()
 
     def _dispatcher(self):
         if self._fn is None:
             self._fn = diskcache.load_kernel(self.source)
         return self._fn
 
-    def __call__(self, length: int, consts, carry, xs) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    def on_disk(self) -> bool:
+        """Whether this kernel's machine code is in the kernel cache (a call loads it instead of compiling)."""
+        return diskcache.compiled_on_disk(self.source)
+
+    def prepare(self, consts: list, start: int = 0) -> list[np.ndarray]:
+        """Constants ``start``, ``start + 1``, ... as the kernel takes them: read-only (so that every call has the
+        same numba signature), C-ordered, rank-0 values as 1-element arrays. A caller with constants that never
+        change prepares them once and passes ``ready``."""
+        vals = self.spec.values
+        out = []
+        for j, c in enumerate(consts, start):
+            dt, sh = np.dtype(vals[j].dtype), _ishape(vals[j].shape)
+            if not (type(c) is np.ndarray and c.dtype == dt and c.shape == sh):
+                c = np.ascontiguousarray(c, dtype=dt).reshape(sh)
+            f = c.flags
+            if f.writeable or not f.c_contiguous:
+                c = _readonly(np.ascontiguousarray(c))
+            out.append(c)
+        return out
+
+    def __call__(self, length: int, consts, carry, xs, ready: int = 0) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """Run the loop ``length`` times; the first ``ready`` of ``consts`` are already ``prepare``d."""
         sp = self.spec
         vals = sp.values
         nc, nk = sp.n_consts, sp.n_carry
-        # inputs are passed read-only and C-ordered so that every call has the same numba signature
-        cargs = [
-            _readonly(np.ascontiguousarray(c, dtype=vals[j].dtype).reshape(_ishape(vals[j].shape)))
-            for j, c in enumerate(consts)
-        ]
+        cargs = consts[:ready] + self.prepare(consts[ready:], ready) if ready else self.prepare(consts)
         hargs = [
             np.array(c, dtype=vals[nc + j].dtype, order="C", copy=True).reshape(_ishape(vals[nc + j].shape))
             for j, c in enumerate(carry)
@@ -1009,8 +874,18 @@ class LoopKernel:
             v = vals[nc + nk + j]
             xargs.append(_readonly(np.ascontiguousarray(x, dtype=v.dtype).reshape((length,) + _ishape(v.shape))))
         yargs = [np.empty((length,) + _ishape(vals[v].shape), vals[v].dtype) for v in sp.ys]
-        temps = [np.empty(shape, dtype) for shape, dtype in self._temps]
-        self._dispatcher()(length, self._dims, *cargs, *hargs, *xargs, *yargs, *temps)
+        fn = self._dispatcher()
+        lock = self._scratch_lock
+        if lock.acquire(blocking=False):
+            try:
+                temps = self._scratch
+                if temps is None:
+                    temps = self._scratch = [np.empty(shape, dtype) for shape, dtype in self._temps]
+                fn(length, self._dims, *cargs, *hargs, *xargs, *yargs, *temps)
+            finally:
+                lock.release()
+        else:
+            fn(length, self._dims, *cargs, *hargs, *xargs, *yargs, *[np.empty(sh, dt) for sh, dt in self._temps])
         out_carry = [h.reshape(vals[nc + j].shape) for j, h in enumerate(hargs)]
         out_ys = [y.reshape((length,) + vals[v].shape) for y, v in zip(yargs, sp.ys)]
         return out_carry, out_ys

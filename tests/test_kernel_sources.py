@@ -93,8 +93,8 @@ PINNED = {
     'layer_norm': ['39ed133fa7d7d83d'],
     'leading_sum_f64': ['23fef9596c931237'],
     'row_split': ['fb7b922cfcb4f6ad'],
-    'scan_rnn': ['c3bc8c2ef0278b9a'],
-    'scan_rnn_grad': ['5790cf1caa05f8af'],
+    'scan_rnn': ['b686b382bb16ba2b'],
+    'scan_rnn_grad': ['ab7de1b140e6059e'],
     'softmax': ['25f42c51dd5f8a2a'],
     'staged_fission': ['f53325b8c986c1d2'],
 }

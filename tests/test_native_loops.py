@@ -7,7 +7,8 @@ Each program runs three ways, which must agree: jitted with native loops, jitted
 
 import numpy as np
 import pytest
-from funclib.transforms.native_loops import NativeLoop, WholeProgram
+from funclib.kernels import loopgen
+from funclib.transforms.native_loops import NativeLoop, TieredProgram, WholeProgram, wait_for_compiles
 
 import funclib as fl
 
@@ -239,3 +240,110 @@ def test_a_slice_from_zero_is_not_read_as_its_whole_base(dtype):
         return fl.scan(step, fl.zeros((2, 3), dtype=xs.dtype), xs)[0]
 
     check(f, arr(5, 2, 3, dtype=dtype), n_native=1, dtype=dtype)
+
+
+def _meta_step(dtype):
+    """A few inner gradient steps and the outer gradient through them (MAML's shape): over 16 steps, small values."""
+
+    def loss(w, x, y):
+        return ((fl.tanh(x @ w) - y) ** 2).mean()
+
+    def outer(w, x, y):
+        for _ in range(2):
+            w = w - 0.1 * fl.grad(loss)(w, x, y)
+        return loss(w, x, y)
+
+    return fl.value_and_grad(outer), (arr(3, 2, dtype=dtype), arr(4, 3, dtype=dtype), arr(4, 2, dtype=dtype))
+
+
+def _program_step(g, *args):
+    (step,) = [s[0] for s in g.lower(*args).program.steps]
+    return step
+
+
+def _assert_close(got, want, dtype):
+    for a, b in zip(fl.tree.leaves(got), fl.tree.leaves(want)):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), **TOL[dtype])
+
+
+@pytest.fixture
+def cold_cache(monkeypatch):
+    """As if the kernel cache did not hold the program's function yet (an earlier run may have stored it)."""
+    monkeypatch.setattr(loopgen.LoopKernel, "on_disk", lambda self: False)
+    return monkeypatch
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_a_hot_program_switches_to_one_function_compiled_in_the_background(cold_cache, dtype):
+    cold_cache.setattr(fl.config, "whole_program_hot_calls", 2)
+    f, args = _meta_step(dtype)
+    g = fl.jit(f)
+    want = f(*args)
+    step = _program_step(g, *args)
+    assert isinstance(step, TieredProgram) and not step.ready
+    _assert_close(g(*args), want, dtype)
+    assert step.thread is None  # one call: still the steps, nothing compiling
+    _assert_close(g(*args), want, dtype)
+    assert step.thread is not None
+    assert wait_for_compiles(timeout=600.0) and step.ready and not step.whole.failed
+    _assert_close(g(*args), want, dtype)
+    assert step.whole.ran
+    # the function is in the kernel cache now: the same program lowered again uses it from its first call
+    cold_cache.undo()
+    if loopgen.LoopKernel.on_disk(step.whole.kernel):
+        assert isinstance(_program_step(fl.jit(f), *args), WholeProgram)
+
+
+def test_hot_calls_zero_compiles_the_one_function_at_the_first_call(cold_cache):
+    cold_cache.setattr(fl.config, "whole_program_hot_calls", 0)
+    f, args = _meta_step(np.float32)
+    g = fl.jit(f)
+    step = _program_step(g, *args)
+    assert isinstance(step, WholeProgram)
+    _assert_close(g(*args), f(*args), np.float32)
+    assert step.ran and not step.failed
+
+
+def test_a_background_compile_that_fails_keeps_the_steps(cold_cache, caplog):
+    cold_cache.setattr(fl.config, "whole_program_hot_calls", 1)
+    f, args = _meta_step(np.float64)
+    g = fl.jit(f)
+    step = _program_step(g, *args)
+    assert isinstance(step, TieredProgram)
+
+    def broken(*a, **k):
+        raise RuntimeError("no machine code today")
+
+    cold_cache.setattr(step.whole, "kernel", broken)
+    want = f(*args)
+    _assert_close(g(*args), want, np.float64)
+    assert wait_for_compiles(timeout=60.0)
+    assert step.whole.failed and not step.ready
+    assert "no machine code today" in caplog.text
+    _assert_close(g(*args), want, np.float64)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_a_generated_function_reuses_a_buffer_only_after_its_last_read(monkeypatch, dtype):
+    # a is read through a transpose long after it is computed, and b and c after a chain of same-shape values:
+    # their buffers must outlive every value computed in between, while the chain's reuse one another
+    def f(x, w):
+        a = fl.tanh(x @ w)
+        b = fl.exp(a) * 0.5
+        c = b
+        for k in range(6):
+            c = fl.sin(0.1 * (c @ w.T @ w) + float(k))  # contracting: rounding does not grow
+        return (a.T @ c).sum() + (b * c).sum(), a
+
+    monkeypatch.setattr(fl.config, "whole_program_hot_calls", 0)
+    x, w = arr(4, 4, dtype=dtype), arr(4, 4, dtype=dtype)
+    g = fl.jit(f)
+    step = _program_step(g, x, w)
+    assert isinstance(step, (WholeProgram, TieredProgram))
+    whole = step if isinstance(step, WholeProgram) else step.whole
+    kernel = whole.kernel
+    n_computed = len(kernel.spec.values) - kernel.spec.n_consts
+    assert len(kernel._temps) < n_computed // 2
+    _assert_close(g(x, w), f(x, w), dtype)
+    _assert_close(g(x, w), f(x, w), dtype)  # the kept scratch buffers hold the last call's values: no matter
+    assert whole.ran and not whole.failed

@@ -32,7 +32,13 @@ from funclib.jaxpr import ClosedJaxpr, Jaxpr
 from funclib.primitives.collectives import ExternalAxis
 
 from . import steps
-from .native_loops import WHOLE_PROGRAM_MAX_STEPS, native_scan, native_while, whole_program
+from .native_loops import (
+    WHOLE_PROGRAM_MAX_STEPS,
+    WHOLE_PROGRAM_TIERED_MAX_STEPS,
+    native_scan,
+    native_while,
+    whole_program,
+)
 from .plan import PlannedStep, ProgramPlan, plan_program
 from .program import Program
 
@@ -52,7 +58,7 @@ def compile_program(jaxpr: Jaxpr, guard: bool = True, name: str = "program", emi
         and config.fuse_kernels
         and config.native_loops
         and config.whole_programs
-        and 1 < len(made) <= WHOLE_PROGRAM_MAX_STEPS
+        and 1 < len(made) <= WHOLE_PROGRAM_TIERED_MAX_STEPS
         and all(st.kind != "guard" for st, _ in made)
     ):
         whole = _whole(jaxpr, prog, emitter)
@@ -63,7 +69,8 @@ def compile_program(jaxpr: Jaxpr, guard: bool = True, name: str = "program", emi
 
 def _whole(jaxpr: Jaxpr, prog: Program, emitter: Emitter) -> Program | None:
     """A small program as one generated function (``native_loops.whole_program``), as a Program of one step."""
-    whole = whole_program(jaxpr, jaxpr.cache.get("consts", []), lambda *a: prog.run(list(a)), emitter)
+    tiered = len(prog.steps) > WHOLE_PROGRAM_MAX_STEPS
+    whole = whole_program(jaxpr, jaxpr.cache.get("consts", []), lambda *a: prog.run(list(a)), emitter, tiered)
     if whole is None:
         return None
     n_in, n_out = len(jaxpr.invars), len(jaxpr.outvars)

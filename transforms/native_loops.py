@@ -10,17 +10,24 @@ predicate is computed by steps of its own, ahead of the body's, and ``max_steps`
 limit. A body with anything else (another loop, a ``cond``, a gather, a sort, float16 values, ...) gives ``None``
 and the caller keeps its executor loop. If the generated kernel fails to compile, the step logs it and runs
 ``fallback`` from then on, so results never depend on which path ran.
+
+``whole_program`` makes a small jitted program one generated function (``WholeProgram``); a longer one of small
+values starts as its steps and switches once hot (``TieredProgram``, compiled in a background thread).
 """
 
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from collections.abc import Callable
+from concurrent.futures import Future
 
 import numpy as np
-from funclib.kernels import fusion, loopgen
+from funclib.kernels import compile_pool, fusion, loopgen
 from funclib.kernels.backend import Emitter, Unsupported
 
+from funclib import config
 from funclib.jaxpr import Literal, Var
 
 from .fusion_plan import REDUCTIONS, Group, kernel_name, plan_groups
@@ -227,10 +234,17 @@ def loop_spec(eqn, emitter: Emitter) -> tuple[loopgen.LoopSpec, list]:
 # A program runs as one generated function when it has at most WHOLE_PROGRAM_MAX_STEPS steps and no value over
 # WHOLE_PROGRAM_MAX_ELEMENTS elements. Past the first, its compile time outgrows what it saves (measured cold,
 # one thread: a 4-step MLP compiles in 3.1 s as one function against 3.4 s as steps, and calls in 18 us against
-# 151 us; a 123-step MAML update compiles in 66 s against 16 s and calls in 0.8 ms against 2.8 ms); past the
-# second, the fused kernels' work (vectorized float32 math, staged rows, placed outputs) outweighs the dispatch.
+# 151 us; a 123-step MAML update compiles in 13.6 s of CPU against 2.9 s and calls in 0.15-0.2 ms against
+# 0.4-0.6 ms); past the second, the fused kernels' work (vectorized float32 math, staged rows, placed outputs)
+# outweighs the dispatch.
 WHOLE_PROGRAM_MAX_STEPS = 16
 WHOLE_PROGRAM_MAX_ELEMENTS = 4096
+# A program of up to WHOLE_PROGRAM_TIERED_MAX_STEPS steps (values as small) starts as its steps and switches to one
+# function once it is hot: after ``config.whole_program_hot_calls`` calls it is compiled in a background thread,
+# and used from the first call after it is ready. One whose function is already in the kernel cache uses it at
+# once. The bound keeps a background compile under about half a minute (about 0.1 s of CPU per step, measured on
+# the MAML update).
+WHOLE_PROGRAM_TIERED_MAX_STEPS = 256
 
 
 class WholeProgram:
@@ -242,7 +256,7 @@ class WholeProgram:
     def __init__(self, kernel, consts: list, n_out: int, fallback: Callable):
         self.kernel = kernel
         self.source = kernel.source
-        self.consts = consts
+        self.consts = kernel.prepare(consts)  # once: the per-call checks of a dozen constants cost 10-40 us
         self.fallback = fallback
         self.failed = False
         self.ran = False
@@ -250,7 +264,7 @@ class WholeProgram:
     def __call__(self, *args):
         if not self.failed:
             try:
-                _, ys = self.kernel(1, self.consts + list(args), [], [])
+                _, ys = self.kernel(1, self.consts + list(args), [], [], len(self.consts))
                 self.ran = True
                 return [y[0] for y in ys]
             except Exception as e:
@@ -263,9 +277,12 @@ class WholeProgram:
         return self.fallback(*args)
 
 
-def whole_program(jaxpr, consts: list, fallback: Callable, emitter: Emitter) -> WholeProgram | None:
+def whole_program(
+    jaxpr, consts: list, fallback: Callable, emitter: Emitter, tiered: bool = False
+) -> WholeProgram | TieredProgram | None:
     """The program ``jaxpr`` (constvars valued ``consts``) as one generated function, if every equation lowers to
-    the loop generator and no value has more than ``WHOLE_PROGRAM_MAX_ELEMENTS`` elements; else ``None``.
+    the loop generator and no value has more than ``WHOLE_PROGRAM_MAX_ELEMENTS`` elements; else ``None``. With
+    ``tiered`` (a program past ``WHOLE_PROGRAM_MAX_STEPS``), a ``TieredProgram`` running ``fallback`` until hot.
 
     A small program's steps cost more in dispatch (a Python call, argument checks and output allocation each,
     1-3 us) than in work, and one function compiles no slower than its separate kernels."""
@@ -311,7 +328,94 @@ def whole_program(jaxpr, consts: list, fallback: Callable, emitter: Emitter) -> 
     except Unsupported as e:
         log.debug("program: steps (%s)", e)
         return None
-    return WholeProgram(kernel, baked, len(jaxpr.outvars), fallback)
+    whole = WholeProgram(kernel, baked, len(jaxpr.outvars), fallback)
+    if tiered and config.whole_program_hot_calls > 0 and not kernel.on_disk():
+        return TieredProgram(whole, fallback, config.whole_program_hot_calls)
+    return whole
+
+
+class TieredProgram:
+    """A program that runs as its steps (``fallback``) until its ``hot``-th call, which starts compiling ``whole``
+    (a ``WholeProgram``) in a background thread; every call after the compile finished runs ``whole``. The two
+    compute the same expressions (BLAS products, fused scalar expressions); sums may round differently, as
+    their vectorized reduction order differs.
+
+    ``wait_for_compiles()`` waits for the background compiles (benchmarks and tests that time the steady state).
+    """
+
+    kind = "program"
+
+    def __init__(self, whole: WholeProgram, fallback: Callable, hot: int):
+        self.whole = whole
+        self.source = whole.source
+        self.fallback = fallback
+        self.hot = hot
+        self.calls = 0
+        self.ready = False
+        self.thread: threading.Thread | None = None
+        self.done: Future | None = None
+
+    def __call__(self, *args):
+        if self.ready:
+            return self.whole(*args)
+        self.calls += 1
+        if self.calls >= self.hot and self.thread is None:
+            t = threading.Thread(target=self._compile, args=(args,), name="funclib-compile", daemon=True)
+            self.thread = t
+            with _pending_lock:
+                _pending.add(t)
+            self.done = Future()
+            compile_pool.track(self.done)  # so that fl.config.wait_for_compilation waits for it too
+            t.start()
+        return self.fallback(*args)
+
+    def _compile(self, args) -> None:
+        w = self.whole
+        try:
+            w.kernel(1, w.consts + list(args), [], [], len(w.consts))
+            w.ran = True
+            self.ready = True
+        except Exception as e:
+            log.warning(
+                "program: the generated function failed (%s: %s); running the program's steps", type(e).__name__, e
+            )
+            w.failed = True
+        finally:
+            with _pending_lock:
+                _pending.discard(threading.current_thread())
+            self.done.set_result(self.ready)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for this program's background compile, if started; whether it runs as one function now."""
+        t = self.thread
+        if t is not None:
+            t.join(timeout)
+        return self.ready
+
+
+_pending: set = set()
+_pending_lock = threading.Lock()
+
+
+def wait_for_compiles(timeout: float | None = None) -> bool:
+    """Wait until every background compile of a hot program (``TieredProgram``) has finished; False if
+    ``timeout`` seconds passed first.
+
+    >>> from funclib.transforms.native_loops import wait_for_compiles
+    >>> wait_for_compiles(timeout=60.0)
+    True
+    """
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        with _pending_lock:
+            threads = list(_pending)
+        if not threads:
+            return True
+        for t in threads:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return False
+            t.join(left)
 
 
 class BodyValues:
