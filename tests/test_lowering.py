@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from funclib.kernels.backend import Emitter, Kernel
 from funclib.kernels.numba_cpu import CPU
+from funclib.transforms import steps
 from funclib.transforms.lowering import body_program, compile_program
 from funclib.transforms.plan import plan_program
 
@@ -178,3 +179,22 @@ def test_concurrent_calls_get_their_own_buffers():
     for t in threads:
         t.join()
     assert not errors
+
+
+def test_only_the_program_results_keep_buffers_between_calls(monkeypatch):
+    # an intermediate's buffer is freed within the call: recycling it would keep every activation alive between
+    # calls (and undo checkpoint's savings); a result's buffer is the one a `state = step(state)` loop reuses
+    monkeypatch.setattr(fl.config, "whole_programs", False)
+
+    def f(x, w):
+        h = fl.tanh(x) * 2.0  # 256 KiB, read by the matmul only
+        return fl.sin(h @ w) * 3.0  # 256 KiB, the result
+
+    x, w = np.ones((256, 256), np.float32), np.eye(256, dtype=np.float32)
+    prog = compile_program(_jaxpr(f, fl.asarray(x), fl.asarray(w)))
+    fused = [fn for fn, *_ in prog.steps if isinstance(fn, steps.FusedStep)]
+    assert len(fused) == 2
+    assert fused[0].recyclers == [None]
+    assert fused[1].recyclers[0] is not None
+    (got,) = prog.run([x, w])
+    np.testing.assert_allclose(got, np.sin(np.tanh(x) * 2) * 3, rtol=1e-5)

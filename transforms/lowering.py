@@ -50,7 +50,8 @@ def compile_program(jaxpr: Jaxpr, guard: bool = True, name: str = "program", emi
     loop bodies): the ranks agree that they run the same program before any of them enters a collective.
     """
     plan = plan_program(jaxpr, emitter, guard=guard)
-    made = [(st, _step(st, plan.jaxpr, name, emitter)) for st in plan.steps]
+    leaving = frozenset(plan.out_slots)
+    made = [(st, _step(st, plan.jaxpr, name, emitter, leaving)) for st in plan.steps]
     made = [(st, fn) for st, fn in made if fn is not None]  # a guard step of an axis with nothing to check
     prog = Program(replace(plan, steps=[st for st, _ in made]), [fn for _, fn in made], emitter)
     if (
@@ -100,11 +101,14 @@ def body_program(cj: ClosedJaxpr, emitter: Emitter = CPU) -> Program | None:
     return prog
 
 
-def _step(st: PlannedStep, jaxpr: Jaxpr, name: str, emitter: Emitter):
+def _step(st: PlannedStep, jaxpr: Jaxpr, name: str, emitter: Emitter, leaving: frozenset = frozenset()):
+    # a step whose every output is a result of the program reuses its output buffers across calls (see
+    # NumbaCPU.recycler); an intermediate's are freed within the call, so holding them would only add memory
+    recycle = bool(st.outs) and leaving.issuperset(st.outs)
     if st.kind == "fused":
-        return steps.FusedStep(st.what, emitter)
+        return steps.FusedStep(st.what, emitter, recycle)
     if st.kind == "staged":
-        return steps.StagedStep(st.what, emitter)
+        return steps.StagedStep(st.what, emitter, recycle)
     if st.kind == "guard":
         return st.what.program_guard(jaxpr, name)
     eqn = st.what

@@ -27,7 +27,7 @@ class FusedStep:
     """Runs one fused region: prepares inputs (zero-stride axes become size 1), picks the kernel for the
     broadcast pattern, allocates outputs and calls it."""
 
-    def __init__(self, region: FusedRegion, emitter: Emitter):
+    def __init__(self, region: FusedRegion, emitter: Emitter, recycle: bool = False):
         self.region = region
         self.emitter = emitter
         self.shape = region.shape
@@ -37,7 +37,7 @@ class FusedStep:
         self.kernels: dict = {}  # (spec, innermost size) -> kernel, shared by the layouts that collapse alike
         self._anchor, self._empty, self._empty_near = emitter.anchor, emitter.empty, emitter.empty_near
         self._scratch, self._asarray = emitter.scratch, emitter.asarray
-        self.recyclers = _recyclers(emitter, [(region.shape, d) for d in region.out_dtypes])
+        self.recyclers = _recyclers(emitter, [(region.shape, d) for d in region.out_dtypes], recycle)
         # the kernel as planned from the static shapes (what .lower() shows before any call)
         shapes = [(1,) * (self.rank - len(sh)) + sh for sh in region.in_shapes]
         cshape, cins, csplit = region.collapse(shapes)
@@ -131,9 +131,10 @@ class FusedStep:
         return outs
 
 
-def _recyclers(emitter: Emitter, outputs) -> list:
-    """Per output ``(shape, dtype)``: the emitter's reusable buffers for it (``NumbaCPU.recycler``), or None."""
-    make = getattr(emitter, "recycler", None)
+def _recyclers(emitter: Emitter, outputs, recycle: bool) -> list:
+    """Per output ``(shape, dtype)``: the emitter's reusable buffers for it (``NumbaCPU.recycler``) when ``recycle``
+    (the step's outputs are all results of the program), or None."""
+    make = getattr(emitter, "recycler", None) if recycle else None
     return [None if make is None else make(tuple(shape), np.dtype(d)) for shape, d in outputs]
 
 
@@ -141,13 +142,13 @@ class StagedStep:
     """Runs one staged region: a (rows, cols) kernel whose passes over each row compute elementwise values,
     trailing reductions of them, per-row ops on the results and the elementwise ops that consume those."""
 
-    def __init__(self, region: StagedRegion, emitter: Emitter):
+    def __init__(self, region: StagedRegion, emitter: Emitter, recycle: bool = False):
         carrier = emitter.carrier
         self.shape = region.shape
         self.dims = np.asarray([region.rows, region.cols], dtype=np.int64)
         self.cols = region.cols
         self.in_prep = [(i, shape, carrier.get(d)) for i, shape, d in region.inputs]
-        recyclers = _recyclers(emitter, [(shape, d) for shape, d, _ in region.outputs])
+        recyclers = _recyclers(emitter, [(shape, d) for shape, d, _ in region.outputs], recycle)
         self.out_plan = [
             (shape, d, ks, carrier.get(d), emitter.placed(math.prod(shape) * d.itemsize), rec)
             for (shape, d, ks), rec in zip(region.outputs, recyclers)
