@@ -181,7 +181,6 @@ def test_a_jitted_loop_runs_on_the_device_one_equation_at_a_time():
 
 
 def test_what_the_device_program_cannot_run_is_named():
-    x = fl.asarray(np.ones(4, np.float32)).cuda()
     h = fl.asarray(np.ones(4, np.float16)).cuda()
     with pytest.raises(UnsupportedOnDeviceError, match="float16"):
         fl.jit(lambda h: fl.exp(h) * 2)(h)
