@@ -701,6 +701,7 @@ IMPLS: dict[str, Callable[..., Any]] = {
     "argmax": _row_scan("argmax"),
     "argmin": _row_scan("argmin"),
     "cumsum": _row_scan("cumsum"),
+    "iota": _iota,  # an equation of a device program (a rule's index helper traced into a derived jaxpr)
 }
 
 

@@ -260,6 +260,21 @@ def test_gradients_through_the_factorizations_stay_on_the_device():
         np.testing.assert_allclose(g.cpu().numpy(), fl.grad(f)(a).numpy(), rtol=1e-9, atol=1e-12, err_msg=name)
 
 
+def test_gradient_of_a_jitted_factorization_runs_on_the_device():
+    # the transpose of a jit call is a derived jaxpr: its constants (the rule's masks) move to the device, and an
+    # index helper traced into it (iota) runs there
+    rng = np.random.default_rng(9)
+    s = rng.normal(size=(3, 3))
+    a = fl.asarray(s @ s.T + 3 * np.eye(3))
+
+    def f(a):
+        return fl.sum(fl.linalg.cholesky(a) ** 2)
+
+    g = fl.grad(fl.jit(f))(a.cuda())
+    assert g.device == "cuda:0"
+    np.testing.assert_allclose(g.cpu().numpy(), fl.grad(f)(a).numpy(), rtol=1e-9, atol=1e-12)
+
+
 def test_a_few_training_steps_of_an_mlp_match_the_cpu(tmp_path):
     import funclib.nn as nn
     import funclib.nn.functional as F
