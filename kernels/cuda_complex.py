@@ -80,6 +80,10 @@ def elementwise_expr(name: str, in_dtypes: Sequence[np.dtype], out_dtype: np.dty
     }
     if name in simple and (name != "select" or len(ins) == 3):
         return simple[name]
+    if name == "safe_mul" and all(d.kind == "c" for d in ins):  # complex products are plain ones on the CPU too
+        return "{0} * {1}"
+    if name == "safe_div" and all(d.kind == "c" for d in ins):  # a zero numerator gives zero, not 0/0
+        return "({0} - {0} if {0} == 0 else {0} / {1})"
     if name == "exp":
         return _exp(z, c)
     if name == "sign":
@@ -103,8 +107,9 @@ def elementwise_expr(name: str, in_dtypes: Sequence[np.dtype], out_dtype: np.dty
             return "{0}.real"
     raise UnsupportedOnDevice(
         f"'{name}' on {', '.join(d.name for d in ins)} -> {out.name} has no CUDA kernel in complex (the device "
-        "computes complex add, sub, mul, div, neg, conj, real, imag, abs, exp, sign, integer_pow, comparisons, "
-        "select, casts, sums, products, dot_general and fft); run it on the CPU with x.to_device('cpu')"
+        "computes complex add, sub, mul, div, safe_mul, safe_div, neg, conj, real, imag, abs, exp, sign, "
+        "integer_pow, comparisons, select, casts, sums, products, dot_general and fft); run it on the CPU with "
+        "x.to_device('cpu')"
     )
 
 
@@ -133,7 +138,8 @@ def catalog() -> list[tuple[str, str, list[str], bool]]:
     for d in (C64, C128):
         r = real_of(d)
         for name, ins, out, params in (
-            ("add", [d, d], d, None), ("mul", [d, d], d, None), ("div", [d, d], d, None), ("neg", [d], d, None),
+            ("add", [d, d], d, None), ("mul", [d, d], d, None), ("div", [d, d], d, None), ("safe_div", [d, d], d, None),
+            ("neg", [d], d, None),
             ("conj", [d], d, None), ("real", [d], r, None), ("imag", [d], r, None), ("abs", [d], r, None),
             ("exp", [d], d, None), ("sign", [d], d, None), ("eq", [d, d], np.dtype(np.bool_), None),
             ("isinf", [d], np.dtype(np.bool_), None), ("integer_pow", [d], d, {"y": -3}),
