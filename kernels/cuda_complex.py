@@ -53,6 +53,21 @@ def _exp(z: str, d: np.dtype) -> str:
             f"complex(math.exp({z}.real) * {cos}({z}.imag), math.exp({z}.real) * {sin}({z}.imag)))")
 
 
+# a = re, b = im; SIN/COS are the working precision's, F( its float type. sqrt is the principal root through
+# t = sqrt((|z| + |a|) / 2), which cancels nothing; log's real part is log|z| through hypot (no overflow)
+_A, _B = "{0}.real", "{0}.imag"
+_T = f"math.sqrt((math.hypot({_A}, {_B}) + abs({_A})) * F(0.5))"
+_TRANSCENDENTAL = {
+    "log": f"complex(math.log(math.hypot({_A}, {_B})), math.atan2({_B}, {_A}))",
+    "sqrt": (f"({{0}} - {{0}} if {{0}} == 0 else complex({_T}, {_B} / ({_T} + {_T})) if {_A} >= 0 else "
+             f"complex(abs({_B}) / ({_T} + {_T}), math.copysign({_T}, {_B})))"),
+    "sin": f"complex(SIN({_A}) * math.cosh({_B}), COS({_A}) * math.sinh({_B}))",
+    "cos": f"complex(COS({_A}) * math.cosh({_B}), -(SIN({_A}) * math.sinh({_B})))",
+    "sinh": f"complex(math.sinh({_A}) * COS({_B}), math.cosh({_A}) * SIN({_B}))",
+    "cosh": f"complex(math.cosh({_A}) * COS({_B}), math.sinh({_A}) * SIN({_B}))",
+}
+
+
 def _to_complex(x: str, src: np.dtype, out: np.dtype) -> str:
     if src.kind == "c":
         return x
@@ -86,6 +101,9 @@ def elementwise_expr(name: str, in_dtypes: Sequence[np.dtype], out_dtype: np.dty
         return "({0} - {0} if {0} == 0 else {0} / {1})"
     if name == "exp":
         return _exp(z, c)
+    if name in _TRANSCENDENTAL:
+        f, _, sin, cos = _parts(c)
+        return _TRANSCENDENTAL[name].replace("SIN", sin).replace("COS", cos).replace("F(", f + "(")
     if name == "sign":
         return "({0} / math.hypot({0}.real, {0}.imag) if {0} != 0 else {0})"
     if name == "complex" and out.kind == "c":
@@ -107,7 +125,8 @@ def elementwise_expr(name: str, in_dtypes: Sequence[np.dtype], out_dtype: np.dty
             return "{0}.real"
     raise UnsupportedOnDevice(
         f"'{name}' on {', '.join(d.name for d in ins)} -> {out.name} has no CUDA kernel in complex (the device "
-        "computes complex add, sub, mul, div, safe_mul, safe_div, neg, conj, real, imag, abs, exp, sign, "
+        "computes complex add, sub, mul, div, safe_mul, safe_div, neg, conj, real, imag, abs, exp, log, sqrt, sin, "
+        "cos, sinh, cosh, sign, "
         "integer_pow, comparisons, select, casts, sums, products, dot_general and fft); run it on the CPU with "
         "x.to_device('cpu')"
     )
@@ -141,7 +160,9 @@ def catalog() -> list[tuple[str, str, list[str], bool]]:
             ("add", [d, d], d, None), ("mul", [d, d], d, None), ("div", [d, d], d, None), ("safe_div", [d, d], d, None),
             ("neg", [d], d, None),
             ("conj", [d], d, None), ("real", [d], r, None), ("imag", [d], r, None), ("abs", [d], r, None),
-            ("exp", [d], d, None), ("sign", [d], d, None), ("eq", [d, d], np.dtype(np.bool_), None),
+            ("exp", [d], d, None), ("log", [d], d, None), ("sqrt", [d], d, None), ("sin", [d], d, None),
+            ("cos", [d], d, None), ("sinh", [d], d, None), ("cosh", [d], d, None), ("sign", [d], d, None),
+            ("eq", [d, d], np.dtype(np.bool_), None),
             ("isinf", [d], np.dtype(np.bool_), None), ("integer_pow", [d], d, {"y": -3}),
             ("complex", [r, r], d, None), ("convert_element_type", [r], d, None),
             ("convert_element_type", [d], r, None),
