@@ -13,6 +13,7 @@ built from its parts with ``complex(re, im)``, which numba types in the parts' p
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -65,6 +66,21 @@ _TRANSCENDENTAL = {
     "cos": f"complex(COS({_A}) * math.cosh({_B}), -(SIN({_A}) * math.sinh({_B})))",
     "sinh": f"complex(math.sinh({_A}) * COS({_B}), math.cosh({_A}) * SIN({_B}))",
     "cosh": f"complex(math.cosh({_A}) * COS({_B}), math.sinh({_A}) * SIN({_B}))",
+    # expm1 and log1p keep small arguments' precision: re(e^z - 1) = expm1(a) cos b - 2 sin^2(b / 2) and
+    # |1 + z|^2 = 1 + (2a + a^2 + b^2)
+    "expm1": (f"complex(math.expm1({_A}) * COS({_B}) - F(2) * SIN({_B} * F(0.5)) * SIN({_B} * F(0.5)), "
+              f"math.exp({_A}) * SIN({_B}))"),
+    "log1p": f"complex(F(0.5) * math.log1p({_A} * (F(2) + {_A}) + {_B} * {_B}), math.atan2({_B}, F(1) + {_A}))",
+    "exp2": (f"complex(math.exp({_A} * F(LN2)) * COS({_B} * F(LN2)), "
+             f"math.exp({_A} * F(LN2)) * SIN({_B} * F(LN2)))"),
+    # tanh(a + ib) = (sinh 2a + i sin 2b) / (cosh 2a + cos 2b), saturating where cosh 2a would overflow;
+    # tan z = -i tanh(iz)
+    "tanh": (f"(complex(math.copysign(F(1), {_A}), F(0) * SIN({_B} + {_B})) if abs({_A}) > F(20) else "
+             f"complex(math.sinh({_A} + {_A}), SIN({_B} + {_B})) / "
+             f"(math.cosh({_A} + {_A}) + COS({_B} + {_B})))"),
+    "tan": (f"(complex(F(0) * SIN({_A} + {_A}), math.copysign(F(1), {_B})) if abs({_B}) > F(20) else "
+            f"complex(SIN({_A} + {_A}), math.sinh({_B} + {_B})) / "
+            f"(COS({_A} + {_A}) + math.cosh({_B} + {_B})))"),
 }
 
 
@@ -103,7 +119,8 @@ def elementwise_expr(name: str, in_dtypes: Sequence[np.dtype], out_dtype: np.dty
         return _exp(z, c)
     if name in _TRANSCENDENTAL:
         f, _, sin, cos = _parts(c)
-        return _TRANSCENDENTAL[name].replace("SIN", sin).replace("COS", cos).replace("F(", f + "(")
+        e = _TRANSCENDENTAL[name].replace("SIN", sin).replace("COS", cos).replace("LN2", repr(math.log(2)))
+        return e.replace("F(", f + "(")
     if name == "sign":
         return "({0} / math.hypot({0}.real, {0}.imag) if {0} != 0 else {0})"
     if name == "complex" and out.kind == "c":
@@ -125,8 +142,8 @@ def elementwise_expr(name: str, in_dtypes: Sequence[np.dtype], out_dtype: np.dty
             return "{0}.real"
     raise UnsupportedOnDevice(
         f"'{name}' on {', '.join(d.name for d in ins)} -> {out.name} has no CUDA kernel in complex (the device "
-        "computes complex add, sub, mul, div, safe_mul, safe_div, neg, conj, real, imag, abs, exp, log, sqrt, sin, "
-        "cos, sinh, cosh, sign, "
+        "computes complex add, sub, mul, div, safe_mul, safe_div, neg, conj, real, imag, abs, exp, exp2, expm1, log, "
+        "log1p, sqrt, sin, cos, tan, sinh, cosh, tanh, sign, "
         "integer_pow, comparisons, select, casts, sums, products, dot_general and fft); run it on the CPU with "
         "x.to_device('cpu')"
     )
@@ -162,6 +179,8 @@ def catalog() -> list[tuple[str, str, list[str], bool]]:
             ("conj", [d], d, None), ("real", [d], r, None), ("imag", [d], r, None), ("abs", [d], r, None),
             ("exp", [d], d, None), ("log", [d], d, None), ("sqrt", [d], d, None), ("sin", [d], d, None),
             ("cos", [d], d, None), ("sinh", [d], d, None), ("cosh", [d], d, None), ("sign", [d], d, None),
+            ("expm1", [d], d, None), ("log1p", [d], d, None), ("exp2", [d], d, None), ("tanh", [d], d, None),
+            ("tan", [d], d, None),
             ("eq", [d, d], np.dtype(np.bool_), None),
             ("isinf", [d], np.dtype(np.bool_), None), ("integer_pow", [d], d, {"y": -3}),
             ("complex", [r, r], d, None), ("convert_element_type", [r], d, None),
