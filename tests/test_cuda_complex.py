@@ -35,11 +35,14 @@ UNSUPPORTED_COMPLEX = {
 COMPLEX_ROWS = [r for r in ROWS if D.complex64 in r.dtypes]
 
 
+@pytest.mark.parametrize("dtype", [D.complex64, D.complex128], ids=["complex64", "complex128"])
 @pytest.mark.parametrize("row", COMPLEX_ROWS, ids=[r.name for r in COMPLEX_ROWS])
 @settings(max_examples=1, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
-def test_complex_rows_on_the_device_match_the_cpu(row, data):
-    cfg, args = draw_case(data.draw, row, D.complex64)
+def test_complex_rows_on_the_device_match_the_cpu(row, dtype, data):
+    if dtype not in row.dtypes:
+        pytest.skip(f"{row.name} has no {dtype.name} case")
+    cfg, args = draw_case(data.draw, row, dtype)
     xs = as_tensors(args)
     want = fl.tree.leaves(row.apply(cfg, *xs))
     on_device = [x.to_device("cuda") for x in xs]
@@ -52,7 +55,7 @@ def test_complex_rows_on_the_device_match_the_cpu(row, data):
     if row.check is not None:
         row.check(cfg, args, [g.cpu() for g in got])
         return
-    rtol, atol = tolerance(D.complex64, 4 * row.tol)
+    rtol, atol = tolerance(dtype, 4 * row.tol)
     for g, w in zip(got, want):
         assert isinstance(g, DeviceTensor) and g.device == "cuda:0", f"{row.name}: result on {g.device}"
         assert (g.shape, g.dtype) == (w.shape, w.dtype)
