@@ -12,7 +12,7 @@ import inspect
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
@@ -137,11 +137,6 @@ def _bake(jaxpr: Jaxpr, consts: list) -> Jaxpr:
     return out
 
 
-class _Consts(NamedTuple):
-    consts: list
-    jaxpr: Jaxpr
-
-
 def _call(jaxpr: Jaxpr, args, name):
     consts = jaxpr.cache.get("consts")
     if jaxpr.constvars:
@@ -150,10 +145,7 @@ def _call(jaxpr: Jaxpr, args, name):
         if opened is None:
             opened = Jaxpr([], list(jaxpr.constvars) + list(jaxpr.invars), jaxpr.eqns, jaxpr.outvars)
             jaxpr.cache["opened"] = opened
-        # a derived jaxpr's constants (made by rules, on the host) join device arguments on their device
-        consts = device_calls.device_consts(_Consts(consts, jaxpr), args)
-        return jit_p.bind(*[c if isinstance(c, Tensor) else _wrap(c) for c in consts], *args, jaxpr=opened,
-                          name=name)
+        return jit_p.bind(*device_calls.call_consts(jaxpr, consts, args), *args, jaxpr=opened, name=name)
     return jit_p.bind(*args, jaxpr=jaxpr, name=name)
 
 
