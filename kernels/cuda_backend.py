@@ -58,14 +58,17 @@ NATIVE_DTYPES = frozenset(
     np.dtype(t)
     for t in (np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64)
 ) | {np.dtype(np.float32), np.dtype(np.float64)}
+# complex buffers are held as themselves: the complex kernels (``cuda_complex``) compute in them, every other one
+# refuses them by name
+COMPLEX_DTYPES = frozenset({np.dtype(np.complex64), np.dtype(np.complex128)})
 
 
 class CudaArray:
     """A C-contiguous buffer on a CUDA device, with funclib's dtype and shape.
 
     ``handle`` is the implementation's device array; dtypes the device kernels do not compute in (bfloat16,
-    float16, float8, complex) are held as a same-sized unsigned integer (or byte) view, so they can be moved and
-    reshaped, and every compute kernel checks ``dtype`` first.
+    float16, float8) are held as a same-sized unsigned integer (or byte) view, so they can be moved and
+    reshaped, and every compute kernel checks ``dtype`` first. complex64/complex128 are held as themselves.
     """
 
     __slots__ = ("handle", "shape", "dtype", "device")
@@ -167,7 +170,7 @@ class CudaRuntime(Protocol):
 
 def _carrier(d: np.dtype) -> np.dtype:
     """The dtype a buffer of ``d`` is held in on the device (itself where the kernels compute in it)."""
-    if d in NATIVE_DTYPES:
+    if d in NATIVE_DTYPES or d in COMPLEX_DTYPES:
         return d
     return np.dtype(f"u{d.itemsize}") if d.itemsize in (1, 2, 4, 8) else np.dtype(np.uint8)
 
@@ -318,7 +321,8 @@ class NumbaCuda:
 
     def gemm(self, a: CudaArray, b: CudaArray, out: CudaArray, trans_a: bool, trans_b: bool) -> None:
         """``out[g] = op(a[g]) @ op(b[g])`` for row-major stacks ``a`` (batch, m, k) or (batch, k, m) when
-        ``trans_a``, likewise ``b``; float32 or float64. cuBLAS on a GPU; ``MATMUL_SOURCE`` in the simulator."""
+        ``trans_a``, likewise ``b``; float32, float64, complex64 or complex128. cuBLAS on a GPU; ``MATMUL_SOURCE``
+        in the simulator."""
         batch, m, n = out.shape
         k = a.shape[1] if trans_a else a.shape[2]
         if self.simulated:
@@ -333,7 +337,8 @@ class NumbaCuda:
         op = lambda t: cublas.Operation.T if t else cublas.Operation.N
         lda = m if trans_a else k
         ldb = k if trans_b else n
-        gemm = cublas.sgemm_strided_batched if d == np.float32 else cublas.dgemm_strided_batched
+        gemm = {"f4": cublas.sgemm_strided_batched, "f8": cublas.dgemm_strided_batched,
+                "c8": cublas.cgemm_strided_batched, "c16": cublas.zgemm_strided_batched}[f"{d.kind}{d.itemsize}"]
         gemm(handle, op(trans_b), op(trans_a), n, m, k, alpha.ctypes.data, ptr(b), ldb, k * n, ptr(a), lda, m * k,
              beta.ctypes.data, ptr(out), n, m * n, batch)
 

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from . import fusion
-from .cuda_backend import NATIVE_DTYPES, CudaArray, UnsupportedOnDevice, launch_config
+from .cuda_backend import COMPLEX_DTYPES, NATIVE_DTYPES, CudaArray, UnsupportedOnDevice, launch_config
 from .cuda_math import DEVICE_ONLY, F32, F64, elementwise_expr, integer_expr
 from .cuda_math import header as _header
 
@@ -239,10 +239,15 @@ class Context:
         return view.buf.reshape(view.shape) if view.contiguous else self.copy(view)
 
 
+# table kernels also correct on complex operands (``cuda_complex.TABLE_KERNELS`` names the full set)
+_COMPLEX_OK = frozenset({"reduce_sum", "reduce_prod", "gather", "cumsum", "dynamic_slice", "dynamic_update_slice",
+                         "conv_patches"})
+
+
 def _native(name: str, *xs) -> None:
     for x in xs:
         d = x.dtype if hasattr(x, "dtype") else np.asarray(x).dtype
-        if d not in NATIVE_DTYPES:
+        if d not in NATIVE_DTYPES and not (d in COMPLEX_DTYPES and name in _COMPLEX_OK):
             raise UnsupportedOnDevice(
                 f"'{name}' on {np.dtype(d).name} has no CUDA kernel (device kernels compute in bool, integers, "
                 "float32 and float64); cast first, or run it on the CPU with x.to_device('cpu')"
@@ -376,10 +381,11 @@ def _reduce(kind: str) -> Callable:
 
 def _dot_general(ctx, x, y, *, dimension_numbers, preferred_element_type=None):
     out_dtype = np.dtype(preferred_element_type or x.dtype)
-    if not (x.dtype == y.dtype == out_dtype and x.dtype in (F32, F64)):
+    if not (x.dtype == y.dtype == out_dtype and (x.dtype in (F32, F64) or x.dtype in COMPLEX_DTYPES)):
         raise UnsupportedOnDevice(
-            f"'dot_general' on the device multiplies float32 or float64 (cuBLAS), got {x.dtype.name} x "
-            f"{y.dtype.name} -> {out_dtype.name}; cast the operands, or run it on the CPU with x.to_device('cpu')"
+            f"'dot_general' on the device multiplies float32, float64, complex64 or complex128 (cuBLAS), got "
+            f"{x.dtype.name} x {y.dtype.name} -> {out_dtype.name}; cast the operands, or run it on the CPU with "
+            "x.to_device('cpu')"
         )
     (lc, rc), (lb, rb) = dimension_numbers
     xf = [i for i in range(x.ndim) if i not in lc and i not in lb]
@@ -695,6 +701,7 @@ IMPLS: dict[str, Callable[..., Any]] = {
     "argmax": _row_scan("argmax"),
     "argmin": _row_scan("argmin"),
     "cumsum": _row_scan("cumsum"),
+    "iota": _iota,  # an equation of a device program (a rule's index helper traced into a derived jaxpr)
 }
 
 

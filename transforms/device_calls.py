@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import threading
+from typing import NamedTuple
 
 import numpy as np
 
@@ -45,6 +46,18 @@ def device_consts(entry, args) -> list:
             for c in map(_as_tensor, consts)
         ]
     return moved
+
+
+class _Derived(NamedTuple):
+    consts: list
+    jaxpr: Jaxpr
+
+
+def call_consts(jaxpr: Jaxpr, consts, args) -> list:
+    """The constants of a derived jaxpr (a jit call's transpose, whose rules build masks and weights on the host),
+    bound as the leading arguments of its call: as tensors, on the device of ``args`` when one lives on a device
+    (moved once per device, as ``device_consts`` moves a jitted function's)."""
+    return [c if isinstance(c, Tensor) else _wrap(c) for c in device_consts(_Derived(consts, jaxpr), args)]
 
 
 def _as_tensor(c):

@@ -151,7 +151,7 @@ def _call(jaxpr: Jaxpr, args, name):
         if opened is None:
             opened = Jaxpr([], list(jaxpr.constvars) + list(jaxpr.invars), jaxpr.eqns, jaxpr.outvars)
             jaxpr.cache["opened"] = opened
-        return jit_p.bind(*[_wrap(c) for c in consts], *args, jaxpr=opened, name=name)
+        return jit_p.bind(*device_calls.call_consts(jaxpr, consts, args), *args, jaxpr=opened, name=name)
     return jit_p.bind(*args, jaxpr=jaxpr, name=name)
 
 

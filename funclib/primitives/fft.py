@@ -18,7 +18,7 @@ import math
 import numpy as np
 
 from .. import dtypes
-from ..core import Primitive, ShapedArray, Zero, _state, _wrap, aval_of
+from ..core import Primitive, ShapedArray, Zero, _state, _wrap, aval_of, concrete_or_none
 from ..errors import DTypeError, ShapeError
 from .elementwise import conj, multiply, real
 from .shape import bdim_to_front, pad
@@ -106,7 +106,11 @@ def _fft_transpose(ct, x, *, fft_type, fft_lengths):
     if n % 2 == 0:
         weight[-1] = 1.0
     weight /= math.prod(fft_lengths)
-    return [conj(multiply(spec, _wrap(weight.astype(spec.dtype))))]
+    w = _wrap(weight.astype(spec.dtype))
+    c = concrete_or_none(spec)
+    if c is not None and c.device != "cpu":  # the rule's constant follows the cotangent's device
+        w = w.to_device(c.device)
+    return [conj(multiply(spec, w))]
 
 
 @fft_p.def_vmap

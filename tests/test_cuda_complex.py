@@ -1,0 +1,103 @@
+"""Complex numbers on a CUDA device: every registry row with a complex dtype, run on the (simulated) device against
+the CPU, and ``fft`` in all its variants against NumPy.
+
+A row in ``UNSUPPORTED_COMPLEX`` must raise ``UnsupportedOnDeviceError`` naming its primitive (one that starts
+running fails the test, so the list only shrinks)."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from op_table import ROWS, as_tensors, draw_case, tolerance
+
+import funclib as fl
+from funclib import dtypes as D
+from funclib.core import DeviceTensor
+from funclib.errors import UnsupportedOnDeviceError
+
+pytestmark = [
+    pytest.mark.skipif(importlib.util.find_spec("numba_cuda") is None, reason="pip install funclib[cuda]"),
+    pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning"),
+    pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning"),
+]
+
+UNSUPPORTED_COMPLEX = {
+    # complex transcendental functions: no device kernel yet
+    "asin", "acos", "atan", "asinh", "acosh", "atanh", "pow",
+    # kernels written for real numbers: atomics and folding scatters, col2im, the factorizations
+    "scatter_add", "scatter", "scatter_mul", "conv_patches_transpose", "cholesky", "triangular_solve", "lu", "qr",
+    "eigh", "eig", "svd",
+}
+COMPLEX_ROWS = [r for r in ROWS if D.complex64 in r.dtypes]
+
+
+@pytest.mark.parametrize("dtype", [D.complex64, D.complex128], ids=["complex64", "complex128"])
+@pytest.mark.parametrize("row", COMPLEX_ROWS, ids=[r.name for r in COMPLEX_ROWS])
+@settings(max_examples=1, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_complex_rows_on_the_device_match_the_cpu(row, dtype, data):
+    if dtype not in row.dtypes:
+        pytest.skip(f"{row.name} has no {dtype.name} case")
+    cfg, args = draw_case(data.draw, row, dtype)
+    xs = as_tensors(args)
+    want = fl.tree.leaves(row.apply(cfg, *xs))
+    on_device = [x.to_device("cuda") for x in xs]
+    if row.name in UNSUPPORTED_COMPLEX:
+        with pytest.raises(UnsupportedOnDeviceError, match=f"'{row.name}'"):
+            row.apply(cfg, *on_device)
+        return
+    got = fl.tree.leaves(row.apply(cfg, *on_device))
+    assert len(got) == len(want)
+    if row.check is not None:
+        row.check(cfg, args, [g.cpu() for g in got])
+        return
+    rtol, atol = tolerance(dtype, 4 * row.tol)
+    for g, w in zip(got, want):
+        assert isinstance(g, DeviceTensor) and g.device == "cuda:0", f"{row.name}: result on {g.device}"
+        assert (g.shape, g.dtype) == (w.shape, w.dtype)
+        np.testing.assert_allclose(g.to_device("cpu").numpy(), w.numpy(), rtol=rtol, atol=atol, err_msg=row.name)
+
+
+FFT_CASES = [
+    # (function, input shape, keyword arguments)
+    ("fft", (3, 8), {}), ("fft", (2, 7), {"norm": "ortho"}), ("ifft", (2, 6), {}), ("ifft", (5,), {"norm": "forward"}),
+    ("rfft", (2, 9), {}), ("rfft", (10,), {"norm": "ortho"}), ("irfft", (2, 5), {}), ("irfft", (2, 5), {"n": 9}),
+    ("fftn", (2, 3, 4), {}), ("ifftn", (3, 5), {"axes": (0, 1)}), ("rfftn", (2, 4, 6), {}), ("irfftn", (3, 4), {}),
+    ("irfftn", (3, 4), {"s": (3, 7), "axes": (0, 1)}), ("fft", (4, 6), {"axis": 0}), ("hfft", (2, 5), {}),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+@pytest.mark.parametrize("name,shape,kw", FFT_CASES, ids=[f"{c[0]}{c[1]}{c[2]}" for c in FFT_CASES])
+def test_fft_on_the_device_matches_numpy(name, shape, kw, dtype):
+    rng = np.random.default_rng(abs(hash((name, shape))) % 2**32)
+    a = (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dtype)
+    if name.startswith("rfft"):
+        a = a.real.copy()
+    got = getattr(fl.fft, name)(fl.asarray(a).cuda(), **kw)
+    assert isinstance(got, DeviceTensor) and got.device == "cuda:0"
+    want = getattr(np.fft, name)(a, **kw)
+    cpu = getattr(fl.fft, name)(fl.asarray(a), **kw)
+    assert got.dtype == cpu.dtype
+    eps = np.finfo(dtype).eps
+    scale = np.abs(want).max()
+    np.testing.assert_allclose(got.cpu().numpy(), want, rtol=0, atol=50 * eps * max(scale, 1.0))
+
+
+def test_fft_on_the_device_under_jit_and_grad_matches_the_cpu():
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((2, 6)).astype(np.float32)
+
+    def loss(x):
+        spec = fl.fft.rfft(x)
+        return fl.sum(fl.real(spec * fl.conj(spec))) + fl.sum(fl.fft.irfft(spec * spec, n=6))
+
+    for f in (loss, fl.jit(loss)):
+        g = fl.grad(f)(fl.asarray(a).cuda())
+        want = fl.grad(loss)(fl.asarray(a))
+        assert g.device == "cuda:0"
+        np.testing.assert_allclose(g.cpu().numpy(), want.numpy(), rtol=1e-4, atol=1e-4)
