@@ -38,12 +38,15 @@ RESULT = "dist.json"
 
 
 def _interleaved(comm, variants: dict, rounds: int, best: dict | None = None) -> dict:
-    """Median seconds per call of each variant, rounds round-robin starting one later each time, ranks aligned by
-    a barrier before every call; the first round is a warm-up. ``best`` receives each variant's fastest round."""
+    """Median seconds per call of each variant, each round in a new random order (the same on every rank), ranks
+    aligned by a barrier before every call; the first round is a warm-up. ``best`` receives each variant's fastest
+    round. A fixed cyclic order would always run a variant right after the same neighbour, whose 4-64 MB of
+    buffers leave the caches cold for it alone."""
     times = {k: [] for k in variants}
     names = list(variants)
+    order = np.random.default_rng(0)
     for r in range(rounds + 1):
-        for k in names[r % len(names) :] + names[: r % len(names)]:
+        for k in order.permutation(names):
             comm.Barrier()
             t0 = time.perf_counter()
             variants[k]()
