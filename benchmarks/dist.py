@@ -45,7 +45,7 @@ def _interleaved(comm, variants: dict, rounds: int, best: dict | None = None) ->
     times = {k: [] for k in variants}
     names = list(variants)
     order = np.random.default_rng(0)
-    for r in range(rounds + 1):
+    for _ in range(rounds + 1):
         for k in order.permutation(names):
             comm.Barrier()
             t0 = time.perf_counter()
