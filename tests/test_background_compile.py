@@ -229,3 +229,22 @@ def test_exit_does_not_wait_for_workers(tmp_path):
     assert out.returncode == 0, out.stderr
     assert abs(float(out.stdout) - 3 * np.sin(1.0) * np.e) < 1e-4
     assert time.monotonic() - t0 < 60  # the sleeping job and the queued compile were killed, not awaited
+
+
+@pytest.mark.parametrize("which", ["cond", "scan", "while"])
+def test_loop_bodies_that_return_a_constant_run_eagerly(bg, which):
+    # an optimized body's constants are NumPy arrays: returned as they are, eval_jaxpr handed the loop's impl a raw
+    # array where it expected a Tensor (AttributeError on the eager path of a cold program)
+    fns = {
+        "cond": lambda x: fl.cond(x.sum() > 0, lambda x: fl.arange(3.0), lambda x: x * 2.0, x),
+        "scan": lambda x: fl.scan(lambda c, a: (c + 1.0, fl.asarray([1.0, 2.0])), x.sum(), x)[1],
+        "while": lambda x: fl.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, fl.ones(3)), (0, x))[1],
+    }
+    f, x = fns[which], fl.ones(3)
+    jf = fl.jit(f)
+    got = jf(x)
+    prog = _running(jf)
+    assert isinstance(prog, BackgroundProgram) and not prog.compiled
+    np.testing.assert_array_equal(got.numpy(), f(x).numpy())
+    assert jf.wait_compiled(timeout=300)
+    np.testing.assert_array_equal(jf(x).numpy(), f(x).numpy())

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from funclib import tree as tree_util
-from funclib.core import ShapedArray, Tracer, _state, _wrap, aval_of, set_trace
+from funclib.core import ShapedArray, Tensor, Tracer, _state, _wrap, aval_of, set_trace
 from funclib.errors import FunclibError
 from funclib.jaxpr import (
     ClosedJaxpr,
@@ -67,8 +67,17 @@ def trace_user_body(fun: Callable, avals: Sequence[ShapedArray], name: str):
 
 
 def call(cj: ClosedJaxpr, *args) -> list:
-    """Evaluate a closed jaxpr at the current trace."""
-    return eval_jaxpr(cj.jaxpr, cj.consts, *args)
+    """Evaluate a closed jaxpr at the current trace; every output a Tensor (or tracer)."""
+    return as_tensors(cj.jaxpr, eval_jaxpr(cj.jaxpr, cj.consts, *args))
+
+
+def as_tensors(jaxpr: Jaxpr, outs: list) -> list:
+    """``outs`` of ``jaxpr`` as Tensors: an output that is one of its constants or a literal comes back from
+    ``eval_jaxpr`` as the raw value (an optimized body's constants are NumPy arrays)."""
+    if all(isinstance(o, Tensor) for o in outs):
+        return outs
+    return [o if isinstance(o, Tensor) else _wrap(np.asarray(getattr(o, "_value", o), v.aval.dtype))
+            for o, v in zip(outs, jaxpr.outvars)]
 
 
 def permute(cj: ClosedJaxpr, in_order: Sequence[int] | None = None, out_order: Sequence[int] | None = None):

@@ -23,6 +23,7 @@ from ..batching import vmap
 from ._common import (
     CarryTypeError,
     as_leaves,
+    as_tensors,
     batch_jaxpr,
     batch_size,
     call,
@@ -63,7 +64,7 @@ def _scan_impl(*args, jaxpr, num_consts, num_carry, length, reverse, unroll):
     j, c = jaxpr.jaxpr, jaxpr.consts
     with set_trace(None):
         for i in range(length - 1, -1, -1) if reverse else range(length):
-            out = eval_jaxpr(j, c, *consts, *carry, *[_wrap(np.asarray(x[i])) for x in xs])
+            out = as_tensors(j, eval_jaxpr(j, c, *consts, *carry, *[_wrap(np.asarray(x[i])) for x in xs]))
             carry = out[:num_carry]
             for buf, y in zip(ys, out[num_carry:]):
                 buf[i] = y._value
@@ -82,6 +83,7 @@ def _scan_on_device(args, jaxpr, num_consts, num_carry, length, reverse):
             out = eval_jaxpr(jaxpr.jaxpr, jaxpr.consts, *consts, *carry,
                              *[reshape(slice_(x, (i,) + (0,) * (x.ndim - 1), (i + 1,) + x.shape[1:]), x.shape[1:])
                                for x in xs])
+            out = as_tensors(jaxpr.jaxpr, out)
             carry = out[:num_carry]
             for acc, y in zip(steps, out[num_carry:]):
                 acc.append(y.to_device(device))
