@@ -73,6 +73,13 @@ from .loopspec import (
     Value,
 )
 
+# the generator method of each step kind; those taking the value count ``n`` apart
+_WITH_N = {Elementwise: "elementwise", Switch: "switch", Loop: "loop"}
+_PLAIN = {
+    Dot: "dot", Transpose: "transpose", Reshape: "reshape", Broadcast: "broadcast", Slice: "slice_", Rev: "rev",
+    Concat: "concat", DynamicSlice: "dynamic_slice", Pad: "pad", DynamicUpdateSlice: "dynamic_update_slice",
+}
+
 _DIM = re.compile(r"\bd\[(\d+)\]")  # a size read from the kernel's size table
 
 GENERATOR_VERSION = "6"
@@ -711,32 +718,10 @@ class _Gen:
 
     def step(self, st, n: int) -> None:
         kind = type(st)
-        if kind is Elementwise:
-            self.elementwise(st, n)
-        elif kind is Dot:
-            self.dot(st)
-        elif kind is Transpose:
-            self.transpose(st)
-        elif kind is Reshape:
-            self.reshape(st)
-        elif kind is Broadcast:
-            self.broadcast(st)
-        elif kind is Slice:
-            self.slice_(st)
-        elif kind is Rev:
-            self.rev(st)
-        elif kind is Concat:
-            self.concat(st)
-        elif kind is DynamicSlice:
-            self.dynamic_slice(st)
-        elif kind is Pad:
-            self.pad(st)
-        elif kind is DynamicUpdateSlice:
-            self.dynamic_update_slice(st)
-        elif kind is Switch:
-            self.switch(st, n)
-        elif kind is Loop:
-            self.loop(st, n)
+        if kind in _WITH_N:
+            getattr(self, _WITH_N[kind])(st, n)
+        elif kind in _PLAIN:
+            getattr(self, _PLAIN[kind])(st)
         else:
             raise Unsupported(f"step {kind.__name__}")
 
