@@ -404,7 +404,7 @@ def generate_source(spec: KernelSpec, row_calls: bool = False) -> str:
     lines = _module_header(consts, [i.dtype for i in spec.inputs] + [op.dtype for op in spec.ops])
     # reductions may reassociate (that is what vectorizes them); pure elementwise kernels keep IEEE semantics
     fm = ", fastmath={'reassoc', 'contract'}" if red is not None and red.kind == "sum" else ""
-    jit = f"@numba.njit(error_model='numpy', nogil=True{fm})"
+    jit = f"@numba.njit(error_model='numpy', nogil=True, no_cfunc_wrapper=True{fm})"
     lines.append(jit)
     lines.append(f"def kernel({', '.join(args)}):")
     for k in range(r):
@@ -775,7 +775,7 @@ def generate_staged_source(spec: StagedSpec, row_calls: bool = False) -> str:
     lines = _module_header(consts, [d for d, _ in spec.inputs] + [op.dtype for op in spec.ops])
     has_sum = any(op.name == "reduce" and op.param == "sum" for op in spec.ops)
     fm = ", fastmath={'reassoc', 'contract'}" if has_sum else ""
-    jit = f"@numba.njit(error_model='numpy', nogil=True{fm})"
+    jit = f"@numba.njit(error_model='numpy', nogil=True, no_cfunc_wrapper=True{fm})"
     head = [jit, f"def kernel({', '.join(args)}):", "    n1 = dims[1]", "    for i0 in range(dims[0]):"]
     if not row_calls:
         return "\n".join(lines + head + ["    " + b for b in body]) + "\n"

@@ -389,7 +389,7 @@ class _Gen:
             name = self.sum_helpers[key] = f"{self.pfx}r{len(self.sum_helpers)}"
             self.helpers.append(
                 # called from the loop only: no wrapper for calls from Python to compile
-                "@numba.njit(error_model='numpy', nogil=True, no_cpython_wrapper=True, "
+                "@numba.njit(error_model='numpy', nogil=True, no_cpython_wrapper=True, no_cfunc_wrapper=True, "
                 "fastmath={'reassoc', 'contract'})\n"
                 f"def {name}({', '.join(params)}):\n{text}\n"
             )
@@ -777,7 +777,7 @@ class _Gen:
                 self.bind(v, stage, v)
             final += self.copy(f"h{k}", v)
         self.body += final
-        lines = ["@numba.njit(error_model='numpy', nogil=True)"]
+        lines = ["@numba.njit(error_model='numpy', nogil=True, no_cfunc_wrapper=True)"]
         args += [f"b{j}" for j in range(len(self.temps))]
         lines.append(f"def {name}(n, d, {', '.join(args)}):")
         lines += ["    " + s for s in self.pre]

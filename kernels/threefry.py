@@ -30,33 +30,39 @@ _OPTS = dict(nogil=True, error_model="numpy")
 # Scalar helpers are inlined by LLVM (typed and compiled once), not by numba's IR inliner, which retyped each of a
 # block's 20 rounds at every call site: 2-6 s of compile per sampler. Only the loops taking a function ``f`` are
 # inlined by numba, so that ``f`` is resolved at compile time.
-_LLVM_INLINE = dict(nogil=True, error_model="numpy", forceinline=True)
+_LLVM_INLINE = dict(nogil=True, error_model="numpy", forceinline=True, no_cfunc_wrapper=True)
+# the rounds are called from compiled code only (the CUDA simulator calls ``block`` and the samplers from Python,
+# and a dispatcher without its CPython wrapper crashes when called from Python)
+_ROUNDS = dict(_LLVM_INLINE, no_cpython_wrapper=True)
 
 _U32 = np.uint32
 _PARITY = _U32(0x1BD11BDA)
 R0, R1, R2, R3, R4, R5, R6, R7 = (_U32(r) for r in (13, 15, 26, 6, 17, 29, 16, 24))
 _32 = _U32(32)
+# key-injection counts as uint32 constants: a Python int argument is typed as its literal value, which compiled
+# ``_rounds`` once per injection (five times)
+S1, S2, S3, S4, S5 = (_U32(s) for s in range(1, 6))
 
 
-@njit(**_LLVM_INLINE)
+@njit(**_ROUNDS)
 def _rotl(x, r):
     return _U32((x << r) | (x >> (_32 - r)))
 
 
-@njit(**_LLVM_INLINE)
+@njit(**_ROUNDS)
 def _round(x0, x1, r):
     x0 = _U32(x0 + x1)
     return x0, _U32(_rotl(x1, r) ^ x0)
 
 
-@njit(**_LLVM_INLINE)
+@njit(**_ROUNDS)
 def _rounds(x0, x1, ra, rb, rc, rd, ka, kb, s):
     """Four rounds, then key injection ``s``: words ``s`` and ``s + 1`` (mod 3) of the extended key, and ``s``."""
     x0, x1 = _round(x0, x1, ra)
     x0, x1 = _round(x0, x1, rb)
     x0, x1 = _round(x0, x1, rc)
     x0, x1 = _round(x0, x1, rd)
-    return _U32(x0 + ka), _U32(x1 + kb + _U32(s))
+    return _U32(x0 + ka), _U32(x1 + kb + s)
 
 
 @njit(**_LLVM_INLINE)
@@ -64,11 +70,11 @@ def block(k0, k1, x0, x1):
     """One Threefry-2x32-20 block: key words ``k0, k1``, counter words ``x0, x1`` -> two output words."""
     k2 = _U32(k0 ^ k1 ^ _PARITY)
     x0, x1 = _U32(x0 + k0), _U32(x1 + k1)
-    x0, x1 = _rounds(x0, x1, R0, R1, R2, R3, k1, k2, 1)
-    x0, x1 = _rounds(x0, x1, R4, R5, R6, R7, k2, k0, 2)
-    x0, x1 = _rounds(x0, x1, R0, R1, R2, R3, k0, k1, 3)
-    x0, x1 = _rounds(x0, x1, R4, R5, R6, R7, k1, k2, 4)
-    return _rounds(x0, x1, R0, R1, R2, R3, k2, k0, 5)
+    x0, x1 = _rounds(x0, x1, R0, R1, R2, R3, k1, k2, S1)
+    x0, x1 = _rounds(x0, x1, R4, R5, R6, R7, k2, k0, S2)
+    x0, x1 = _rounds(x0, x1, R0, R1, R2, R3, k0, k1, S3)
+    x0, x1 = _rounds(x0, x1, R4, R5, R6, R7, k1, k2, S4)
+    return _rounds(x0, x1, R0, R1, R2, R3, k2, k0, S5)
 
 
 @diskcache.njit(**_OPTS)

@@ -86,17 +86,17 @@ def _digests(name: str) -> list[str]:
 
 
 PINNED = {
-    'broadcast_chain': ['b8ebe82db8318676'],
-    'float16_row_sum': ['211d5e4e425e47b6'],
-    'float8': ['682fb726e755d709'],
-    'int8_wrap': ['21747119f591101a'],
-    'layer_norm': ['39ed133fa7d7d83d'],
-    'leading_sum_f64': ['23fef9596c931237'],
-    'row_split': ['fb7b922cfcb4f6ad'],
-    'scan_rnn': ['b686b382bb16ba2b'],
-    'scan_rnn_grad': ['ab7de1b140e6059e'],
-    'softmax': ['25f42c51dd5f8a2a'],
-    'staged_fission': ['f53325b8c986c1d2'],
+    'broadcast_chain': ['076f0b4b1ae3aa40'],
+    'float16_row_sum': ['8cf0da9bfeffc194'],
+    'float8': ['2c5c0b133681a9c5'],
+    'int8_wrap': ['3b95faf91fe2dd18'],
+    'layer_norm': ['c92897c437ce2fa7'],
+    'leading_sum_f64': ['dda5bd2429929600'],
+    'row_split': ['71c2022b087fbbb4'],
+    'scan_rnn': ['ba09ab2c1045afd7'],
+    'scan_rnn_grad': ['69c204750b9aed24'],
+    'softmax': ['94390c543150937a'],
+    'staged_fission': ['97e2a94e723efc11'],
 }
 
 

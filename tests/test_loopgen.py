@@ -317,7 +317,7 @@ def test_identical_sums_share_one_helper(read_reversed):
     k = loopgen.build(_sums_spec(read_reversed))
     src = k.source
     assert src.count("def r") == 1 and src.count("r0(") == 3  # its definition and two calls
-    assert "no_cpython_wrapper=True, fastmath={'reassoc', 'contract'}" in src
+    assert "no_cpython_wrapper=True, no_cfunc_wrapper=True, fastmath={'reassoc', 'contract'}" in src
     assert ("def r0(d, " in src) == read_reversed  # sizes outside the region's own come from the table
     assert src.count("s0_t0 = (s0_x0 + s0_x1)") == 1  # an elementwise nest stays inline in the loop
     n = 4
