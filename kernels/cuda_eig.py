@@ -2,8 +2,11 @@
 per matrix, for float32/float64/complex64/complex128 inputs (real ones computed in the matching complex precision:
 float32 in complex64, so complex64 kernels stay in single precision).
 
-Each thread runs the textbook path LAPACK's ``zgeev`` takes, without its balancing:
+Each thread runs the path LAPACK's ``zgeev`` takes:
 
+0. Balancing (``zgebal``'s): rows and columns that isolate an eigenvalue are exchanged to the bottom and the top,
+   and the rest are scaled by powers of two (exactly) until their row and column norms stop shrinking, which
+   keeps badly scaled matrices accurate; the eigenvectors are scaled and exchanged back (``zgebak``'s order).
 1. Householder reduction to upper Hessenberg form ``H = Z^H A Z`` (reflectors ``I - beta u u^H`` that map a
    column's tail onto ``-phase(x_0) ||x|| e_1``; a real matrix stays real).
 2. The complex shifted QR iteration on ``H`` (``zlahqr``'s scheme): a subdiagonal entry below ``eps`` times its
@@ -25,8 +28,9 @@ of zero) comes out real with a real eigenvector. An eigenvalue that finds no par
 that split asymmetrically beyond the two imaginary parts' span) is returned as computed.
 
 Differences from the CPU (NumPy/LAPACK): the order of the eigenvalues is the order of the Schur form's
-diagonal, which is LAPACK's when the deflations happen in the same order but is not guaranteed to be (LAPACK
-balances and, for real inputs, iterates on the real Schur form); compare eigenvalues as a multiset. Each
+diagonal, which is LAPACK's when the deflations happen in the same order (usually for complex inputs and for
+reducible ones, which balancing orders as LAPACK does) but is not guaranteed to be (LAPACK's shifts differ in
+detail, and for real inputs it iterates on the real Schur form); compare eigenvalues as a multiset. Each
 eigenvector is defined up to a phase: the device's largest component is real and positive, while ``dgeev``'s
 real vectors keep the sign its Schur form gave them. A matrix with NaN or inf entries, or one whose iteration
 does not converge, raises ``LinAlgError`` as on the CPU (one flag read back after the launch, as ``cholesky``
@@ -74,6 +78,48 @@ def _givens(f, g, zero, one):
 
 
 @cuda.jit(device=True, inline="always")
+def _exchange(h, base, n, i, m, l0, k0):
+    # columns i and m over rows 0..l0, rows i and m over columns k0..n-1
+    for r in range(l0 + 1):
+        t = h[base + r * n + i]
+        h[base + r * n + i] = h[base + r * n + m]
+        h[base + r * n + m] = t
+    for c in range(k0, n):
+        t = h[base + i * n + c]
+        h[base + i * n + c] = h[base + m * n + c]
+        h[base + m * n + c] = t
+
+
+@cuda.jit(device=True, inline="always")
+def _amax(h, start, stride, count, zero):
+    # the modulus of the first entry of largest |re| + |im| among count entries stride apart
+    best = zero
+    at = start
+    for i in range(count):
+        e = h[start + i * stride]
+        if abs(e.real) + abs(e.imag) > best:
+            best = abs(e.real) + abs(e.imag)
+            at = start + i * stride
+    return math.hypot(h[at].real, h[at].imag)
+
+
+@cuda.jit(device=True, inline="always")
+def _norm(h, start, stride, count, zero):
+    # the 2-norm of count entries stride apart, scaled by their largest part (no overflow)
+    mx = zero
+    for i in range(count):
+        e = h[start + i * stride]
+        mx = max(mx, max(abs(e.real), abs(e.imag)))
+    if mx == zero:
+        return zero
+    s = zero
+    for i in range(count):
+        e = h[start + i * stride]
+        s += (e.real / mx) * (e.real / mx) + (e.imag / mx) * (e.imag / mx)
+    return mx * math.sqrt(s)
+
+
+@cuda.jit(device=True, inline="always")
 def _csqrt(z, zero, half):
     # the principal square root through t = sqrt((|z| + |re z|) / 2), which cancels nothing
     if z.real == zero and z.imag == zero:
@@ -86,7 +132,7 @@ def _csqrt(z, zero, half):
 '''
 
 _KERNEL = '''
-def kernel(a, w, v, h, z, xv, code, flag, B, n, maxit, eps, small, big, nan):
+def kernel(a, w, v, h, z, xv, dsc, code, flag, B, n, maxit, eps, small, big, nan, sfmin1):
     g = cuda.grid(1)
     step = cuda.gridsize(1)
     zero = F(0)
@@ -97,7 +143,8 @@ def kernel(a, w, v, h, z, xv, code, flag, B, n, maxit, eps, small, big, nan):
     while g < B:
         base = g * n * n
         xb = g * n
-        cb = g * 2 * n
+        cb = g * 3 * n
+        pb = cb + 2 * n
         finite = True
         for i in range(n * n):
             e = LOAD(a[base + i])
@@ -105,8 +152,99 @@ def kernel(a, w, v, h, z, xv, code, flag, B, n, maxit, eps, small, big, nan):
             if not (math.isfinite(e.real) and math.isfinite(e.imag)):
                 finite = False
         for i in range(n):
+            dsc[xb + i] = one
+            code[pb + i] = i
             for c in range(n):
                 z[base + i * n + c] = cone if i == c else czero
+        # 0. balancing (zgebal's): rows, then columns, that isolate an eigenvalue are permuted to the bottom and
+        # the top (code[pb + i]: the exchange made at i), leaving rows and columns k0..l0 to scale by powers of
+        # two (dsc) until their norms stop shrinking
+        k0 = 0
+        l0 = n - 1
+        done = not finite
+        noconv = True
+        while noconv and not done:
+            noconv = False
+            top = l0
+            for ii in range(top + 1):
+                i = top - ii
+                canswap = True
+                for j in range(l0 + 1):
+                    if i != j and (h[base + i * n + j].real != zero or h[base + i * n + j].imag != zero):
+                        canswap = False
+                        break
+                if canswap:
+                    code[pb + l0] = i
+                    if i != l0:
+                        _exchange(h, base, n, i, l0, l0, k0)
+                    noconv = True
+                    if l0 == 0:
+                        done = True
+                        break
+                    l0 -= 1
+        noconv = not done
+        while noconv:
+            noconv = False
+            first = k0
+            last = l0
+            for j in range(first, last + 1):
+                canswap = True
+                for i in range(k0, l0 + 1):
+                    if i != j and (h[base + i * n + j].real != zero or h[base + i * n + j].imag != zero):
+                        canswap = False
+                        break
+                if canswap:
+                    code[pb + k0] = j
+                    if j != k0:
+                        _exchange(h, base, n, j, k0, l0, k0)
+                    noconv = True
+                    k0 += 1
+        sfmax1 = one / sfmin1
+        sfmin2 = sfmin1 * F(2)
+        sfmax2 = one / sfmin2
+        noconv = not done
+        sweeps = 0
+        while noconv and sweeps < 1000:
+            noconv = False
+            sweeps += 1
+            for i in range(k0, l0 + 1):
+                cn = _norm(h, base + k0 * n + i, n, l0 - k0 + 1, zero)
+                rn = _norm(h, base + i * n + k0, 1, l0 - k0 + 1, zero)
+                ca = _amax(h, base + i, n, l0 + 1, zero)
+                ra = _amax(h, base + i * n + k0, 1, n - k0, zero)
+                if cn == zero or rn == zero:
+                    continue
+                gh = rn / F(2)
+                fs = one
+                s0 = cn + rn
+                while cn < gh and max(fs, max(cn, ca)) < sfmax2 and min(rn, min(gh, ra)) > sfmin2:
+                    fs *= F(2)
+                    cn *= F(2)
+                    ca *= F(2)
+                    rn /= F(2)
+                    gh /= F(2)
+                    ra /= F(2)
+                gh = cn / F(2)
+                while gh >= rn and max(rn, ra) < sfmax2 and min(min(fs, cn), min(gh, ca)) > sfmin2:
+                    fs /= F(2)
+                    cn /= F(2)
+                    gh /= F(2)
+                    ca /= F(2)
+                    rn *= F(2)
+                    ra *= F(2)
+                if cn + rn >= F(0.95) * s0:
+                    continue
+                if fs < one and dsc[xb + i] < one and fs * dsc[xb + i] <= sfmin1:
+                    continue
+                if fs > one and dsc[xb + i] > one and dsc[xb + i] >= sfmax1 / fs:
+                    continue
+                dsc[xb + i] *= fs
+                noconv = True
+                fsi = one / fs
+                for j in range(k0, n):
+                    h[base + i * n + j] = h[base + i * n + j] * fsi
+                for j in range(l0 + 1):
+                    h[base + j * n + i] = h[base + j * n + i] * fs
         # 1. Hessenberg form: column k's entries below the subdiagonal folded onto it by a reflector
         for k in range(n - 2):
             mx = zero
@@ -311,13 +449,24 @@ def kernel(a, w, v, h, z, xv, code, flag, B, n, maxit, eps, small, big, nan):
                         xv[xb + j] = xv[xb + j] * sc
                     acc = acc * sc
                 xv[xb + i] = -(acc / d)
-            mx = zero
             for r in range(n):
                 e = czero
                 for j in range(k + 1):
                     e += z[base + r * n + j] * xv[xb + j]
-                v[base + r * n + q] = e
-                mx = max(mx, _cabs1(e))
+                v[base + r * n + q] = e * dsc[xb + r]
+            # undo the balancing's exchanges (zgebak's order)
+            for ii in range(n):
+                if ii >= k0 and ii <= l0:
+                    continue
+                i = k0 - 1 - ii if ii < k0 else ii
+                pm = code[pb + i]
+                if pm != i:
+                    e = v[base + i * n + q]
+                    v[base + i * n + q] = v[base + pm * n + q]
+                    v[base + pm * n + q] = e
+            mx = zero
+            for r in range(n):
+                mx = max(mx, _cabs1(v[base + r * n + q]))
             nrm = zero
             for r in range(n):
                 e = v[base + r * n + q]
@@ -353,8 +502,9 @@ def kernel(a, w, v, h, z, xv, code, flag, B, n, maxit, eps, small, big, nan):
 def eig_source(dtype: np.dtype, simulated: bool = False) -> str:
     """The kernel for input dtype ``dtype`` (float32/64, complex64/128). Arguments: ``a`` (B matrices n x n),
     ``w`` (B x n) and ``v`` (B x n x n) in the complex precision, scratch ``h``, ``z`` (B x n x n), ``xv`` (B x n)
-    complex and ``code`` (B x 2n) int32, ``flag`` (int32[1]: 1 non-finite input, 2 no convergence), B, n, the
-    iteration cap, and eps, the smallest safe number, the rescaling threshold and NaN in the real precision."""
+    complex, ``dsc`` (B x n) real and ``code`` (B x 3n) int32, ``flag`` (int32[1]: 1 non-finite input, 2 no
+    convergence), B, n, the iteration cap, and eps, the smallest safe number, the rescaling threshold, NaN and
+    the balancing's smallest scale (tiny / eps) in the real precision."""
     d = np.dtype(dtype)
     f = f"np.{real_of(d).name}"
     real_input = d.kind == "f"
@@ -378,14 +528,14 @@ def _eig(ctx, x):
     w, v = ctx.empty(x.shape[:-1], cdt), ctx.empty(x.shape, cdt)
     if B and n:
         h, z = ctx.empty((B * n * n,), cdt), ctx.empty((B * n * n,), cdt)
-        xv, code = ctx.empty((B * n,), cdt), ctx.empty((B * 2 * n,), np.int32)
+        xv, dsc, code = ctx.empty((B * n,), cdt), ctx.empty((B * n,), work), ctx.empty((B * 3 * n,), np.int32)
         flag = ctx.rt.to_device(np.zeros(1, np.int32), ctx.index)
         fi = np.finfo(work)
         small = work.type(fi.tiny * (n / fi.eps))
         blocks, threads = launch_config(B)
         ctx.rt.launch(ctx.rt.compile(eig_source(x.dtype, ctx.rt.simulated), "kernel"), blocks, threads,
-                      [x, w, v, h, z, xv, code, flag, B, n, ITERATIONS * max(10, n), work.type(fi.eps), small,
-                       work.type(math.sqrt(fi.max)), work.type(np.nan)])
+                      [x, w, v, h, z, xv, dsc, code, flag, B, n, ITERATIONS * max(10, n), work.type(fi.eps), small,
+                       work.type(math.sqrt(fi.max)), work.type(np.nan), work.type(fi.tiny / fi.eps)])
         bad = int(ctx.rt.to_host(flag)[0])  # one int read back: as on the CPU, a failure raises
         if bad == 1:
             raise np.linalg.LinAlgError(
@@ -411,6 +561,6 @@ def catalog() -> list[tuple[str, str, list[str], bool]]:
     i64 = "int64"
     for d in (F32, C64, C128):
         r, c = real_of(d), C64 if real_of(d) == F32 else C128
-        arrays = [f"{d.name}[::1]"] + [f"{c.name}[::1]"] * 5 + ["int32[::1]"] * 2
-        cases.append((f"eig:{d.name}", eig_source(d), arrays + [i64] * 3 + [r.name] * 4, r == F32))
+        arrays = [f"{d.name}[::1]"] + [f"{c.name}[::1]"] * 5 + [f"{r.name}[::1]"] + ["int32[::1]"] * 2
+        cases.append((f"eig:{d.name}", eig_source(d), arrays + [i64] * 3 + [r.name] * 5, r == F32))
     return cases

@@ -393,10 +393,16 @@ def test_eig_on_the_device_matches_lapack():
         w, v = fnp.linalg.eig(fl.asarray(a).cuda())
         assert w.device == v.device == "cuda:0"
         _check_eig_on_device(a, w.cpu().numpy(), v.cpu().numpy())
-    # the CPU's order where the deflations agree: complex inputs here, and a real triangular matrix
-    for a in (cases[2], cases[3], np.triu(rng.normal(size=(4, 4)))):
+    # LAPACK's order where the deflations agree: complex inputs here, and triangular matrices, which balancing
+    # permutes (a lower triangular one comes out in reverse)
+    for a in (cases[2], cases[3], np.triu(rng.normal(size=(4, 4))), np.tril(rng.normal(size=(4, 4)))):
         np.testing.assert_allclose(fnp.linalg.eigvals(fl.asarray(a).cuda()).cpu().numpy(), np.linalg.eigvals(a),
                                    rtol=1e-5, atol=1e-5)
+    # a badly scaled matrix: balancing keeps the eigenvalues accurate to the matrix's balanced scale
+    d = np.diag([1e-6, 1.0, 1e6])
+    a = d @ rng.normal(size=(3, 3)) @ np.linalg.inv(d)
+    np.testing.assert_allclose(np.sort_complex(fnp.linalg.eigvals(fl.asarray(a).cuda()).cpu().numpy()),
+                               np.sort_complex(np.linalg.eigvals(a)), rtol=1e-12)
 
 
 def test_eig_of_defective_matrices_is_finite_and_accurate_where_it_can_be():
