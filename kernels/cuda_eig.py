@@ -10,7 +10,8 @@ Each thread runs the path LAPACK's ``zgeev`` takes:
 1. Householder reduction to upper Hessenberg form ``H = Z^H A Z`` (reflectors ``I - beta u u^H`` that map a
    column's tail onto ``-phase(x_0) ||x|| e_1``; a real matrix stays real).
 2. The complex shifted QR iteration on ``H`` (``zlahqr``'s scheme): a subdiagonal entry below ``eps`` times its
-   two diagonal neighbours (or below the smallest safe number) is set to zero and splits the problem; the
+   two diagonal neighbours (with Ahues and Tisseur's refinement) or below the smallest safe number is set to zero
+   and splits the problem; the
    trailing active block takes an implicit single-shift step with the Wilkinson shift (the eigenvalue of its
    trailing 2 x 2 block nearer its last diagonal entry), chased by complex Givens rotations, with an exceptional
    shift every tenth step; rotations are applied to the whole matrix and accumulated in ``Z``, so the result is
@@ -305,7 +306,18 @@ def kernel(a, w, v, h, z, xv, dsc, code, flag, B, n, maxit, eps, small, big, nan
                     if l + 1 <= hi:
                         tst += abs(h[base + (l + 1) * n + l].real)
                 if sub <= eps * tst:
-                    break
+                    # Ahues and Tisseur's test, as zlahqr: the subdiagonal times its transposed neighbour must be
+                    # small against the diagonal's spread too, or balanced-away entries deflate too early
+                    hu = _cabs1(h[base + (l - 1) * n + l])
+                    ab = max(sub, hu)
+                    ba = min(sub, hu)
+                    da = _cabs1(h[base + l * n + l])
+                    db = _cabs1(h[base + (l - 1) * n + l - 1] - h[base + l * n + l])
+                    aa = max(da, db)
+                    bb = min(da, db)
+                    st = aa + ab
+                    if ba * (ab / st) <= max(small, eps * (bb * (aa / st))):
+                        break
                 l -= 1
             if l > 0:
                 h[base + l * n + l - 1] = czero

@@ -346,6 +346,13 @@ def test_sort_is_stable_with_nan_last_and_differentiable():
     np.testing.assert_allclose(grad(g[1:]).cpu().numpy(), grad(x[1:]).numpy())
 
 
+def _assert_largest_component_real(v, eps):
+    """Each column's component of largest modulus is real and positive (of components tied to rounding, one)."""
+    m = np.abs(v) ** 2
+    top = m >= m.max(axis=-2, keepdims=True) - 8 * eps
+    assert ((top & (v.imag == 0) & (v.real > 0)).any(axis=-2)).all()
+
+
 def _check_eig_on_device(a, w, v):
     """``eig``'s outputs against LAPACK's: eigenvalues as a multiset, ``a v = v w``, unit columns whose first
     largest component is real and positive, and for real ``a``, real vectors for real eigenvalues and conjugate
@@ -363,8 +370,7 @@ def _check_eig_on_device(a, w, v):
             assert abs(left.pop(j) - x) <= 1e3 * eps * scale[b].item(), (w[b], want[b])
     np.testing.assert_allclose(a64 @ v - v * w[..., None, :], 0, atol=50 * eps * scale.max(initial=1))
     np.testing.assert_allclose(np.linalg.norm(v, axis=-2), 1, rtol=20 * eps)
-    top = np.take_along_axis(v, np.argmax(np.abs(v) ** 2, axis=-2)[..., None, :], -2)
-    assert (top.imag == 0).all() and (top.real > 0).all()
+    _assert_largest_component_real(v, eps)
     if a.dtype.kind == "f":
         for b in np.ndindex(a.shape[:-2]):
             i = 0
@@ -403,6 +409,46 @@ def test_eig_on_the_device_matches_lapack():
     a = d @ rng.normal(size=(3, 3)) @ np.linalg.inv(d)
     np.testing.assert_allclose(np.sort_complex(fnp.linalg.eigvals(fl.asarray(a).cuda()).cpu().numpy()),
                                np.sort_complex(np.linalg.eigvals(a)), rtol=1e-12)
+
+
+@st.composite
+def _eig_inputs(draw):
+    n = draw(st.integers(1, 4))
+    batch = draw(st.sampled_from([(), (2,)]))
+    dtype = draw(st.sampled_from([np.float32, np.float64, np.complex64, np.complex128]))
+    # small integers make zeros, repeated and defective eigenvalues and reducible matrices; floats the rest, of
+    # magnitudes within a few powers of two: with entries far apart (1 and 1e-40, say) balancing makes the
+    # backward error small in the balanced norm only, and LAPACK's residual is then O(1) too
+    magnitude = st.floats(0.125, 3.0, width=32)
+    entry = st.one_of(st.sampled_from([0.0, 0.0, 1.0, -1.0, 2.0]), magnitude, magnitude.map(lambda x: -x))
+    size = int(np.prod(batch + (n, n)))
+    a = np.array(draw(st.lists(entry, min_size=size, max_size=size)), np.float64).reshape(batch + (n, n))
+    if np.dtype(dtype).kind == "c":
+        a = a + 1j * np.array(draw(st.lists(entry, min_size=size, max_size=size))).reshape(a.shape)
+    return a.astype(dtype)
+
+
+@settings(suppress_health_check=list(HealthCheck))
+@given(a=_eig_inputs())
+def test_eig_on_the_device_is_backward_stable_and_normalized_as_lapack(a):
+    w, v = (o.cpu().numpy() for o in fnp.linalg.eig(fl.asarray(a).cuda()))
+    eps = np.finfo(w.dtype).eps
+    scale = np.abs(a).max(initial=0) + 1
+    assert np.isfinite(w).all() and np.isfinite(v).all()
+    a64, w64, v64 = a.astype(np.complex128), w.astype(np.complex128), v.astype(np.complex128)
+    np.testing.assert_allclose(a64 @ v64 - v64 * w64[..., None, :], 0, atol=100 * eps * scale)
+    np.testing.assert_allclose(np.linalg.norm(v64, axis=-2), 1, rtol=20 * eps)
+    _assert_largest_component_real(v64, eps)
+    # the eigenvalues of a defective matrix move by eps^(1/n): as multisets, to that accuracy
+    n = a.shape[-1]
+    want = np.linalg.eigvals(a64)
+    for b in np.ndindex(a.shape[:-2]):
+        left = list(want[b])
+        for x in w64[b]:
+            j = int(np.argmin(np.abs(np.array(left) - x)))
+            assert abs(left.pop(j) - x) <= 10 * eps ** (1 / n) * scale, (a[b], w[b], want[b])
+    if a.dtype.kind == "f":
+        assert (np.sort_complex(w.ravel()) == np.sort_complex(np.conj(w).ravel())).all()
 
 
 def test_eig_of_defective_matrices_is_finite_and_accurate_where_it_can_be():
