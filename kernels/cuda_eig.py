@@ -11,12 +11,11 @@ Each thread runs the path LAPACK's ``zgeev`` takes:
    column's tail onto ``-phase(x_0) ||x|| e_1``; a real matrix stays real).
 2. The complex shifted QR iteration on ``H`` (``zlahqr``'s scheme): a subdiagonal entry below ``eps`` times its
    two diagonal neighbours (with Ahues and Tisseur's refinement) or below the smallest safe number is set to zero
-   and splits the problem; the
-   trailing active block takes an implicit single-shift step with the Wilkinson shift (the eigenvalue of its
-   trailing 2 x 2 block nearer its last diagonal entry), chased by complex Givens rotations, with an exceptional
-   shift every tenth step; rotations are applied to the whole matrix and accumulated in ``Z``, so the result is
-   the Schur form ``T = Z^H A Z``. A position that has not split off after ``ITERATIONS * max(10, n)`` steps
-   stops the thread: that matrix's outputs are NaN and a flag is set.
+   and splits the problem; the trailing active block takes an implicit single-shift step with the Wilkinson
+   shift (the eigenvalue of its trailing 2 x 2 block nearer its last diagonal entry), chased by complex Givens
+   rotations, with an exceptional shift every tenth step; rotations are applied to the whole matrix and
+   accumulated in ``Z``, so the result is the Schur form ``T = Z^H A Z``. A position that has not split off after
+   ``ITERATIONS * max(10, n)`` steps stops the thread: that matrix's outputs are NaN and a flag is set.
 3. Eigenvectors of ``T`` by back substitution (``ztrevc``'s scheme: the diagonal of ``T - w_k I`` is guarded
    from below by ``max(eps |w_k|, smallest safe number)``, so repeated and defective eigenvalues give finite
    vectors, and a growing solution is rescaled before it can overflow), back-transformed by ``Z``.
@@ -33,9 +32,11 @@ diagonal, which is LAPACK's when the deflations happen in the same order (usuall
 reducible ones, which balancing orders as LAPACK does) but is not guaranteed to be (LAPACK's shifts differ in
 detail, and for real inputs it iterates on the real Schur form); compare eigenvalues as a multiset. Each
 eigenvector is defined up to a phase: the device's largest component is real and positive, while ``dgeev``'s
-real vectors keep the sign its Schur form gave them. A matrix with NaN or inf entries, or one whose iteration
-does not converge, raises ``LinAlgError`` as on the CPU (one flag read back after the launch, as ``cholesky``
-does). Small matrices, many of them, are what this is for: a large matrix runs serially on one thread.
+real vectors keep the sign its Schur form gave them. NumPy computes float32 and complex64 inputs in double
+precision and rounds the result; the device computes them in single precision, so they agree to float32
+accuracy (times the eigenvalues' condition), not to the last bit. A matrix with NaN or inf entries, or one whose
+iteration does not converge, raises ``LinAlgError`` as on the CPU (one flag read back after the launch, as
+``cholesky`` does). Small matrices, many of them, are what this is for: a large matrix runs serially on one thread.
 
 >>> "eig" in IMPLS
 True
