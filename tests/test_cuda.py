@@ -317,6 +317,7 @@ def test_every_kernel_kind_compiles_to_sm90_ptx_without_float64_in_float32_kerne
         "cat = cuda_prims.kernel_catalog()\n"
         "ptx = cuda_prims.compile_catalog((9, 0))\n"
         "assert set(ptx) == {c[0] for c in cat}\n"
+        "assert {'eig:float32', 'eig:complex64'} <= set(ptx)  # real and complex inputs, float32 kernels\n"
         "assert all('.target sm_90' in p for p in ptx.values())\n"
         "bad = [c[0] for c in cat if c[3] and '.f64' in ptx[c[0]]]\n"
         "assert not bad, bad\n"
@@ -354,7 +355,7 @@ def _assert_largest_component_real(v, eps):
 
 
 def _check_eig_on_device(a, w, v):
-    """``eig``'s outputs against LAPACK's: eigenvalues as a multiset, ``a v = v w``, unit columns whose first
+    """``eig``'s outputs against LAPACK's: eigenvalues as a multiset, ``a v = v w``, unit columns whose
     largest component is real and positive, and for real ``a``, real vectors for real eigenvalues and conjugate
     pairs adjacent (positive imaginary part first) as exact conjugates."""
     c = np.complex64 if a.dtype in (np.float32, np.complex64) else np.complex128
