@@ -120,6 +120,10 @@ def eig(a) -> EigResult:
     """Eigenvalues and right eigenvectors (columns, unit norm, largest component real) of square matrices,
     both complex: ``a @ v == v * w``. Differentiable where the eigenvalues are distinct.
 
+    On a CUDA device the eigenvalues come in the order of the complex Schur form's diagonal, which is LAPACK's
+    for most matrices but not all (real ones with several complex pairs may differ): compare them as a multiset.
+    Each vector's largest component is real and positive there, where LAPACK may leave a real vector negative.
+
     >>> w, v = fnp.linalg.eig(fnp.array([[2.0, 0.0], [0.0, 3.0]]))
     >>> w
     Tensor([2.+0.j, 3.+0.j], dtype=complex64)
@@ -129,7 +133,7 @@ def eig(a) -> EigResult:
 
 
 def eigvals(a) -> Tensor:
-    """The (complex) eigenvalues of square matrices, in LAPACK's order.
+    """The (complex) eigenvalues of square matrices, in LAPACK's order (on a CUDA device, usually: see ``eig``).
 
     >>> fnp.linalg.eigvals(fnp.array([[2.0, 0.0], [0.0, 3.0]]))
     Tensor([2.+0.j, 3.+0.j], dtype=complex64)
