@@ -84,6 +84,11 @@ _TRANSCENDENTAL = {
 }
 
 
+# the functions of ``cuda_cxmath`` (device functions, one per precision) by primitive
+_DEVICE_FUNCS = {"asin": "asin", "acos": "acos", "atan": "atan", "asinh": "asinh", "acosh": "acosh", "atanh": "atanh",
+                 "pow": "pow"}
+
+
 def _to_complex(x: str, src: np.dtype, out: np.dtype) -> str:
     if src.kind == "c":
         return x
@@ -121,6 +126,9 @@ def elementwise_expr(name: str, in_dtypes: Sequence[np.dtype], out_dtype: np.dty
         f, _, sin, cos = _parts(c)
         e = _TRANSCENDENTAL[name].replace("SIN", sin).replace("COS", cos).replace("LN2", repr(math.log(2)))
         return e.replace("F(", f + "(")
+    if name in _DEVICE_FUNCS and all(d.kind == "c" for d in ins):
+        bits = 32 if real_of(c) == F32 else 64
+        return f"_c{_DEVICE_FUNCS[name]}{bits}({', '.join(f'{{{i}}}' for i in range(len(ins)))})"
     if name == "sign":
         return "({0} / math.hypot({0}.real, {0}.imag) if {0} != 0 else {0})"
     if name == "complex" and out.kind == "c":
@@ -143,7 +151,7 @@ def elementwise_expr(name: str, in_dtypes: Sequence[np.dtype], out_dtype: np.dty
     raise UnsupportedOnDevice(
         f"'{name}' on {', '.join(d.name for d in ins)} -> {out.name} has no CUDA kernel in complex (the device "
         "computes complex add, sub, mul, div, safe_mul, safe_div, neg, conj, real, imag, abs, exp, exp2, expm1, log, "
-        "log1p, sqrt, sin, cos, tan, sinh, cosh, tanh, sign, "
+        "log1p, sqrt, sin, cos, tan, sinh, cosh, tanh, asin, acos, atan, asinh, acosh, atanh, pow, sign, "
         "integer_pow, comparisons, select, casts, sums, products, dot_general and fft); run it on the CPU with "
         "x.to_device('cpu')"
     )
@@ -180,7 +188,8 @@ def catalog() -> list[tuple[str, str, list[str], bool]]:
             ("exp", [d], d, None), ("log", [d], d, None), ("sqrt", [d], d, None), ("sin", [d], d, None),
             ("cos", [d], d, None), ("sinh", [d], d, None), ("cosh", [d], d, None), ("sign", [d], d, None),
             ("expm1", [d], d, None), ("log1p", [d], d, None), ("exp2", [d], d, None), ("tanh", [d], d, None),
-            ("tan", [d], d, None),
+            ("tan", [d], d, None), ("asin", [d], d, None), ("acos", [d], d, None), ("atan", [d], d, None),
+            ("asinh", [d], d, None), ("acosh", [d], d, None), ("atanh", [d], d, None), ("pow", [d, d], d, None),
             ("eq", [d, d], np.dtype(np.bool_), None),
             ("isinf", [d], np.dtype(np.bool_), None), ("integer_pow", [d], d, {"y": -3}),
             ("complex", [r, r], d, None), ("convert_element_type", [r], d, None),
