@@ -28,10 +28,12 @@ C64, C128 = np.dtype(np.complex64), np.dtype(np.complex128)
 COMPLEX_DTYPES = frozenset({C64, C128})
 
 # table kernels (``cuda_ops``' and the families') that are correct on complex operands: they copy, add, multiply
-# or index, which numba-cuda does in complex; every other one refuses a complex operand by name
+# or index, which numba-cuda does in complex (a complex scatter_add folds in order: CUDA has no complex atomics);
+# every other one refuses a complex operand by name
 TABLE_KERNELS = frozenset({
     "broadcast_in_dim", "reshape", "transpose", "rev", "slice", "concatenate", "pad", "reduce_sum", "reduce_prod",
     "dot_general", "gather", "cumsum", "dynamic_slice", "dynamic_update_slice", "conv_patches",
+    "conv_patches_transpose", "scatter", "scatter_mul", "scatter_add",
 })
 
 

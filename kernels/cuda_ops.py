@@ -241,7 +241,7 @@ class Context:
 
 # table kernels also correct on complex operands (``cuda_complex.TABLE_KERNELS`` names the full set)
 _COMPLEX_OK = frozenset({"reduce_sum", "reduce_prod", "gather", "cumsum", "dynamic_slice", "dynamic_update_slice",
-                         "conv_patches"})
+                         "conv_patches", "conv_patches_transpose", "scatter", "scatter_mul", "scatter_add"})
 
 
 def _native(name: str, *xs) -> None:
