@@ -34,6 +34,7 @@ TABLE_KERNELS = frozenset({
     "broadcast_in_dim", "reshape", "transpose", "rev", "slice", "concatenate", "pad", "reduce_sum", "reduce_prod",
     "dot_general", "gather", "cumsum", "dynamic_slice", "dynamic_update_slice", "conv_patches",
     "conv_patches_transpose", "scatter", "scatter_mul", "scatter_add",
+    "cholesky", "triangular_solve", "lu", "qr", "eigh", "svd",  # cuda_cxlinalg's and cuda_linalg's complex kernels
 })
 
 

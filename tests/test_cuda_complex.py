@@ -28,8 +28,7 @@ pytestmark = [
 
 UNSUPPORTED_COMPLEX = {
     # kernels written for real numbers: the factorizations
-    "cholesky", "triangular_solve", "lu", "qr",
-    "eigh", "eig", "svd",
+    "eig",
 }
 COMPLEX_ROWS = [r for r in ROWS if D.complex64 in r.dtypes]
 
@@ -115,6 +114,62 @@ def test_complex_scatters_with_repeated_indices_fold_in_order_as_numpy(name):
         (np.add if name == "scatter_add" else np.multiply).at(want, idx[:, 0], upd)
     np.testing.assert_array_equal(got[0], got[1])  # no atomics: the same bits every time
     np.testing.assert_allclose(got[0], want, rtol=1e-6)
+
+
+def _cnormal(rng, *shape):
+    return rng.normal(size=shape) + 1j * rng.normal(size=shape)
+
+
+def test_complex_factorizations_match_lapack_in_every_shape():
+    from funclib.core import PRIMITIVES
+
+    rng = np.random.default_rng(5)
+    for shape in ((3, 3), (2, 4, 3), (3, 4), (1, 2)):
+        a = _cnormal(rng, *shape)
+        g = fl.asarray(a).cuda()
+        for full in (False, True):
+            (q, r), (cq, cr) = fl.linalg.qr(g, mode="complete" if full else "reduced"), np.linalg.qr(
+                a, mode="complete" if full else "reduced")
+            np.testing.assert_allclose(q.cpu().numpy(), cq, atol=1e-12)  # LAPACK's phases, not just any QR
+            np.testing.assert_allclose(r.cpu().numpy(), cr, atol=1e-12)
+        lu, piv, perm = (o.cpu().numpy() for o in fl.tree.leaves(PRIMITIVES["lu"].bind(g)))
+        clu, cpiv, cperm = (o.numpy() for o in fl.tree.leaves(PRIMITIVES["lu"].bind(fl.asarray(a))))
+        np.testing.assert_allclose(lu, clu, atol=1e-12)
+        np.testing.assert_array_equal(piv, cpiv)
+        np.testing.assert_array_equal(perm, cperm)
+    # the |re| + |im| pivot LAPACK takes, where the largest modulus would pick another row
+    a = np.array([[0.9 + 0.9j, 1.0], [1.25 + 0.0j, 2.0]])
+    _, piv, _ = PRIMITIVES["lu"].bind(fl.asarray(a).cuda())
+    np.testing.assert_array_equal(piv.cpu().numpy(), [0, 1])
+    s = _cnormal(rng, 2, 4, 4)
+    h = s + np.conj(np.swapaxes(s, -1, -2)) + np.diag([0.0, 3, 6, 9])
+    hl = np.tril(h) + np.triu(_cnormal(rng, 4, 4), 1)  # the primitive reads the lower triangle only
+    w, v = (o.cpu().numpy() for o in PRIMITIVES["eigh"].bind(fl.asarray(hl).cuda()))
+    assert w.dtype == np.float64 and v.dtype == np.complex128
+    np.testing.assert_allclose(w, np.linalg.eigvalsh(h), atol=1e-12)
+    np.testing.assert_allclose(h @ v, v * w[..., None, :], atol=1e-11)
+    np.testing.assert_allclose(np.conj(np.swapaxes(v, -1, -2)) @ v, np.broadcast_to(np.eye(4), h.shape), atol=1e-12)
+    pd = h @ np.conj(np.swapaxes(h, -1, -2)) + np.eye(4)
+    pl = np.tril(pd) + np.triu(_cnormal(rng, 4, 4), 1)
+    np.testing.assert_allclose(PRIMITIVES["cholesky"].bind(fl.asarray(pl).cuda()).cpu().numpy(),
+                               np.linalg.cholesky(pd), atol=1e-12)
+    with pytest.raises(np.linalg.LinAlgError, match="cholesky: .*not positive definite"):
+        fl.linalg.cholesky(fl.asarray(-np.eye(3, dtype=np.complex64)).cuda())
+
+
+def test_complex_triangular_solves_match_the_cpu_in_every_variant():
+    from funclib.core import PRIMITIVES
+
+    rng = np.random.default_rng(3)
+    a = fl.asarray(_cnormal(rng, 2, 3, 3) + 4 * np.eye(3))
+    b = fl.asarray(_cnormal(rng, 2, 3, 2))
+    for left, lower, trans, conj, unit in [(L, lo, t, c, u) for L in (True, False) for lo in (True, False)
+                                           for t in (False, True) for c in (False, True) for u in (False, True)]:
+        bb = b if left else fl.matrix_transpose(b)
+        kw = dict(left_side=left, lower=lower, transpose_a=trans, conjugate_a=conj, unit_diagonal=unit)
+        want = PRIMITIVES["triangular_solve"].bind(a, bb, **kw)
+        got = PRIMITIVES["triangular_solve"].bind(a.cuda(), bb.cuda(), **kw)
+        np.testing.assert_allclose(got.cpu().numpy(), want.numpy(), rtol=1e-10, atol=1e-12, err_msg=str(kw))
 
 
 FFT_CASES = [
