@@ -1,6 +1,7 @@
 """Complex numbers on a CUDA device: complex64/complex128 buffers are held as themselves (numba-cuda computes in
 them), elementwise kernels for the complex arithmetic the device supports, and the list of table kernels that
-are correct for complex operands (data movement, sums and products, ``dot_general``, gathers, ``cumsum``).
+are correct for complex operands (data movement, sums and products, ``dot_general``, gathers, scatters, ``cumsum``,
+col2im, and the factorizations of ``cuda_linalg`` and ``cuda_cxlinalg``).
 
 Everything else on a complex operand raises ``UnsupportedOnDevice`` naming the primitive (``check``), since a
 kernel written for real numbers would compute a wrong answer or fail to compile. complex64 math stays in float32:
