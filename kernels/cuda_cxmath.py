@@ -12,13 +12,14 @@ computed for ``re >= 0`` (it is odd) as ``log1p(4a / ((1 - a)^2 + b^2)) / 4 + i 
 exponent below 100 in modulus is repeated squaring (its reciprocal for a negative one), and the rest is
 ``exp(y log x)``.
 
->>> "_casin32" in CX_MATH and "_cpow64" in CX_MATH
+>>> "_casin32" in CX_MATH and uses("_cpow64({0}, {1})") and not uses("math.asin({0})")
 True
 """
 
 from __future__ import annotations
 
 import math
+import re
 
 _TEMPLATE = '''
 _NAN_T = npT(np.nan)
@@ -150,3 +151,10 @@ def _instance(bits: int) -> str:
 
 
 CX_MATH = _instance(32) + _instance(64)
+_CALLS = re.compile(r"\b_c(?:asin|acos|atan|asinh|acosh|atanh|pow)(?:32|64)\(")
+
+
+def uses(expr: str) -> bool:
+    """Whether kernel code ``expr`` calls these functions (a module defines them only then: creating numba-cuda's
+    device functions costs several milliseconds per module)."""
+    return _CALLS.search(expr) is not None

@@ -21,7 +21,6 @@ import numpy as np
 
 from . import fusion
 from .cuda_backend import NATIVE_DTYPES, UnsupportedOnDevice
-from .cuda_cxmath import CX_MATH
 
 F32, F64 = np.dtype(np.float32), np.dtype(np.float64)
 
@@ -330,6 +329,5 @@ def elementwise_expr(op: str, in_dtypes: Sequence[np.dtype], out_dtype: np.dtype
 
 def header(simulated: bool) -> list[str]:
     return ["import math", "import numpy as np", "from numba import cuda", _PRELUDE_SIM if simulated else
-            _PRELUDE_GPU, "_ZERO_float32 = np.float32(0)", "_ZERO_float64 = np.float64(0)", DEVICE_MATH, EXTRA_MATH,
-            CX_MATH, ""]
+            _PRELUDE_GPU, "_ZERO_float32 = np.float32(0)", "_ZERO_float64 = np.float64(0)", DEVICE_MATH, EXTRA_MATH, ""]
 
