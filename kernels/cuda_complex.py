@@ -58,14 +58,11 @@ def _exp(z: str, d: np.dtype) -> str:
             f"complex(math.exp({z}.real) * {cos}({z}.imag), math.exp({z}.real) * {sin}({z}.imag)))")
 
 
-# a = re, b = im; SIN/COS are the working precision's, F( its float type. sqrt is the principal root through
-# t = sqrt((|z| + |a|) / 2), which cancels nothing; log's real part is log|z| through hypot (no overflow)
+# a = re, b = im; SIN/COS are the working precision's, F( its float type. log's real part is log|z| through
+# hypot (no overflow); sqrt is a device function of cuda_cxmath
 _A, _B = "{0}.real", "{0}.imag"
-_T = f"math.sqrt((math.hypot({_A}, {_B}) + abs({_A})) * F(0.5))"
 _TRANSCENDENTAL = {
     "log": f"complex(math.log(math.hypot({_A}, {_B})), math.atan2({_B}, {_A}))",
-    "sqrt": (f"({{0}} - {{0}} if {{0}} == 0 else complex({_T}, {_B} / ({_T} + {_T})) if {_A} >= 0 else "
-             f"complex(abs({_B}) / ({_T} + {_T}), math.copysign({_T}, {_B})))"),
     "sin": f"complex(SIN({_A}) * math.cosh({_B}), COS({_A}) * math.sinh({_B}))",
     "cos": f"complex(COS({_A}) * math.cosh({_B}), -(SIN({_A}) * math.sinh({_B})))",
     "sinh": f"complex(math.sinh({_A}) * COS({_B}), math.cosh({_A}) * SIN({_B}))",
@@ -89,8 +86,8 @@ _TRANSCENDENTAL = {
 
 
 # the functions of ``cuda_cxmath`` (device functions, one per precision) by primitive
-_DEVICE_FUNCS = {"asin": "asin", "acos": "acos", "atan": "atan", "asinh": "asinh", "acosh": "acosh", "atanh": "atanh",
-                 "pow": "pow"}
+_DEVICE_FUNCS = {"sqrt": "sqrtz", "asin": "asin", "acos": "acos", "atan": "atan", "asinh": "asinh", "acosh": "acosh",
+                 "atanh": "atanh", "pow": "pow"}
 
 
 def _to_complex(x: str, src: np.dtype, out: np.dtype) -> str:
