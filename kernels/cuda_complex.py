@@ -1,6 +1,7 @@
 """Complex numbers on a CUDA device: complex64/complex128 buffers are held as themselves (numba-cuda computes in
 them), elementwise kernels for the complex arithmetic the device supports, and the list of table kernels that
-are correct for complex operands (data movement, sums and products, ``dot_general``, gathers, ``cumsum``).
+are correct for complex operands (data movement, sums and products, ``dot_general``, gathers, scatters, ``cumsum``,
+col2im, and the factorizations of ``cuda_linalg`` and ``cuda_cxlinalg``).
 
 Everything else on a complex operand raises ``UnsupportedOnDevice`` naming the primitive (``check``), since a
 kernel written for real numbers would compute a wrong answer or fail to compile. complex64 math stays in float32:
@@ -28,10 +29,13 @@ C64, C128 = np.dtype(np.complex64), np.dtype(np.complex128)
 COMPLEX_DTYPES = frozenset({C64, C128})
 
 # table kernels (``cuda_ops``' and the families') that are correct on complex operands: they copy, add, multiply
-# or index, which numba-cuda does in complex; every other one refuses a complex operand by name
+# or index, which numba-cuda does in complex (a complex scatter_add folds in order: CUDA has no complex atomics);
+# every other one refuses a complex operand by name
 TABLE_KERNELS = frozenset({
     "broadcast_in_dim", "reshape", "transpose", "rev", "slice", "concatenate", "pad", "reduce_sum", "reduce_prod",
     "dot_general", "gather", "cumsum", "dynamic_slice", "dynamic_update_slice", "conv_patches",
+    "conv_patches_transpose", "scatter", "scatter_mul", "scatter_add",
+    "cholesky", "triangular_solve", "lu", "qr", "eigh", "svd",  # cuda_cxlinalg's and cuda_linalg's complex kernels
 })
 
 
@@ -54,14 +58,11 @@ def _exp(z: str, d: np.dtype) -> str:
             f"complex(math.exp({z}.real) * {cos}({z}.imag), math.exp({z}.real) * {sin}({z}.imag)))")
 
 
-# a = re, b = im; SIN/COS are the working precision's, F( its float type. sqrt is the principal root through
-# t = sqrt((|z| + |a|) / 2), which cancels nothing; log's real part is log|z| through hypot (no overflow)
+# a = re, b = im; SIN/COS are the working precision's, F( its float type. log's real part is log|z| through
+# hypot (no overflow); sqrt is a device function of cuda_cxmath
 _A, _B = "{0}.real", "{0}.imag"
-_T = f"math.sqrt((math.hypot({_A}, {_B}) + abs({_A})) * F(0.5))"
 _TRANSCENDENTAL = {
     "log": f"complex(math.log(math.hypot({_A}, {_B})), math.atan2({_B}, {_A}))",
-    "sqrt": (f"({{0}} - {{0}} if {{0}} == 0 else complex({_T}, {_B} / ({_T} + {_T})) if {_A} >= 0 else "
-             f"complex(abs({_B}) / ({_T} + {_T}), math.copysign({_T}, {_B})))"),
     "sin": f"complex(SIN({_A}) * math.cosh({_B}), COS({_A}) * math.sinh({_B}))",
     "cos": f"complex(COS({_A}) * math.cosh({_B}), -(SIN({_A}) * math.sinh({_B})))",
     "sinh": f"complex(math.sinh({_A}) * COS({_B}), math.cosh({_A}) * SIN({_B}))",
@@ -82,6 +83,11 @@ _TRANSCENDENTAL = {
             f"complex(SIN({_A} + {_A}), math.sinh({_B} + {_B})) / "
             f"(COS({_A} + {_A}) + math.cosh({_B} + {_B})))"),
 }
+
+
+# the functions of ``cuda_cxmath`` (device functions, one per precision) by primitive
+_DEVICE_FUNCS = {"sqrt": "sqrtz", "asin": "asin", "acos": "acos", "atan": "atan", "asinh": "asinh", "acosh": "acosh",
+                 "atanh": "atanh", "pow": "pow"}
 
 
 def _to_complex(x: str, src: np.dtype, out: np.dtype) -> str:
@@ -121,6 +127,9 @@ def elementwise_expr(name: str, in_dtypes: Sequence[np.dtype], out_dtype: np.dty
         f, _, sin, cos = _parts(c)
         e = _TRANSCENDENTAL[name].replace("SIN", sin).replace("COS", cos).replace("LN2", repr(math.log(2)))
         return e.replace("F(", f + "(")
+    if name in _DEVICE_FUNCS and all(d.kind == "c" for d in ins):
+        bits = 32 if real_of(c) == F32 else 64
+        return f"_c{_DEVICE_FUNCS[name]}{bits}({', '.join(f'{{{i}}}' for i in range(len(ins)))})"
     if name == "sign":
         return "({0} / math.hypot({0}.real, {0}.imag) if {0} != 0 else {0})"
     if name == "complex" and out.kind == "c":
@@ -143,7 +152,7 @@ def elementwise_expr(name: str, in_dtypes: Sequence[np.dtype], out_dtype: np.dty
     raise UnsupportedOnDevice(
         f"'{name}' on {', '.join(d.name for d in ins)} -> {out.name} has no CUDA kernel in complex (the device "
         "computes complex add, sub, mul, div, safe_mul, safe_div, neg, conj, real, imag, abs, exp, exp2, expm1, log, "
-        "log1p, sqrt, sin, cos, tan, sinh, cosh, tanh, sign, "
+        "log1p, sqrt, sin, cos, tan, sinh, cosh, tanh, asin, acos, atan, asinh, acosh, atanh, pow, sign, "
         "integer_pow, comparisons, select, casts, sums, products, dot_general and fft); run it on the CPU with "
         "x.to_device('cpu')"
     )
@@ -180,7 +189,8 @@ def catalog() -> list[tuple[str, str, list[str], bool]]:
             ("exp", [d], d, None), ("log", [d], d, None), ("sqrt", [d], d, None), ("sin", [d], d, None),
             ("cos", [d], d, None), ("sinh", [d], d, None), ("cosh", [d], d, None), ("sign", [d], d, None),
             ("expm1", [d], d, None), ("log1p", [d], d, None), ("exp2", [d], d, None), ("tanh", [d], d, None),
-            ("tan", [d], d, None),
+            ("tan", [d], d, None), ("asin", [d], d, None), ("acos", [d], d, None), ("atan", [d], d, None),
+            ("asinh", [d], d, None), ("acosh", [d], d, None), ("atanh", [d], d, None), ("pow", [d, d], d, None),
             ("eq", [d, d], np.dtype(np.bool_), None),
             ("isinf", [d], np.dtype(np.bool_), None), ("integer_pow", [d], d, {"y": -3}),
             ("complex", [r, r], d, None), ("convert_element_type", [r], d, None),

@@ -12,10 +12,10 @@ from typing import Any
 
 import numpy as np
 
-from .cuda_backend import UnsupportedOnDevice, launch_config
+from .cuda_backend import COMPLEX_DTYPES, UnsupportedOnDevice, launch_config
 from .cuda_math import F32
 from .cuda_math import header as _header
-from .cuda_ops import View, _contiguous_strides, _identity, _native, _transpose_view
+from .cuda_ops import View, _contiguous_strides, _identity, _native, _scatter_add, _transpose_view
 
 # how scatter_* and segment_* fold one update into the value so far (NumPy's ufunc.at: a NaN propagates)
 _FOLD = {
@@ -88,6 +88,17 @@ def _scatter_fold(mode: str, name: str):
         return ctx.contiguous(_transpose_view(out, inverse))
 
     return impl
+
+
+_scatter_sum = _scatter_fold("sum", "scatter_add")
+
+
+def _scatter_add_any(ctx, x, idx, updates, *, axes):
+    """Atomic adds where CUDA has them; complex has none, so its updates fold in order (deterministic, NumPy's
+    ``add.at`` order)."""
+    if x.dtype in COMPLEX_DTYPES:
+        return _scatter_sum(ctx, x, idx, updates, axes=axes)
+    return _scatter_add(ctx, x, idx, updates, axes=axes)
 
 
 def _segment(kind: str):
@@ -241,6 +252,7 @@ def _conv_patches_transpose(ctx, cols, *, input_shape, strides, padding, dilatio
 
 
 IMPLS: dict[str, Callable[..., Any]] = {
+    "scatter_add": _scatter_add_any,
     "scatter": _scatter_fold("set", "scatter"),
     "scatter_mul": _scatter_fold("mul", "scatter_mul"),
     "scatter_max": _scatter_fold("max", "scatter_max"),
@@ -266,6 +278,13 @@ def catalog() -> list[tuple[str, str, list[str], bool]]:
     for mode in ("set", "mul", "max", "min"):
         cases.append((f"scatter_{mode}:float32", combine_source(1, mode, F32), [arr(F32), arr(np.int64), arr(F32),
                       arr(F32), arr(np.int32), i64, i64, i64, i64, i64], True))
+    for d, r in ((np.dtype(np.complex64), True), (np.dtype(np.complex128), False)):
+        for mode in ("set", "mul", "sum"):
+            cases.append((f"scatter_{mode}:{d.name}", combine_source(1, mode, d), [arr(d), arr(np.int64), arr(d),
+                          arr(d), arr(np.int32), i64, i64, i64, i64, i64], r))
+        for last in (True, False):
+            cases.append((f"conv_patches_transpose:{'last' if last else 'first'}:{d.name}", conv_source(2, last, True),
+                          [arr(d), arr(d)] + [i64] * 15 + [d.name], r))
     for kind in ("sum", "max", "min"):
         cases.append((f"segment_{kind}:float32", segment_source(kind, F32), [arr(F32), arr(np.int32), arr(F32),
                       i64, i64, i64, "float32"], True))

@@ -1,6 +1,7 @@
 """CUDA kernels of sparse products (``spmm``, ``sddmm``) and dense linear algebra, one thread (``cholesky``: one
-block) per matrix of a stack: ``cholesky``, ``triangular_solve``, ``lu``, ``qr``, ``eigh``, ``svd``. Built on
-``cuda_ops``' views and launches; ``cuda_prims`` joins this table with the others.
+block) per matrix of a stack: ``cholesky``, ``qr`` and ``eigh`` of real matrices (complex ones: ``cuda_cxlinalg``,
+with ``svd``), ``triangular_solve`` and ``lu`` of real and complex ones. Built on ``cuda_ops``' views and launches;
+``cuda_prims`` joins this table with the others.
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ import numpy as np
 from .cuda_backend import UnsupportedOnDevice, launch_config
 from .cuda_math import F32, F64
 from .cuda_math import header as _header
-from .cuda_ops import View, _concatenate, _rev, _slice_view, _transpose, launch_strided, reduce_block
+from .cuda_ops import View, _rev, _transpose, elementwise, launch_strided, reduce_block
+
+C64, C128 = np.dtype(np.complex64), np.dtype(np.complex128)
 
 # ------------------------------------------------------------------------------------------ sparse products
 
@@ -206,6 +209,11 @@ def kernel(a, lu, piv, perm, B, m, n, zero):
         g += step
 '''
 
+# complex pivots are chosen by |re| + |im|, as LAPACK's izamax does
+_CABS1 = "(abs(lu[base + R * n + j].real) + abs(lu[base + R * n + j].imag))"
+CX_LU_SOURCE = LU_SOURCE.replace("abs(lu[base + j * n + j])", _CABS1.replace("R", "j")).replace(
+    "abs(lu[base + i * n + j])", _CABS1.replace("R", "i"))
+
 # Householder QR as LAPACK's geqrf/orgqr compute it (dlarfg's reflector: beta = -sign(alpha) ||x||, none where
 # the column below the diagonal is zero), so q and r carry LAPACK's signs
 QR_SOURCE = '''
@@ -330,103 +338,25 @@ def kernel(a, w, v, s, B, n, zero, one, tol):
 '''
 
 
-# one-sided (Hestenes) Jacobi on the columns of an m x n matrix, m >= n: rotations orthogonalize the columns of
-# u (a copy of a) and accumulate in v; the column norms are the singular values, sorted descending with their
-# vectors. A zero singular value (whose left vector this cannot give) sets ``flag``
-SVD_SOURCE = '''
-def kernel(a, u, s, v, flag, B, m, n, zero, one, tol):
-    g = cuda.grid(1)
-    step = cuda.gridsize(1)
-    while g < B:
-        ub = g * m * n
-        vb = g * n * n
-        for i in range(m * n):
-            u[ub + i] = a[ub + i]
-        for i in range(n):
-            for c in range(n):
-                v[vb + i * n + c] = one if i == c else zero
-        for sweep in range(60):
-            rotated = False
-            for p in range(n - 1):
-                for qq in range(p + 1, n):
-                    al = zero
-                    be = zero
-                    ga = zero
-                    for i in range(m):
-                        x = u[ub + i * n + p]
-                        y = u[ub + i * n + qq]
-                        al += x * x
-                        be += y * y
-                        ga += x * y
-                    if abs(ga) > tol * math.sqrt(al * be):
-                        rotated = True
-                        zeta = (be - al) / (ga + ga)
-                        t = one / (abs(zeta) + math.sqrt(one + zeta * zeta))
-                        if zeta < zero:
-                            t = -t
-                        c = one / math.sqrt(one + t * t)
-                        sn = c * t
-                        for i in range(m):
-                            x = u[ub + i * n + p]
-                            y = u[ub + i * n + qq]
-                            u[ub + i * n + p] = c * x - sn * y
-                            u[ub + i * n + qq] = sn * x + c * y
-                        for i in range(n):
-                            x = v[vb + i * n + p]
-                            y = v[vb + i * n + qq]
-                            v[vb + i * n + p] = c * x - sn * y
-                            v[vb + i * n + qq] = sn * x + c * y
-            if not rotated:
-                break
-        for j in range(n):
-            nrm = zero
-            for i in range(m):
-                nrm += u[ub + i * n + j] * u[ub + i * n + j]
-            nrm = math.sqrt(nrm)
-            s[g * n + j] = nrm
-            if nrm > zero:
-                for i in range(m):
-                    u[ub + i * n + j] = u[ub + i * n + j] / nrm
-            else:
-                flag[0] = 1
-        for i in range(n):
-            best = i
-            for c in range(i + 1, n):
-                if s[g * n + c] > s[g * n + best]:
-                    best = c
-            if best != i:
-                tmp = s[g * n + i]
-                s[g * n + i] = s[g * n + best]
-                s[g * n + best] = tmp
-                for r in range(m):
-                    tmp = u[ub + r * n + i]
-                    u[ub + r * n + i] = u[ub + r * n + best]
-                    u[ub + r * n + best] = tmp
-                for r in range(n):
-                    tmp = v[vb + r * n + i]
-                    v[vb + r * n + i] = v[vb + r * n + best]
-                    v[vb + r * n + best] = tmp
-        g += step
-'''
-
-
 def factor_source(which: str, simulated: bool = False) -> str:
-    """One thread per matrix of a stack: ``lu`` (partial pivoting, LAPACK's first largest pivot), ``qr``
-    (Householder, LAPACK's signs) or ``eigh`` (cyclic Jacobi). Small matrices, many of them, are what these are
-    for; a large single matrix runs serially on one thread (blocked, multi-thread factorizations are to come)."""
-    body = {"lu": LU_SOURCE, "qr": QR_SOURCE, "eigh": EIGH_SOURCE, "svd": SVD_SOURCE}[which]
+    """One thread per matrix of a stack: ``lu`` (partial pivoting, LAPACK's first largest pivot; ``cxlu`` the
+    complex one), ``qr`` (Householder, LAPACK's signs) or ``eigh`` (cyclic Jacobi). Small matrices, many of them,
+    are what these are for; a large single matrix runs serially on one thread (blocked, multi-thread
+    factorizations are to come)."""
+    body = {"lu": LU_SOURCE, "cxlu": CX_LU_SOURCE, "qr": QR_SOURCE, "eigh": EIGH_SOURCE}[which]
     return "\n".join(_header(simulated)) + body
 
 
 def _lu(ctx, x):
-    _float_only("lu", x)
+    _float_only("lu", x, complex_ok=True)
     *batch, m, n = x.shape
     B, k = math.prod(batch), min(m, n)
     lu = ctx.empty(x.shape, x.dtype)
     piv, perm = ctx.empty(tuple(batch) + (k,), np.int32), ctx.empty(tuple(batch) + (m,), np.int32)
     if B and m * n:
         blocks, threads = launch_config(B)
-        ctx.rt.launch(ctx.rt.compile(factor_source("lu", ctx.rt.simulated), "kernel"), blocks, threads,
+        which = "cxlu" if x.dtype.kind == "c" else "lu"
+        ctx.rt.launch(ctx.rt.compile(factor_source(which, ctx.rt.simulated), "kernel"), blocks, threads,
                       [x, lu, piv, perm, B, m, n, x.dtype.type(0)])
     elif B and m:
         launch_strided(ctx.rt, tuple(batch) + (m,), [], "np.int32(c" + str(len(batch)) + ")", perm)
@@ -461,37 +391,6 @@ def _eigh(ctx, x):
     return [w, v]
 
 
-def _svd(ctx, x, *, full_matrices, compute_uv):
-    _float_only("svd", x)
-    *batch, m, n = x.shape
-    wide = m < n  # a wide matrix is its transpose's svd with the factors swapped
-    a = _swap_last(ctx, x) if wide else x
-    rows, cols = (n, m) if wide else (m, n)
-    B = math.prod(batch)
-    u, s, v = (ctx.empty(tuple(batch) + shp, x.dtype) for shp in ((rows, cols), (cols,), (cols, cols)))
-    if B and rows * cols:
-        flag = ctx.rt.to_device(np.zeros(1, np.int32), ctx.index)
-        blocks, threads = launch_config(B)
-        ctx.rt.launch(ctx.rt.compile(factor_source("svd", ctx.rt.simulated), "kernel"), blocks, threads,
-                      [a, u, s, v, flag, B, rows, cols, x.dtype.type(0), x.dtype.type(1),
-                       x.dtype.type(np.finfo(x.dtype).eps)])
-        if compute_uv and ctx.rt.to_host(flag)[0]:
-            raise UnsupportedOnDevice(
-                "'svd' of a rank-deficient matrix (a zero singular value) has no left singular vector for it on "
-                "the device; run it on the CPU with x.to_device('cpu'), or use compute_uv=False"
-            )
-    if not compute_uv:
-        return [s]
-    if full_matrices and rows != cols:
-        # the complement of u's columns: the trailing columns of the complete QR of u
-        q, _ = _qr(ctx, u, full_matrices=True)
-        tail = ctx.copy(_slice_view(q, [0] * (len(batch) + 1) + [cols], list(q.shape), [1] * q.ndim))
-        u = _concatenate(ctx, u, tail, dimension=u.ndim - 1)
-    if wide:  # x^T = u s v^T, so x = v s u^T
-        return [v, s, _swap_last(ctx, u)]
-    return [u, s, _swap_last(ctx, v)]
-
-
 def cholesky_source(simulated: bool = False) -> str:
     """Cholesky of a stack of matrices, one block per matrix (reading the lower triangle): each column's diagonal
     by one thread, the entries below it by the block's threads in parallel; a non-positive pivot sets ``flag``."""
@@ -503,11 +402,12 @@ def lower_solve_source(simulated: bool = False) -> str:
     return "\n".join(_header(simulated)) + LOWER_SOLVE_SOURCE
 
 
-def _float_only(name, *xs):
+def _float_only(name, *xs, complex_ok=False):
+    ok = (F32, F64, C64, C128) if complex_ok else (F32, F64)
     for x in xs:
-        if x.dtype not in (F32, F64):
+        if x.dtype not in ok:
             raise UnsupportedOnDevice(
-                f"'{name}' on the device takes float32 or float64, got {x.dtype.name}; cast first"
+                f"'{name}' on the device takes {', '.join(d.name for d in ok)}, got {x.dtype.name}; cast first"
             )
 
 
@@ -533,8 +433,10 @@ def _swap_last(ctx, x):
 
 
 def _triangular_solve(ctx, a, b, *, left_side, lower, transpose_a, conjugate_a, unit_diagonal):
-    _float_only("triangular_solve", a, b)
-    nd = a.ndim  # every variant becomes a lower left solve, as on the CPU (conjugation is the identity on reals)
+    _float_only("triangular_solve", a, b, complex_ok=True)
+    nd = a.ndim  # every variant becomes a lower left solve, as on the CPU
+    if conjugate_a and a.dtype.kind == "c":
+        a = elementwise(ctx, "conj", a.dtype, [a], expr="{0}.conjugate()")
     if transpose_a:
         a, lower = _swap_last(ctx, a), not lower
     if not left_side:
@@ -561,7 +463,6 @@ IMPLS: dict[str, Callable[..., Any]] = {
     "lu": _lu,
     "qr": _qr,
     "eigh": _eigh,
-    "svd": _svd,
 }
 
 
@@ -583,8 +484,11 @@ def catalog() -> list[tuple[str, str, list[str], bool]]:
                   arr(F32)] + [i64] * 4 + ["float32"], True))
     cases.append(("lu:float32", factor_source("lu"), [arr(F32), arr(F32), arr(np.int32), arr(np.int32)]
                   + [i64] * 3 + ["float32"], True))
+    for d, f32 in ((C64, True), (C128, False)):
+        cases.append((f"lu:{d.name}", factor_source("cxlu"), [arr(d), arr(d), arr(np.int32), arr(np.int32)]
+                      + [i64] * 3 + [d.name], f32))
+        cases.append((f"triangular_solve:{d.name}", lower_solve_source(), [arr(d)] * 3 + [i64] * 3 + ["boolean"],
+                      f32))
     cases.append(("qr:float32", factor_source("qr"), [arr(F32)] * 5 + [i64] * 4 + ["float32"] * 2, True))
     cases.append(("eigh:float32", factor_source("eigh"), [arr(F32)] * 4 + [i64] * 2 + ["float32"] * 3, True))
-    cases.append(("svd:float32", factor_source("svd"), [arr(F32)] * 4 + [arr(np.int32)] + [i64] * 3
-                  + ["float32"] * 3, True))
     return cases

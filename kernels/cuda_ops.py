@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from . import fusion
+from . import cuda_cxmath, fusion
 from .cuda_backend import COMPLEX_DTYPES, NATIVE_DTYPES, CudaArray, UnsupportedOnDevice, launch_config
 from .cuda_math import DEVICE_ONLY, F32, F64, elementwise_expr, integer_expr
 from .cuda_math import header as _header
@@ -57,8 +57,9 @@ def strided_source(rank: int, operands: Sequence[str], expr: str, out_strided: b
             vals.append(f"x{i}")
     if out_strided:
         params += ["oo", *[f"so_{k}" for k in range(rank)]]
-    lines = [*_header(simulated), f"def kernel({', '.join(params)}):", "    i = cuda.grid(1)",
-             "    step = cuda.gridsize(1)", "    while i < n:"]
+    lines = [*_header(simulated), *([cuda_cxmath.CX_MATH] if cuda_cxmath.uses(expr) else []),
+             f"def kernel({', '.join(params)}):", "    i = cuda.grid(1)", "    step = cuda.gridsize(1)",
+             "    while i < n:"]
     if any(k == "array" for k in operands) or out_strided:
         lines.append("        r = i")
         for k in range(rank - 1, 0, -1):
@@ -241,7 +242,7 @@ class Context:
 
 # table kernels also correct on complex operands (``cuda_complex.TABLE_KERNELS`` names the full set)
 _COMPLEX_OK = frozenset({"reduce_sum", "reduce_prod", "gather", "cumsum", "dynamic_slice", "dynamic_update_slice",
-                         "conv_patches"})
+                         "conv_patches", "conv_patches_transpose", "scatter", "scatter_mul", "scatter_add"})
 
 
 def _native(name: str, *xs) -> None:

@@ -1,7 +1,7 @@
 """Every primitive's CUDA implementation in one table: ``cuda_ops``' own (elementwise, data movement, reductions,
 ``dot_general``, gather and scatter-add, Threefry, sort, row scans) joined with the families built on it
-(``cuda_indexing``, ``cuda_linalg``, ``cuda_sampling``, ``cuda_special``, ``cuda_fft``, ``cuda_eig``), the complex
-kernels (``cuda_complex``), and the PTX catalog of all their kernel kinds.
+(``cuda_indexing``, ``cuda_linalg`` and ``cuda_cxlinalg``, ``cuda_sampling``, ``cuda_special``, ``cuda_fft``,
+``cuda_eig``), the complex kernels (``cuda_complex``), and the PTX catalog of all their kernel kinds.
 
 >>> "svd" in IMPLS and "reduce_sum" in IMPLS and "fft" in IMPLS and "eig" in IMPLS
 True
@@ -12,10 +12,20 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from . import cuda_complex, cuda_eig, cuda_fft, cuda_indexing, cuda_linalg, cuda_ops, cuda_sampling, cuda_special
+from . import (
+    cuda_complex,
+    cuda_cxlinalg,
+    cuda_eig,
+    cuda_fft,
+    cuda_indexing,
+    cuda_linalg,
+    cuda_ops,
+    cuda_sampling,
+    cuda_special,
+)
 
 Context = cuda_ops.Context
-_FAMILIES = (cuda_indexing, cuda_linalg, cuda_sampling, cuda_special, cuda_fft, cuda_eig)
+_FAMILIES = (cuda_indexing, cuda_linalg, cuda_cxlinalg, cuda_sampling, cuda_special, cuda_fft, cuda_eig)
 IMPLS: dict[str, Callable[..., Any]] = {**cuda_ops.IMPLS}
 for _family in _FAMILIES:
     IMPLS.update(_family.IMPLS)

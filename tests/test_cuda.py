@@ -196,10 +196,9 @@ def test_scatters_fold_repeated_indices_in_order_and_refuse_bad_ones():
 def test_unsupported_primitive_is_named():
     with pytest.raises(UnsupportedOnDeviceError, match="'eig' on the device takes float32.*got float16.*cuda:0"):
         fnp.linalg.eig(fl.ones((2, 2), dtype=fl.float16, device="cuda"))
-    with pytest.raises(UnsupportedOnDeviceError, match="'qr' on complex operands.*x.to_device\\('cpu'\\)"):
-        fl.linalg.qr(fl.eye(2, dtype=fl.complex64, device="cuda"))
-    with pytest.raises(UnsupportedOnDeviceError, match="'svd' of a rank-deficient.*x.to_device\\('cpu'\\)"):
-        fl.linalg.svd(fl.zeros((2, 2), device="cuda"))
+    with pytest.raises(UnsupportedOnDeviceError, match="'svd' on the device takes float32.*got int32"):
+        fl.core.PRIMITIVES["svd"].bind(fl.zeros((2, 2), dtype=fl.int32, device="cuda"), full_matrices=False,
+                                       compute_uv=True)
 
 
 def test_float32_sin_cos_are_accurate_over_the_whole_range():
@@ -496,9 +495,6 @@ def test_eig_on_the_device_under_jit_and_vmap():
         np.testing.assert_allclose(got.cpu().numpy(), want, rtol=1e-5)
 
 
-@pytest.mark.xfail(raises=UnsupportedOnDeviceError, strict=False,
-                   reason="eig's derivative solves with its complex eigenvectors (lu, triangular_solve), which have "
-                          "no complex kernel on the device yet")
 def test_gradient_of_eig_on_the_device_matches_the_cpu():
     a = fl.asarray(np.array([[1.0, -2.0, 0.5], [2.0, 1.0, 0.0], [0.0, 0.3, 5.0]]))
 
@@ -651,6 +647,39 @@ def test_sparse_products_and_triangular_solves_match_the_cpu_in_every_variant():
         np.testing.assert_allclose(got.cpu().numpy(), want.numpy(), rtol=1e-10, atol=1e-12, err_msg=str(kw))
     with pytest.raises(np.linalg.LinAlgError, match="cholesky: .*not positive definite"):
         fl.linalg.cholesky(-fl.eye(3, device="cuda"))
+
+
+def check_svd(a, full, atol):
+    """The device SVD of ``a`` against LAPACK's singular values, with orthonormal factors reproducing ``a``."""
+    u, sv, vh = (o.cpu().numpy() for o in fl.linalg.svd(fl.asarray(a).cuda(), full_matrices=full))
+    cu, cs, cvh = np.linalg.svd(a, full_matrices=full)
+    assert (u.shape, sv.shape, vh.shape) == (cu.shape, cs.shape, cvh.shape)
+    assert (u.dtype, sv.dtype, vh.dtype) == (cu.dtype, cs.dtype, cvh.dtype)
+    np.testing.assert_allclose(sv, cs, atol=atol)
+    k = sv.shape[-1]
+    np.testing.assert_allclose((u[..., :k] * sv[..., None, :]) @ vh[..., :k, :], a, atol=atol)
+    for f in (u, np.conj(np.swapaxes(vh, -1, -2))):
+        eye = np.eye(f.shape[-1])
+        np.testing.assert_allclose(np.conj(np.swapaxes(f, -1, -2)) @ f, np.broadcast_to(eye, f.shape[:-2] +
+                                   eye.shape), atol=atol)
+    np.testing.assert_allclose(fl.linalg.svdvals(fl.asarray(a).cuda()).cpu().numpy(), cs, atol=atol)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
+def test_svd_of_rank_deficient_and_zero_matrices_is_orthonormal_and_exact(dtype):
+    rng = np.random.default_rng(11)
+
+    def normal(*shape):
+        return rng.normal(size=shape) + (1j * rng.normal(size=shape) if np.dtype(dtype).kind == "c" else 0)
+
+    low = normal(4, 1) @ normal(1, 3)
+    two = normal(3, 2) @ normal(2, 5)
+    dup = normal(4, 3)
+    dup[:, 2] = dup[:, 0]  # exactly dependent columns
+    atol = 1e-5 if np.finfo(dtype).bits == 32 else 1e-12
+    for a in (np.zeros((3, 3)), np.zeros((2, 4)), low, two, dup, np.stack([low, np.zeros((4, 3))]), normal(3, 2)):
+        for full in (False, True):
+            check_svd(a.astype(dtype), full, atol * max(1.0, np.abs(a).max()))
 
 
 def test_factorizations_match_lapack_in_every_shape():
