@@ -183,6 +183,11 @@ class JaxprTracer(Tracer):
         return self._aval
 
     @property
+    def device(self) -> str:
+        """The device of the traced program's arguments (``jit`` traces per device), else ``"cpu"``."""
+        return getattr(self._trace, "device", "cpu")
+
+    @property
     def dtype(self):
         return self._aval.dtype
 

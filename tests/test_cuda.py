@@ -717,3 +717,21 @@ def test_factorizations_match_lapack_in_every_shape():
     np.testing.assert_allclose(w.cpu().numpy(), cw, atol=1e-12)
     v = v.cpu().numpy()
     np.testing.assert_allclose(h @ v, v * w.cpu().numpy()[..., None, :], atol=1e-11)
+
+
+def test_traced_values_report_their_device():
+    # a function that makes a constant where its argument lives works under every transform
+    x = fl.asarray(np.arange(9.0).reshape(3, 3)).cuda()
+    seen = []
+
+    def f(x):
+        seen.append(x.device)
+        return fl.sum(x @ fl.eye(3, device=x.device) * x)
+
+    want = fl.grad(f)(x.cpu()).numpy()
+    seen.clear()
+    for t in (fl.grad(f), fl.jit(fl.grad(f)), fl.grad(fl.jit(f))):
+        np.testing.assert_allclose(t(x).cpu().numpy(), want)
+    rows = fl.vmap(lambda r: fl.sum(r * fl.ones(3, device=r.device)))(x)
+    np.testing.assert_allclose(rows.cpu().numpy(), [3.0, 12.0, 21.0])
+    assert seen and set(seen) == {"cuda:0"}

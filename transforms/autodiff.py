@@ -44,6 +44,10 @@ class JVPTracer(Tracer):
     def aval(self) -> ShapedArray:
         return aval_of(self.primal)
 
+    @property
+    def device(self) -> str:
+        return self.primal.device
+
     # metadata straight from a concrete primal's array (one attribute lookup instead of a chain of properties)
     @property
     def dtype(self):

@@ -117,6 +117,10 @@ class BatchTracer(Tracer):
         return self.val.dtype
 
     @property
+    def device(self) -> str:
+        return self.val.device
+
+    @property
     def shape(self):
         s = self.val.shape
         return s[: self.bdim] + s[self.bdim + 1 :]

@@ -64,6 +64,15 @@ def _as_tensor(c):
     return c if isinstance(c, (Tensor, int, float, bool, complex)) else _wrap(c)
 
 
+def device_of(values) -> str:
+    """The device of the first of ``values`` (tensors and tracers) not on the CPU, else ``"cpu"``."""
+    for x in values:
+        d = x._value.device if type(x) is DeviceTensor else "cpu" if type(x) is Tensor else x.device
+        if d != "cpu":
+            return d
+    return "cpu"
+
+
 def device_signature(args) -> tuple | None:
     """``(shape, dtype, device)`` per argument when every one is a device tensor (``jit``'s fast path), else None."""
     if not args or any(type(a) is not DeviceTensor for a in args):

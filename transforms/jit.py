@@ -398,18 +398,23 @@ class Jitted:
                 conv.append(x)
                 sig.append((tuple(x.shape), x.dtype, False))
         # Python floats, creation functions and samplers without dtype= are traced in the default float dtype
-        key = (in_tree, tuple(sig), tuple((k, w, v) for k, w, v in static), dtypes.float_default())
-        axes = _named_axes()
-        if axes:
-            # collectives bake the sizes of the named vmap axes around the call into the program
-            key += (axes,)
+        # collectives bake the sizes of the named vmap axes around the call into the program, and traced code may
+        # ask ``x.device`` (to make a constant there), so a program is traced per device
+        key = (
+            in_tree,
+            tuple(sig),
+            tuple((k, w, v) for k, w, v in static),
+            dtypes.float_default(),
+            _named_axes(),
+            device_calls.device_of(conv),
+        )
         return key, conv, in_tree, dyn_args, static
 
     # --- tracing ------------------------------------------------------------------------------------------------
     def _trace(self, key, leaves, in_tree, args, kwargs, static):
         in_avals = [ShapedArray(shape, d, weak_type=w) for shape, d, w in key[1]]
         names = self._leaf_names(in_tree, args, kwargs)
-        closed, out_tree, weak_out, checks = self._trace_avals(in_avals, in_tree, args, kwargs)
+        closed, out_tree, weak_out, checks = self._trace_avals(in_avals, in_tree, args, kwargs, key[5])
         closed = optimize(closed)
         open_j, consts = _closed_to_open(closed)
         # for messages about the compiled program (ranks that traced it differently)
@@ -417,7 +422,7 @@ class Jitted:
         open_j.cache["fun_name"] = self.__name__
         return _Entry(open_j, consts, out_tree, closed, self._desc(key, names), weak_out, checks)
 
-    def _trace_avals(self, in_avals, in_tree, args, kwargs):
+    def _trace_avals(self, in_avals, in_tree, args, kwargs, device="cpu"):
         """The unoptimized jaxpr for flattened dynamic arguments of these types (``in_tree`` as from flattening
         ``(dynamic args, dynamic kwargs)``; ``args``/``kwargs`` supply the static values), the output tree, which
         outputs are weak Python scalars, and the range checks of weak integers narrowed by the program."""
@@ -440,7 +445,7 @@ class Jitted:
                 outs.append(v if is_weak(v) else as_tensor_leaf(v, f"jit({self.__name__}) output"))
             return outs
 
-        trace = JitTrace(_state.trace, self._leaf_names(in_tree, args, kwargs), self.__name__)
+        trace = JitTrace(_state.trace, self._leaf_names(in_tree, args, kwargs), self.__name__, device)
         ins = [trace.new_arg(a) for a in in_avals]
         with set_trace(trace):
             outs = flat(*ins)
@@ -456,8 +461,10 @@ class Jitted:
     def _desc(self, key, names):
         in_tree, leaf_sig, static, default = key[:4]
         d = {"tree": str(in_tree), "default": default.name}
-        for name, size in key[4] if len(key) > 4 else ():
+        for name, size in key[4]:
             d[f"vmap axis {name!r}"] = f"size {size}"
+        if key[5] != "cpu":
+            d["device"] = key[5]
         for n, (shape, dt, weak) in zip(names, leaf_sig):
             d[n] = f"a Python {type(dtypes.weak_sample(dt)).__name__}" if weak else ShapedArray(shape, dt).str_short()
         for kind, w, v in static:
@@ -603,9 +610,10 @@ class Lowered:
 class JitTrace(JaxprTrace):
     """The tracing trace of ``jit``; it knows the argument names for concretization errors."""
 
-    def __init__(self, parent, arg_names, fun_name):
+    def __init__(self, parent, arg_names, fun_name, device="cpu"):
         super().__init__(parent, name=f"jit({fun_name})")
         self.arg_names = arg_names
+        self.device = device  # of the arguments: what the traced values report as ``x.device``
         self.in_vars: list = []
         self.narrowing = []
 

@@ -100,6 +100,11 @@ class LinearTracer(Tracer):
             a = self._aval = ShapedArray(v.shape, v.dtype)
         return a
 
+    @property
+    def device(self) -> str:
+        like = self._like
+        return "cpu" if like is None else like.device
+
 
 class Tape(Trace):
     """Records the linear map of an eager function as it runs (the parent of the ``JVPTrace`` of ``grad``).
