@@ -21,7 +21,7 @@ from typing import Any
 
 from funclib import tree as tree_util
 from funclib.checks import check_callable
-from funclib.core import ShapedArray, Trace, Tracer, _state, aval_of, set_trace
+from funclib.core import ShapedArray, Trace, Tracer, _state, aval_of, current_trace, set_trace
 from funclib.errors import ConcretizationError, FunclibError
 from funclib.jaxpr import eval_jaxpr, trace_to_jaxpr
 from funclib.primitives.collectives import binds_collective
@@ -470,3 +470,15 @@ def batch_size_of(trace: BatchTrace) -> int:
 def _labels(fun, args, kwargs) -> list[str]:
     """Labels of the leaves of ``(args, kwargs)`` in flattening order (keywords sorted, as dicts flatten)."""
     return leaf_labels(fun, args, range(len(args)), kwargs, sorted(kwargs))
+
+
+def named_axes() -> tuple:
+    """(name, size) of every named vmap axis the current call is inside, innermost first."""
+    out = []
+    t = current_trace()
+    while t is not None:
+        axis = getattr(t, "axis", None)
+        if axis is not None and axis.name is not None:
+            out.append((axis.name, axis.size))
+        t = t.parent
+    return tuple(out)

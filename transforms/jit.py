@@ -28,7 +28,6 @@ from funclib.core import (
     _state,
     _wrap,
     aval_of,
-    current_trace,
     is_undefined,
     is_weak,
     set_trace,
@@ -51,7 +50,7 @@ from . import device_calls
 from ._api_util import as_tensor_leaf, check_argnames, leaf_labels, static_both_ways
 from .autodiff import backward_pass, jvp
 from .background import Eager, program_runner, running_eagerly, wait_programs
-from .batching import vmap
+from .batching import named_axes, vmap
 from .lowering import compile_program
 from .passes import dce, optimize
 from .program import Program
@@ -258,18 +257,6 @@ def _jit_transpose(cts, *args, jaxpr, name):
 # The user-facing wrapper
 
 
-def _named_axes() -> tuple:
-    """(name, size) of every named vmap axis the call is inside, innermost first."""
-    out = []
-    t = current_trace()
-    while t is not None:
-        axis = getattr(t, "axis", None)
-        if axis is not None and axis.name is not None:
-            out.append((axis.name, axis.size))
-        t = t.parent
-    return tuple(out)
-
-
 class _Entry:
     __slots__ = ("jaxpr", "consts", "out_tree", "closed", "program", "desc", "weak_out", "int_checks")
 
@@ -400,14 +387,8 @@ class Jitted:
         # Python floats, creation functions and samplers without dtype= are traced in the default float dtype
         # collectives bake the sizes of the named vmap axes around the call into the program, and traced code may
         # ask ``x.device`` (to make a constant there), so a program is traced per device
-        key = (
-            in_tree,
-            tuple(sig),
-            tuple((k, w, v) for k, w, v in static),
-            dtypes.float_default(),
-            _named_axes(),
-            device_calls.device_of(conv),
-        )
+        statics = tuple((k, w, v) for k, w, v in static)
+        key = (in_tree, tuple(sig), statics, dtypes.float_default(), named_axes(), device_calls.device_of(conv))
         return key, conv, in_tree, dyn_args, static
 
     # --- tracing ------------------------------------------------------------------------------------------------
