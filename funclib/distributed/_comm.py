@@ -80,6 +80,7 @@ class World:
         self._mine = np.zeros(2, np.int64)
         self._every = np.zeros(2, np.int64)
         self._digests: dict = {}  # an eager collective's signature -> digest
+        self._headers: dict = {}  # (digest, dtype) -> this rank's header and the sum of every rank's
         self._last = 0  # the digest of the last agreed call
         self._next: dict = {}  # a call's digest -> the Allreduce (count, dtype) of the call after it, if a sum
         self._pending = None  # a program's (digest, describe), agreed in its first collective
@@ -160,9 +161,10 @@ class World:
             out = self.pool.take((p_count + HEADER,), p_dtype)
             if hit:
                 call[2](out[:p_count])
-            out[p_count:] = _header(code)
+            mine, every = self._header(code, p_dtype)
+            out[p_count:] = mine
             self.comm.Allreduce(self.MPI.IN_PLACE, out, op=self.MPI.SUM)
-            agreed = np.array_equal(out[p_count:], self.size * _header(code))
+            agreed = out[p_count:].tobytes() == every
             out = out[:p_count]
         if not agreed:
             self._mismatch(describe)
@@ -170,6 +172,17 @@ class World:
             self._last = code
             return out
         return None
+
+    def _header(self, code: int, dtype: np.dtype) -> tuple:
+        """This rank's header for ``code`` in ``dtype``, and the bytes of the sum every rank sending it gives."""
+        key = (code, dtype)
+        h = self._headers.get(key)
+        if h is None:
+            if len(self._headers) > 4096:
+                self._headers.clear()
+            mine = _header(code).astype(dtype)
+            h = self._headers[key] = (mine, (self.size * mine).tobytes())
+        return h
 
     def _ride_beside(self, count: int, dtype: np.dtype, code: int, call):
         """The large form of ``_ride``: the digest in a 16-byte Iallreduce posted just before the data (every rank
@@ -225,7 +238,6 @@ MISSED = -1
 BESIDE_BYTES = 1 << 19
 _HEADER_DTYPES = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.complex64, np.complex128, np.int32,
                                                   np.int64, np.uint32, np.uint64))
-_headers: dict = {}
 
 
 def header_capable(dtype: np.dtype) -> bool:
@@ -234,14 +246,9 @@ def header_capable(dtype: np.dtype) -> bool:
 
 
 def _header(code: int) -> np.ndarray:
-    h = _headers.get(code)
-    if h is None:
-        if len(_headers) > 4096:
-            _headers.clear()
-        x = np.full(HEADER // 2, 16.0) if code == MISSED else np.array([(code >> (4 * i)) & 15 for i in
-                                                                         range(HEADER // 2)], np.float64)
-        h = _headers[code] = np.concatenate([x, x * x])
-    return h
+    x = np.full(HEADER // 2, 16.0) if code == MISSED else np.array([(code >> (4 * i)) & 15 for i in
+                                                                     range(HEADER // 2)], np.float64)
+    return np.concatenate([x, x * x])
 
 
 def digest(key: bytes) -> int:
@@ -323,9 +330,9 @@ _WIDE = {np.dtype(np.float16): np.dtype(np.float32)}  # dtypes MPI cannot reduce
 
 def _wide(dtype: np.dtype) -> np.dtype:
     w = _WIDE.get(dtype)
-    if w is None and dtype.name == "bfloat16":
-        return np.dtype(np.float32)
-    return w or dtype
+    if w is None:
+        w = _WIDE[dtype] = np.dtype(np.float32) if dtype.name == "bfloat16" else dtype
+    return w
 
 
 def _bytes(a: np.ndarray) -> np.ndarray:
