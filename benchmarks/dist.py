@@ -8,8 +8,9 @@ the memory of sharded parameters. ``python -m benchmarks dist`` launches the ran
    left to chance) and in memory like funclib's pool (aligned to and advised for 2 MB pages, which alone takes a
    third off a 4 MB Allreduce), and into a new output per call (what returning a result the caller may keep costs
    without a pool). Each result is dropped before the next call, as a training loop drops its averaged gradients.
-   Variants interleaved, each round in a new random order; medians, and the fastest round of each variant: on a
-   loaded machine a rank descheduled inside a call stalls its peer for a time slice (milliseconds), so the fastest
+   Variants interleaved, each round in a new random order, each with buffers of its own (funclib's eager and
+   jitted calls share the pooled output, as the steps of a loop do); medians, and the fastest round of each variant:
+   on a loaded machine a rank descheduled inside a call stalls its peer for a time slice (milliseconds), so the fastest
    round is the cost when neither rank was. Raw mpi4py running funclib's protocols separates their cost from
    funclib's own: the digest beside the data (the Iallreduce, then the Allreduce into 2 MB-page memory, as funclib
    does), the digest in the data (the data copied beside a 28-element header, one Allreduce in place: funclib's
@@ -88,20 +89,26 @@ def _allreduce(report):
 
     for mb in (4, 64):
         a = np.random.default_rng(w.rank).random((mb << 20) // 4, np.float32)
-        t = fl.asarray(a)
-        out = np.empty_like(a)
-        huge = _allocate(a.nbytes).view(a.dtype)
-        buf = np.empty(a.size + 28, a.dtype)
+        # at 4 MB every variant has buffers of its own: one whose operand or output another variant touched just
+        # before would find it in the cache (32 MB of L3) and be timed faster than it is; 64 MB fit no cache
+        def own(a=a, mb=mb):
+            return a.copy() if mb == 4 else a
+
+        def huge(a=a):
+            return _allocate(a.nbytes).view(a.dtype)
+
+        t_eager, t_jit = fl.asarray(own()), fl.asarray(own())
         variants = {
-            raw: lambda a=a, out=out: comm.Allreduce(a, out, op=MPI.SUM),
-            raw_huge: lambda a=a, out=huge: comm.Allreduce(a, out, op=MPI.SUM),
-            raw_new: lambda a=a: comm.Allreduce(a, np.empty_like(a), op=MPI.SUM),
-            "raw mpi4py, agreement first": lambda a=a, out=huge: agreed(a, out),
-            "raw mpi4py, header beside the data": lambda a=a, out=huge: beside(a, out),
-            "raw mpi4py, header in the data": lambda a=a, buf=buf: headed(a, buf),
-            "funclib eager": lambda t=t: eager(t),
-            "funclib jit": lambda t=t: jitted(t),
+            raw: lambda a=own(), out=np.empty_like(a): comm.Allreduce(a, out, op=MPI.SUM),
+            raw_huge: lambda a=own(), out=huge(): comm.Allreduce(a, out, op=MPI.SUM),
+            raw_new: lambda a=own(): comm.Allreduce(a, np.empty_like(a), op=MPI.SUM),
+            "raw mpi4py, agreement first": lambda a=own(), out=huge(): agreed(a, out),
+            "raw mpi4py, header beside the data": lambda a=own(), out=huge(): beside(a, out),
+            "raw mpi4py, header in the data": lambda a=own(), buf=np.empty(a.size + 28, a.dtype): headed(a, buf),
+            "funclib eager": lambda t=t_eager: eager(t),
+            "funclib jit": lambda t=t_jit: jitted(t),
         }
+        t = t_eager
         np.testing.assert_allclose(jitted(t).numpy(), eager(t).numpy())
         best: dict = {}
         med = _interleaved(comm, variants, 200 if mb == 4 else 30, best)
