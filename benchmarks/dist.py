@@ -8,8 +8,9 @@ the memory of sharded parameters. ``python -m benchmarks dist`` launches the ran
    left to chance) and in memory like funclib's pool (aligned to and advised for 2 MB pages, which alone takes a
    third off a 4 MB Allreduce), and into a new output per call (what returning a result the caller may keep costs
    without a pool). Each result is dropped before the next call, as a training loop drops its averaged gradients.
-   Variants interleaved, each round in a new random order, each with buffers of its own (funclib's eager and
-   jitted calls share the pooled output, as the steps of a loop do); medians, and the fastest round of each variant:
+   Every operand lies in 2 MB pages (the send buffer's pages change the time too, and ``np.empty`` leaves them to
+   chance). Variants interleaved, each round in a new random order, each with buffers of its own (funclib's eager
+   and jitted calls share the pooled output, as the steps of a loop do); medians, and the fastest round of each variant:
    on a loaded machine a rank descheduled inside a call stalls its peer for a time slice (milliseconds), so the fastest
    round is the cost when neither rank was. Raw mpi4py running funclib's protocols separates their cost from
    funclib's own: the digest beside the data (the Iallreduce, then the Allreduce into 2 MB-page memory, as funclib
@@ -91,13 +92,20 @@ def _allreduce(report):
         a = np.random.default_rng(w.rank).random((mb << 20) // 4, np.float32)
         # at 4 MB every variant has buffers of its own: one whose operand or output another variant touched just
         # before would find it in the cache (32 MB of L3) and be timed faster than it is; 64 MB fit no cache
-        def own(a=a, mb=mb):
-            return a.copy() if mb == 4 else a
+        def huge(nbytes=a.nbytes):
+            return _allocate(nbytes).view(np.float32)
 
-        def huge(a=a):
-            return _allocate(a.nbytes).view(a.dtype)
+        src = huge()  # every operand in 2 MB pages: a send buffer's pages count too
+        src[...] = a
 
-        t_eager, t_jit = fl.asarray(own()), fl.asarray(own())
+        def own(src=src, mb=mb):
+            if mb == 64:
+                return src
+            b = huge()
+            b[...] = src
+            return b
+
+        t_eager, t_jit = fl.from_numpy(own()), fl.from_numpy(own())
         variants = {
             raw: lambda a=own(), out=np.empty_like(a): comm.Allreduce(a, out, op=MPI.SUM),
             raw_huge: lambda a=own(), out=huge(): comm.Allreduce(a, out, op=MPI.SUM),
@@ -109,7 +117,10 @@ def _allreduce(report):
             "funclib jit": lambda t=t_jit: jitted(t),
         }
         t = t_eager
-        np.testing.assert_allclose(jitted(t).numpy(), eager(t).numpy())
+        ref = np.empty_like(a)
+        comm.Allreduce(src, ref, op=MPI.SUM)
+        np.testing.assert_array_equal(eager(t).numpy(), ref)
+        np.testing.assert_array_equal(jitted(t_jit).numpy(), ref)
         best: dict = {}
         med = _interleaved(comm, variants, 200 if mb == 4 else 30, best)
         row = {k: {"median_ms": 1e3 * v, "GB_per_s": (mb / 1024) / v, "best_ms": 1e3 * best[k]} for k, v in med.items()}
