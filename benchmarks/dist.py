@@ -1,17 +1,22 @@
 """funclib.distributed on 2 local ranks (mpiexec on the loopback): collective throughput, data-parallel scaling and
 the memory of sharded parameters. ``python -m benchmarks dist`` launches the ranks and prints rank 0's report.
 
-1. Allreduce of float32 buffers of 4 MB and 64 MB: funclib (``spmd(psum)`` eagerly and under ``jit``: one
-   Allreduce into pooled memory carrying the ranks' agreement as a header after the data, a new tensor per call)
-   against raw mpi4py ``Allreduce`` into one preallocated output (the bound: its caller cannot keep a result past
-   the next call) and into a new output per call (what returning a result the caller may keep costs without a
-   pool). Each result is dropped before the next call, as a training loop drops its averaged gradients. Variants
-   interleaved round by round; medians, and the fastest round of each variant: on a loaded machine a rank
-   descheduled inside a call stalls its peer for a time slice (milliseconds), so the fastest round is the cost
-   when neither rank was. Raw mpi4py running funclib's protocol (the data copied beside a 28-element header, one
-   Allreduce in place) separates the protocol's cost from funclib's own; raw mpi4py with a separate 16-byte
-   agreement before the data shows what a second synchronization per call costs.
-   Then the per-call cost at 8 floats, where only latency and overhead remain.
+1. Allreduce of float32 buffers of 4 MB and 64 MB: funclib (``spmd(psum)`` eagerly and under ``jit``: one round
+   trip carrying the ranks' agreement, at these sizes a 16-byte Iallreduce posted just before an Allreduce from the
+   operand into pooled memory, a new tensor per call) against raw mpi4py ``Allreduce`` into one preallocated output
+   (the bound: its caller cannot keep a result past the next call), in ``np.empty`` memory (whose 2 MB pages are
+   left to chance) and in memory like funclib's pool (aligned to and advised for 2 MB pages, which alone takes a
+   third off a 4 MB Allreduce), and into a new output per call (what returning a result the caller may keep costs
+   without a pool). Each result is dropped before the next call, as a training loop drops its averaged gradients.
+   Every operand lies in 2 MB pages (the send buffer's pages change the time too, and ``np.empty`` leaves them to
+   chance). Variants interleaved, each round in a new random order, each with buffers of its own (funclib's eager
+   and jitted calls share the pooled output, as the steps of a loop do); medians, and the fastest round of each variant:
+   on a loaded machine a rank descheduled inside a call stalls its peer for a time slice (milliseconds), so the fastest
+   round is the cost when neither rank was. Raw mpi4py running funclib's protocols separates their cost from
+   funclib's own: the digest beside the data (the Iallreduce, then the Allreduce into 2 MB-page memory, as funclib
+   does), the digest in the data (the data copied beside a 28-element header, one Allreduce in place: funclib's
+   form below 512 KB), and a separate 16-byte agreement before the data (what a second synchronization per call
+   costs). Then the per-call cost at 8 floats, where only latency and overhead remain.
 2. A compute-bound train step (an MLP, float32, batch 1024 per rank, SGD), rounds interleaved: both ranks running
    the DDP step (twice the samples per step) against rank 0 alone running the same step unwrapped (the other rank
    idles at a barrier). Throughput in samples per second.
@@ -59,42 +64,70 @@ def _interleaved(comm, variants: dict, rounds: int, best: dict | None = None) ->
 def _allreduce(report):
     import funclib as fl
     from funclib.distributed._comm import world
+    from funclib.distributed._pool import _allocate
 
     w = world()
     comm, MPI = w.comm, w.MPI
     eager = fl.distributed.spmd(lambda v: fl.psum(v, "data"))
     jitted = fl.jit(eager)
     raw, raw_new = "raw mpi4py, reused output", "raw mpi4py, new output"
+    raw_huge = "raw mpi4py, reused output in 2 MB pages"
     small, small_out = np.zeros(2, np.int64), np.zeros(2, np.int64)
 
     def agreed(a, out):  # a separate agreement: 16 bytes, then the data
         comm.Allreduce(small, small_out, op=MPI.MAX)
         comm.Allreduce(a, out, op=MPI.SUM)
 
-    def headed(a, buf):  # funclib's protocol without funclib: the data and the header in one Allreduce
+    def headed(a, buf):  # funclib's protocol for small sums without funclib: the data and the header in one Allreduce
         buf[: a.size] = a
         buf[a.size :] = 1.0
         comm.Allreduce(MPI.IN_PLACE, buf, op=MPI.SUM)
 
+    def beside(a, out):  # funclib's protocol for large sums without funclib: the header's Iallreduce, then the data
+        req = comm.Iallreduce(small, small_out, op=MPI.MAX)
+        comm.Allreduce(a, out, op=MPI.SUM)
+        req.Wait()
+
     for mb in (4, 64):
         a = np.random.default_rng(w.rank).random((mb << 20) // 4, np.float32)
-        t = fl.asarray(a)
-        out = np.empty_like(a)
-        buf = np.empty(a.size + 28, a.dtype)
+        # at 4 MB every variant has buffers of its own: one whose operand or output another variant touched just
+        # before would find it in the cache (32 MB of L3) and be timed faster than it is; 64 MB fit no cache
+        def huge(nbytes=a.nbytes):
+            return _allocate(nbytes).view(np.float32)
+
+        src = huge()  # every operand in 2 MB pages: a send buffer's pages count too
+        src[...] = a
+
+        def own(src=src, mb=mb):
+            if mb == 64:
+                return src
+            b = huge()
+            b[...] = src
+            return b
+
+        t_eager, t_jit = fl.from_numpy(own()), fl.from_numpy(own())
         variants = {
-            raw: lambda a=a, out=out: comm.Allreduce(a, out, op=MPI.SUM),
-            raw_new: lambda a=a: comm.Allreduce(a, np.empty_like(a), op=MPI.SUM),
-            "raw mpi4py, agreement first": lambda a=a, out=out: agreed(a, out),
-            "raw mpi4py, header in the data": lambda a=a, buf=buf: headed(a, buf),
-            "funclib eager": lambda t=t: eager(t),
-            "funclib jit": lambda t=t: jitted(t),
+            raw: lambda a=own(), out=np.empty_like(a): comm.Allreduce(a, out, op=MPI.SUM),
+            raw_huge: lambda a=own(), out=huge(): comm.Allreduce(a, out, op=MPI.SUM),
+            raw_new: lambda a=own(): comm.Allreduce(a, np.empty_like(a), op=MPI.SUM),
+            "raw mpi4py, agreement first": lambda a=own(), out=huge(): agreed(a, out),
+            "raw mpi4py, header beside the data": lambda a=own(), out=huge(): beside(a, out),
+            "raw mpi4py, header in the data": lambda a=own(), buf=np.empty(a.size + 28, a.dtype): headed(a, buf),
+            "funclib eager": lambda t=t_eager: eager(t),
+            "funclib jit": lambda t=t_jit: jitted(t),
         }
-        np.testing.assert_allclose(jitted(t).numpy(), eager(t).numpy())
+        t = t_eager
+        ref = np.empty_like(a)
+        comm.Allreduce(src, ref, op=MPI.SUM)
+        np.testing.assert_array_equal(eager(t).numpy(), ref)
+        np.testing.assert_array_equal(jitted(t_jit).numpy(), ref)
         best: dict = {}
-        med = _interleaved(comm, variants, 100 if mb == 4 else 20, best)
+        med = _interleaved(comm, variants, 200 if mb == 4 else 30, best)
         row = {k: {"median_ms": 1e3 * v, "GB_per_s": (mb / 1024) / v, "best_ms": 1e3 * best[k]} for k, v in med.items()}
-        for k in ("funclib eager", "funclib jit", "raw mpi4py, agreement first", "raw mpi4py, header in the data"):
+        protocols = [k for k in variants if k.startswith("raw mpi4py, ") and k not in (raw, raw_new, raw_huge)]
+        for k in ["funclib eager", "funclib jit", *protocols]:
             row[k]["fraction_of_raw"] = med[raw] / med[k]
+            row[k]["fraction_of_raw_2mb_pages"] = med[raw_huge] / med[k]
             row[k]["fraction_of_raw_new_output"] = med[raw_new] / med[k]
             row[k]["best_fraction_of_raw"] = best[raw] / best[k]
         report[f"allreduce {mb} MB"] = row
@@ -259,8 +292,9 @@ def main() -> None:
         row = report[f"allreduce {mb} MB"]
         print(f"Allreduce {mb:2d} MB: " + "  ".join(
             f"{k} {v['median_ms']:.2f} ms ({v['GB_per_s']:.2f} GB/s"
-            + (f", {100 * v['fraction_of_raw']:.0f}% of raw, {100 * v['fraction_of_raw_new_output']:.0f}% of raw "
-               "with a new output)" if "fraction_of_raw" in v else ")")
+            + (f", {100 * v['fraction_of_raw']:.0f}% of raw, {100 * v['fraction_of_raw_2mb_pages']:.0f}% of raw in "
+               f"2 MB pages, {100 * v['fraction_of_raw_new_output']:.0f}% of raw with a new output)"
+               if "fraction_of_raw" in v else ")")
             for k, v in row.items()))
         print("  fastest rounds: " + "  ".join(
             f"{k} {v['best_ms']:.2f} ms" + (f" ({100 * v['best_fraction_of_raw']:.0f}% of raw)"

@@ -228,3 +228,30 @@ def test_pool_evicts_a_free_buffer_behind_one_in_use(monkeypatch):
     big = pool.take(((1 << 20) - MIN_BYTES,), np.uint8)  # fits only once the free buffer, second of its size, goes
     assert big.size == (1 << 20) - MIN_BYTES and pool.held_bytes == 1 << 20
     assert (kept == 7).all()
+
+
+def test_pooled_buffers_are_reused_only_when_unreferenced_and_large_ones_sit_on_huge_page_boundaries():
+    import mmap
+
+    import numpy as np
+
+    from funclib.distributed._pool import HUGE_PAGE, BufferPool
+
+    pool = BufferPool()
+    big = pool.take((HUGE_PAGE // 4 + 3,), np.float32)  # 2 MB and 12 bytes
+    if hasattr(mmap, "MADV_HUGEPAGE"):
+        assert big.ctypes.data % HUGE_PAGE == 0
+    big[:] = 7.0
+    row = big[5:9]
+    del big
+    again = pool.take((HUGE_PAGE // 4 + 3,), np.float32)
+    assert again.ctypes.data != row.ctypes.data - 20 and row.tolist() == [7.0] * 4, "a live view's memory was reused"
+    held = pool.held_bytes
+    del row, again
+    for _ in range(3):
+        out = pool.take((HUGE_PAGE // 4 + 3,), np.float32)
+        out[-1] = 1.0
+        del out
+    assert pool.held_bytes == held
+    small = pool.take((100,), np.float64)  # below the pool's minimum: plain memory
+    assert small.shape == (100,) and pool.held_bytes == held

@@ -11,9 +11,12 @@ not a sum). Where there is one, every rank posts that Allreduce with a header of
 own data and digest if its call sums that many elements of that dtype, a dummy marked as such if not. From the
 reduced header each rank reads whether every rank carried its own header (``_header``), so all ranks reach the
 same verdict: all alike, and the result is the data (or, all dummies, they agree explicitly next); different, and
-they all raise. Calls that repeat a sequence (a training loop; eager and jitted sums of one size in any order)
-therefore cost one collective each. Otherwise (a new sequence, a collective that is not a sum) the agreement is
-its own 16-byte Allreduce before the data, and a misprediction costs the dummy as well.
+they all raise. From ``BESIDE_BYTES`` on, copying the data next to the header would cost more than the header
+itself, so the header goes as its own 16-byte Iallreduce posted just before the predicted Allreduce, which sums
+the operand straight into the output: the same verdict, the same single round trip. Calls that repeat a sequence
+(a training loop; eager and jitted sums of one size in any order) therefore cost one round trip each. Otherwise
+(a new sequence, a collective that is not a sum) the agreement is its own 16-byte Allreduce before the data, and
+a misprediction costs the dummy as well.
 
 Allreduce outputs come from a pool (``_pool.py``) and are reused once the tensors made from them are gone.
 """
@@ -77,6 +80,7 @@ class World:
         self._mine = np.zeros(2, np.int64)
         self._every = np.zeros(2, np.int64)
         self._digests: dict = {}  # an eager collective's signature -> digest
+        self._headers: dict = {}  # (digest, dtype) -> this rank's header and the sum of every rank's
         self._last = 0  # the digest of the last agreed call
         self._next: dict = {}  # a call's digest -> the Allreduce (count, dtype) of the call after it, if a sum
         self._pending = None  # a program's (digest, describe), agreed in its first collective
@@ -103,23 +107,30 @@ class World:
         self._agree_round(digest, describe)
         self._remember(digest, None)
 
-    def allreduce_agreed(self, digest: int, describe, count: int, dtype: np.dtype, fill) -> np.ndarray:
+    def allreduce_agreed(self, digest: int, describe, count: int, dtype: np.dtype, fill, source=None) -> np.ndarray:
         """Sum ``count`` elements of ``dtype`` (header-capable: ``header_capable``) across ranks, agreed on
-        ``digest`` as ``agree`` does, in the same message when predicted. ``fill(buf)`` writes this rank's
-        elements into ``buf``; the result is a pooled array of ``count`` elements."""
+        ``digest`` as ``agree`` does, in the same round trip when predicted. ``fill(buf)`` writes this rank's
+        elements into ``buf``; ``source``, if given, is a C-contiguous array of those elements, summed from where
+        it lies. The result is a pooled array of ``count`` elements."""
         self._settle()
         layout = (count, dtype)
         predicted = self._next.get(self._last)
         if predicted is not None:
-            out = self._ride(predicted, (digest, layout, fill), describe)
+            out = self._ride(predicted, (digest, layout, fill, source), describe)
             if out is not None:
                 return out
         self._agree_round(digest, describe)
         self._remember(digest, layout)
-        buf = self.pool.take((count,), dtype)
-        fill(buf)
-        self.comm.Allreduce(self.MPI.IN_PLACE, buf, op=self.MPI.SUM)
-        return buf
+        return self._sum(count, dtype, fill, source)
+
+    def _sum(self, count: int, dtype: np.dtype, fill, source) -> np.ndarray:
+        out = self.pool.take((count,), dtype)
+        if source is not None:
+            self.comm.Allreduce(source, out, op=self.MPI.SUM)
+        else:
+            fill(out)
+            self.comm.Allreduce(self.MPI.IN_PLACE, out, op=self.MPI.SUM)
+        return out
 
     def defer(self, digest: int, describe) -> None:
         """Agree on ``digest`` in the next ``allreduce_agreed`` (a compiled program whose first collective is a
@@ -138,23 +149,59 @@ class World:
             self.agree(*self.take_pending())
 
     def _ride(self, predicted, call, describe):
-        """Post the predicted Allreduce with this rank's data and digest (``call`` = (digest, layout, fill), its
-        layout the predicted one) or a dummy of its size; return the data if every rank carried the same digest,
-        None if every rank missed the prediction, and raise on every rank otherwise."""
+        """Post the predicted Allreduce with this rank's data and digest (``call`` = (digest, layout, fill,
+        source), its layout the predicted one) or a dummy of its size; return the data if every rank carried the
+        same digest, None if every rank missed the prediction, and raise on every rank otherwise."""
         p_count, p_dtype = predicted
         hit = call is not None and call[1] == predicted
-        buf = self.pool.take((p_count + HEADER,), p_dtype)
-        if hit:
-            call[2](buf[:p_count])
         code = call[0] if hit else MISSED
-        buf[p_count:] = _header(code)
-        self.comm.Allreduce(self.MPI.IN_PLACE, buf, op=self.MPI.SUM)
-        if not np.array_equal(buf[p_count:], self.size * _header(code)):
+        if p_count * p_dtype.itemsize >= BESIDE_BYTES:
+            out, agreed = self._ride_beside(p_count, p_dtype, code, call if hit else None)
+        else:
+            out = self.pool.take((p_count + HEADER,), p_dtype)
+            if hit:
+                call[2](out[:p_count])
+            mine, every = self._header(code, p_dtype)
+            out[p_count:] = mine
+            self.comm.Allreduce(self.MPI.IN_PLACE, out, op=self.MPI.SUM)
+            agreed = out[p_count:].tobytes() == every
+            out = out[:p_count]
+        if not agreed:
             self._mismatch(describe)
         if hit:
             self._last = code
-            return buf[:p_count]
+            return out
         return None
+
+    def _header(self, code: int, dtype: np.dtype) -> tuple:
+        """This rank's header for ``code`` in ``dtype``, and the bytes of the sum every rank sending it gives."""
+        key = (code, dtype)
+        h = self._headers.get(key)
+        if h is None:
+            if len(self._headers) > 4096:
+                self._headers.clear()
+            mine = _header(code).astype(dtype)
+            h = self._headers[key] = (mine, (self.size * mine).tobytes())
+        return h
+
+    def _ride_beside(self, count: int, dtype: np.dtype, code: int, call):
+        """The large form of ``_ride``: the digest in a 16-byte Iallreduce posted just before the data (every rank
+        posts both in this order, the data at the predicted size), so one round trip carries both and the data
+        goes from the operand to the output without a copy next to a header. Returns (the summed data, whether
+        every rank sent ``code``)."""
+        mine, every = self._mine, self._every
+        mine[0] = code
+        mine[1] = -code
+        req = self.comm.Iallreduce(mine, every, op=self.MPI.MAX)
+        try:
+            if call is not None:
+                out = self._sum(count, dtype, call[2], call[3])
+            else:  # the dummy: whatever the buffer holds, summed and dropped
+                out = self.pool.take((count,), dtype)
+                self.comm.Allreduce(self.MPI.IN_PLACE, out, op=self.MPI.SUM)
+        finally:
+            req.Wait()
+        return out, bool(every[0] == code and every[1] == -code)
 
     def _agree_round(self, digest: int, describe) -> None:
         mine, every = self._mine, self._every
@@ -186,9 +233,11 @@ class World:
 # Values stay below 2**24 for N < 65536, exact in every dtype allowed.
 HEADER = 28
 MISSED = -1
+# From this size on the digest travels beside the data instead (``World._ride_beside``): copying the operand next
+# to the header costs more than a second, overlapped message (measured crossover 256 KB - 1 MB, 2 ranks).
+BESIDE_BYTES = 1 << 19
 _HEADER_DTYPES = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.complex64, np.complex128, np.int32,
                                                   np.int64, np.uint32, np.uint64))
-_headers: dict = {}
 
 
 def header_capable(dtype: np.dtype) -> bool:
@@ -197,14 +246,9 @@ def header_capable(dtype: np.dtype) -> bool:
 
 
 def _header(code: int) -> np.ndarray:
-    h = _headers.get(code)
-    if h is None:
-        if len(_headers) > 4096:
-            _headers.clear()
-        x = np.full(HEADER // 2, 16.0) if code == MISSED else np.array([(code >> (4 * i)) & 15 for i in
-                                                                         range(HEADER // 2)], np.float64)
-        h = _headers[code] = np.concatenate([x, x * x])
-    return h
+    x = np.full(HEADER // 2, 16.0) if code == MISSED else np.array([(code >> (4 * i)) & 15 for i in
+                                                                     range(HEADER // 2)], np.float64)
+    return np.concatenate([x, x * x])
 
 
 def digest(key: bytes) -> int:
@@ -286,9 +330,9 @@ _WIDE = {np.dtype(np.float16): np.dtype(np.float32)}  # dtypes MPI cannot reduce
 
 def _wide(dtype: np.dtype) -> np.dtype:
     w = _WIDE.get(dtype)
-    if w is None and dtype.name == "bfloat16":
-        return np.dtype(np.float32)
-    return w or dtype
+    if w is None:
+        w = _WIDE[dtype] = np.dtype(np.float32) if dtype.name == "bfloat16" else dtype
+    return w
 
 
 def _bytes(a: np.ndarray) -> np.ndarray:
@@ -346,7 +390,9 @@ class ProcessAxis(ExternalAxis):
                 np.copyto(buf[k : k + n].reshape(a.shape), a)  # any layout, widened on the way
                 k += n
 
-        flat = self.world.allreduce_agreed(digest, describe, sum(sizes), wide, fill)
+        a = arrays[0]
+        source = a.reshape(-1) if len(arrays) == 1 and wide == dtype and a.flags.c_contiguous else None
+        flat = self.world.allreduce_agreed(digest, describe, sum(sizes), wide, fill, source)
         if wide != dtype:
             flat = flat.astype(dtype)
         out, k = [], 0

@@ -8,11 +8,17 @@ array's base, and a view's base collapses only through arrays (to the nearest on
 non-array base), so every view, slice or reshape of the result references the handed-out array itself, as does
 anything that exports its buffer. A weak reference to that array is therefore dead exactly when nothing can
 read or write the memory any more; until then the buffer is never handed out again.
+
+Buffers of 2 MB and more are mapped aligned to 2 MB and advised for transparent huge pages (Linux), so the kernel
+backs them with whole 2 MB pages where it can: a 4 MB Allreduce received into 4 KB pages took about 1.6x as long as
+into 2 MB pages (2 ranks, MPICH), and ``np.empty`` leaves such a buffer's coverage to chance (its start is not
+aligned, and NumPy advises only from 4 MB on).
 """
 
 from __future__ import annotations
 
 import math
+import mmap
 import threading
 import weakref
 
@@ -21,6 +27,7 @@ import numpy as np
 from funclib import config
 
 MIN_BYTES = 1 << 16  # below this, malloc reuses memory on its own: a pooled buffer would cost more than it saves
+HUGE_PAGE = 2 << 20
 MAX_PER_SIZE = 8  # buffers of one size kept (a step holds few collective outputs of one size alive at a time)
 
 
@@ -56,7 +63,7 @@ class BufferPool:
                 return np.empty(shape, dtype)
             if self._held + nbytes > limit and not self._evict(self._held + nbytes - limit):
                 return np.empty(shape, dtype)
-            e = [np.empty(nbytes, np.uint8), None, 0]
+            e = [_allocate(nbytes), None, 0]
             entries.append(e)
             self._held += nbytes
             return self._hand_out(e, shape, dtype)
@@ -90,3 +97,17 @@ class BufferPool:
         with self._lock:
             self._by_size.clear()
             self._held = 0
+
+
+def _allocate(nbytes: int) -> np.ndarray:
+    """``nbytes`` of uint8, starting on a 2 MB boundary of memory advised for huge pages where the platform allows."""
+    if nbytes < HUGE_PAGE or not hasattr(mmap, "MADV_HUGEPAGE"):
+        return np.empty(nbytes, np.uint8)
+    m = mmap.mmap(-1, nbytes + HUGE_PAGE, flags=mmap.MAP_PRIVATE)  # private: shared memory gets no huge pages
+    try:
+        m.madvise(mmap.MADV_HUGEPAGE)
+    except OSError:  # a kernel without transparent huge pages: ordinary pages
+        pass
+    whole = np.frombuffer(m, np.uint8)
+    start = -whole.ctypes.data % HUGE_PAGE
+    return whole[start : start + nbytes]
