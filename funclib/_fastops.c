@@ -41,12 +41,26 @@ typedef struct {
     PyObject *sets;    /* the Python objects the sets were read from, kept alive with their dtypes */
 } FastOp;
 
+/* The head of NumPy's array struct (PyArrayObject_fields in numpy/ndarraytypes.h, unchanged since NumPy 1.7 as
+   its C ABI requires). configure() checks `descr` against `.dtype` on sample arrays; where they ever disagree the
+   dtype is read through the attribute instead. */
+typedef struct {
+    PyObject_HEAD
+    char *data;
+    int nd;
+    Py_ssize_t *dimensions;
+    Py_ssize_t *strides;
+    PyObject *base;
+    PyObject *descr;
+} ArrayHead;
+
 /* Set once by configure(): the Tensor class, its _value slot, NumPy's ndarray and asarray. */
 static PyTypeObject *tensor_type = NULL;
 static Py_ssize_t value_offset = 0;
 static PyTypeObject *ndarray_type = NULL;
 static PyObject *asarray_fn = NULL;
 static PyObject *str_dtype = NULL;
+static int read_descr = 0; /* the dtype of an exact ndarray is read from its struct */
 
 #define VALUE(t) (*(PyObject **)((char *)(t) + value_offset))
 
@@ -63,6 +77,8 @@ dtype_index(const DtypeSet *s, PyObject *d)
 static PyObject *
 value_dtype(PyObject *value)
 {
+    if (read_descr && Py_TYPE(value) == ndarray_type)
+        return ((ArrayHead *)value)->descr;
     PyObject *d = PyObject_GetAttr(value, str_dtype);
     if (d == NULL) {
         PyErr_Clear();
@@ -458,8 +474,9 @@ static PyTypeObject FastOp_Type = {
 static PyObject *
 configure(PyObject *module, PyObject *args)
 {
-    PyObject *tensor, *ndarray, *asarray;
-    if (!PyArg_ParseTuple(args, "O!O!O:configure", &PyType_Type, &tensor, &PyType_Type, &ndarray, &asarray))
+    PyObject *tensor, *ndarray, *asarray, *samples;
+    if (!PyArg_ParseTuple(args, "O!O!OO!:configure", &PyType_Type, &tensor, &PyType_Type, &ndarray, &asarray,
+                          &PyTuple_Type, &samples))
         return NULL;
     PyObject *slot = PyDict_GetItemString(((PyTypeObject *)tensor)->tp_dict, "_value");
     if (slot == NULL || !Py_IS_TYPE(slot, &PyMemberDescr_Type)) {
@@ -475,13 +492,27 @@ configure(PyObject *module, PyObject *args)
     Py_XSETREF(ndarray_type, (PyTypeObject *)Py_NewRef(ndarray));
     Py_XSETREF(asarray_fn, Py_NewRef(asarray));
     value_offset = m->offset;
-    Py_RETURN_NONE;
+    int agree = ((PyTypeObject *)ndarray)->tp_basicsize >= (Py_ssize_t)sizeof(ArrayHead) && PyTuple_GET_SIZE(samples);
+    for (Py_ssize_t k = 0; agree && k < PyTuple_GET_SIZE(samples); k++) {
+        PyObject *a = PyTuple_GET_ITEM(samples, k);
+        PyObject *d = Py_TYPE(a) == (PyTypeObject *)ndarray ? PyObject_GetAttr(a, str_dtype) : NULL;
+        if (d == NULL) {
+            PyErr_Clear();
+            agree = 0;
+            break;
+        }
+        agree = ((ArrayHead *)a)->descr == d;
+        Py_DECREF(d);
+    }
+    read_descr = agree;
+    return PyBool_FromLong(agree);
 }
 
 static PyMethodDef module_methods[] = {
     {"configure", configure, METH_VARARGS,
-     "configure(Tensor, ndarray, asarray): the class every fast path makes and checks for (exactly, not a "
-     "subclass), NumPy's array class and the function that makes a 0-d result an array."},
+     "configure(Tensor, ndarray, asarray, samples) -> bool: the class every fast path makes and checks for "
+     "(exactly, not a subclass), NumPy's array class, the function that makes a 0-d result an array, and arrays "
+     "on which to check that an array's dtype can be read from its struct (returned: whether it can)."},
     {NULL},
 };
 

@@ -26,7 +26,8 @@ try:
 except ImportError:  # built from funclib/_fastops.c by pip install; the Python wrappers alone are correct
     _fastops = None
 else:
-    _fastops.configure(Tensor, np.ndarray, np.asarray)
+    _samples = tuple(np.zeros((2,) * (i % 3), d) for i, d in enumerate(dtypes.ALL))
+    _fastops.configure(Tensor, np.ndarray, np.asarray, _samples + (np.zeros(4, ">f4")[::2],))
 
 COMPILED: bool = _fastops is not None
 
