@@ -25,11 +25,15 @@ try:
     from .. import _fastops
 except ImportError:  # built from funclib/_fastops.c by pip install; the Python wrappers alone are correct
     _fastops = None
-else:
-    _samples = tuple(np.zeros((2,) * (i % 3), d) for i, d in enumerate(dtypes.ALL))
-    _fastops.configure(Tensor, np.ndarray, np.asarray, _samples + (np.zeros(4, ">f4")[::2],))
 
 COMPILED: bool = _fastops is not None
+# whether the extension reads an array's dtype from NumPy's struct (checked here on arrays of every dtype)
+DTYPE_FROM_STRUCT: bool = COMPILED and _fastops.configure(
+    Tensor,
+    np.ndarray,
+    np.asarray,
+    tuple(np.zeros((2,) * (i % 3), d) for i, d in enumerate(dtypes.ALL)) + (np.zeros(4, ">f4")[::2],),
+)
 
 
 def unary(wrapper: Callable, np_fn: Callable, fast: Iterable[np.dtype]) -> Callable:
@@ -56,9 +60,7 @@ def binary(
         return wrapper
 
     def ranged(ds):
-        return tuple(
-            (d, None, None) if d in unbounded else (d, dtypes.iinfo(d).min, dtypes.iinfo(d).max) for d in ds
-        )
+        return tuple((d, None, None) if d in unbounded else (d, dtypes.iinfo(d).min, dtypes.iinfo(d).max) for d in ds)
 
     return _fastops.FastOp(
         wrapper, np_fn, tuple(fast), tuple(fast_float), ranged(fast_int), tuple(first_float), ranged(first_int)
