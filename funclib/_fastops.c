@@ -136,12 +136,26 @@ unary_call(FastOp *self, PyObject *const *args, size_t nargsf, PyObject *kwnames
         if (a != NULL) {
             PyObject *d = value_dtype(a);
             if (d != NULL && dtype_index(&self->same, d) >= 0) {
+                Py_INCREF(a); /* held for the call, as a Python local would hold it */
                 PyObject *r = PyObject_Vectorcall(self->fn, &a, 1, NULL);
+                Py_DECREF(a);
                 return r == NULL ? NULL : wrap(r);
             }
         }
     }
     return fallback(self, args, nargsf, kwnames);
+}
+
+/* fn(operands[0], operands[1]) with both held for the call, as Python locals would hold them */
+static PyObject *
+call2(PyObject *fn, PyObject **operands)
+{
+    Py_INCREF(operands[0]);
+    Py_INCREF(operands[1]);
+    PyObject *r = PyObject_Vectorcall(fn, operands, 2, NULL);
+    Py_DECREF(operands[0]);
+    Py_DECREF(operands[1]);
+    return r;
 }
 
 static PyObject *
@@ -162,7 +176,7 @@ binary_call(FastOp *self, PyObject *const *args, size_t nargsf, PyObject *kwname
             if (b == NULL || value_dtype(b) != d || dtype_index(&self->same, d) < 0)
                 return fallback(self, args, nargsf, kwnames);
             operands[1] = b;
-            PyObject *r = PyObject_Vectorcall(self->fn, operands, 2, NULL);
+            PyObject *r = call2(self->fn, operands);
             if (r == NULL) {
                 if (!PyErr_ExceptionMatches(PyExc_ValueError))
                     return NULL;
@@ -203,7 +217,7 @@ binary_call(FastOp *self, PyObject *const *args, size_t nargsf, PyObject *kwname
     }
     else
         return fallback(self, args, nargsf, kwnames);
-    PyObject *r = PyObject_Vectorcall(self->fn, operands, 2, NULL);
+    PyObject *r = call2(self->fn, operands);
     return r == NULL ? NULL : wrap(r);
 }
 
