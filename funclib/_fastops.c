@@ -9,7 +9,8 @@ exactly a Tensor".
 
 FastOp has Py_TPFLAGS_METHOD_DESCRIPTOR, so installed as Tensor.__add__ it is called as op(self, other) by the
 type's slot and by x.sin() without a bound method being made; __get__ gives a bound method otherwise. Only the
-CPython C API is used: NumPy is reached through Python calls and attributes.
+CPython C API is used, with no NumPy headers: NumPy is reached through Python calls, and an array's dtype read from
+the head of its struct where configure() found that to agree with the .dtype attribute (ArrayHead, below).
 */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
