@@ -79,7 +79,9 @@ def _reflected(f, attr: str):
 
     reflected.__name__ = reflected.__qualname__ = attr
     reflected.__doc__ = f"``x.{attr}(y)`` is ``{f.__name__}(y, x)``."
-    return reflected
+    # a compiled fast path (funclib/primitives/fastpath.py) has a reflected form in front of this one
+    swapped = getattr(f, "swapped", None)
+    return reflected if swapped is None else swapped(reflected)
 
 
 def _where(f) -> str:

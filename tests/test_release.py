@@ -75,6 +75,9 @@ SMOKE = textwrap.dedent(
     assert pathlib.Path(sys.prefix).resolve() in here.parents, f"funclib imported from {here}, not the venv"
     installed = importlib.metadata.version("funclib")
     assert fl.__version__ == installed, (fl.__version__, installed)
+    # the wheel carries the compiled dispatch of the eager ops, and it loads
+    from funclib.primitives import fastpath
+    assert fastpath.COMPILED and type(fl.add).__name__ == "FastOp", fl.add
 
     # a jitted gradient, checked against the closed form
     x = fl.tensor([0.5, 1.0, 2.0])
@@ -116,7 +119,7 @@ def _run(cmd, **kw):
 def dist(tmp_path_factory):
     out = tmp_path_factory.mktemp("dist")
     _run([sys.executable, "-m", "build", "--outdir", str(out), str(ROOT)], cwd=out)
-    sdists, wheels = list(out.glob("funclib-*.tar.gz")), list(out.glob("funclib-*-py3-none-any.whl"))
+    sdists, wheels = list(out.glob("funclib-*.tar.gz")), list(out.glob("funclib-*.whl"))
     assert len(sdists) == 1 and len(wheels) == 1, sorted(p.name for p in out.iterdir())
     return sdists[0], wheels[0]
 
@@ -130,10 +133,13 @@ def _clean_env(tmp: Path) -> dict[str, str]:
 def test_sdist_and_wheel_contents(dist):
     sdist, wheel = dist
     version = funclib.__version__
-    assert sdist.name == f"funclib-{version}.tar.gz" and wheel.name == f"funclib-{version}-py3-none-any.whl"
+    # a platform wheel: it holds the compiled extension for this interpreter
+    tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    assert sdist.name == f"funclib-{version}.tar.gz" and wheel.name.startswith(f"funclib-{version}-{tag}-{tag}-")
     with tarfile.open(sdist) as tar:
         names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
     expected = {"LICENSE", "README.md", "CHANGELOG.md", "ARCHITECTURE.md", "pyproject.toml", "transforms/jit.py"}
+    expected.add("funclib/_fastops.c")
     assert expected <= names, expected - names
     with zipfile.ZipFile(wheel) as whl:
         names = set(whl.namelist())
@@ -142,6 +148,8 @@ def test_sdist_and_wheel_contents(dist):
     assert all(f"{p}/__init__.py" in names for p in packages), packages - {n.rsplit("/", 1)[0] for n in names}
     assert f"funclib-{version}.dist-info/licenses/LICENSE" in names
     assert not any(n.startswith(("tests/", "docs/", "notebooks/", "benchmarks/")) for n in names)
+    assert any(n.startswith("funclib/_fastops.") and n.endswith(".so") for n in names), "no compiled extension"
+    assert not any(n.endswith(".c") for n in names)
     assert "License-Expression: Apache-2.0" in metadata
     assert all(f"Provides-Extra: {e}" in metadata for e in EXTRAS)
 

@@ -35,6 +35,7 @@ from ..core import (
 from ..errors import DTypeError, NotLinearError, OutOfRangeError, ShapeError
 from ..kernels import lowp
 from ..kernels.fusion import CONVERT, INTEGER_POW, Lowering
+from . import fastpath
 from ._util import broadcast_shapes
 from .shape import batch_align, broadcast_to, concatenate, expand_dims, instantiate, select, unbroadcast
 
@@ -218,6 +219,7 @@ def unary(
     wrapper.__name__ = wrapper.__qualname__ = public
     sample = "[0.5]" if ok & FLOAT else "[5, 12]"  # bitwise_invert takes integers only
     wrapper.__doc__ = doc or f"Elementwise ``{public}``.\n\n>>> fl.{public}(fl.tensor({sample}))"
+    wrapper = fastpath.unary(wrapper, np_fn, fast)
     if export:
         namespace.public(wrapper, method=method, dunder=dunder, rdunder=rdunder)
     return p, wrapper
@@ -409,14 +411,10 @@ def binary(
         a, b = ("[True, False]", "[True, True]") if ok <= BOOL else ("[5, 12]", "[3, 2]")
     example = f">>> fl.{public}(fl.tensor({a}), fl.tensor({b}))"
     wrapper.__doc__ = doc or f"Elementwise ``{public}`` with broadcasting and Array API type promotion.\n\n{example}"
+    wrapper = fastpath.binary(wrapper, np_fn, fast, fast_float, fast_int, first_float, first_int, FLOAT)
     if export:
         namespace.public(wrapper, method=method, dunder=dunder, rdunder=rdunder)
     return p, wrapper
-
-
-def _fits(v: int, d: np.dtype) -> bool:
-    info = np.iinfo(d)
-    return info.min <= v <= info.max
 
 
 def _bcast_to(t, out):
@@ -475,7 +473,7 @@ def _promote_weak(op: str, x, y, sx: bool, sy: bool):
 
 
 def _scalar_as(v, d: np.dtype, op: str):
-    if d in INTEGER and not isinstance(v, builtins.bool) and isinstance(v, builtins.int) and not _fits_any(v, d):
+    if d in INTEGER and not isinstance(v, builtins.bool) and isinstance(v, builtins.int) and not _fits(v, d):
         info = dtypes.iinfo(d)
         raise OutOfRangeError(
             f"{op}: Python integer {v} is out of range for {d.name} [{info.min}, {info.max}]; "
@@ -488,7 +486,7 @@ def _scalar_as(v, d: np.dtype, op: str):
     return _wrap(np.asarray(v, dtype=d))
 
 
-def _fits_any(v: int, d: np.dtype) -> bool:
+def _fits(v: int, d: np.dtype) -> bool:
     info = dtypes.iinfo(d)
     return info.min <= v <= info.max
 
