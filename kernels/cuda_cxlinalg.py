@@ -165,43 +165,13 @@ def kernel(a, w, v, s, B, n, zero, one, rzero, rone, tol):
                         app = s[base + p * n + p].real
                         aqq = s[base + qq * n + qq].real
                         theta = (aqq - app) / (gg + gg)
-                        t = rone / (abs(theta) + math.sqrt(theta * theta + rone))
-                        if theta < rzero:
-                            t = -t
-                        c = rone / math.sqrt(t * t + rone)
-                        sn = t * c
-                        for i in range(n):
-                            x = s[base + i * n + p]
-                            y = s[base + i * n + qq]
-                            s[base + i * n + p] = c * x - sn * y
-                            s[base + i * n + qq] = sn * x + c * y
-                        for i in range(n):
-                            x = s[base + p * n + i]
-                            y = s[base + qq * n + i]
-                            s[base + p * n + i] = c * x - sn * y
-                            s[base + qq * n + i] = sn * x + c * y
-                        for i in range(n):
-                            x = v[base + i * n + p]
-                            y = v[base + i * n + qq]
-                            v[base + i * n + p] = c * x - sn * y
-                            v[base + i * n + qq] = sn * x + c * y
+ROTATION
         for i in range(n):
             w[g * n + i] = s[base + i * n + i].real
-        for i in range(n):
-            best = i
-            for c in range(i + 1, n):
-                if w[g * n + c] < w[g * n + best]:
-                    best = c
-            if best != i:
-                tmp = w[g * n + i]
-                w[g * n + i] = w[g * n + best]
-                w[g * n + best] = tmp
-                for r in range(n):
-                    tv = v[base + r * n + i]
-                    v[base + r * n + i] = v[base + r * n + best]
-                    v[base + r * n + best] = tv
-        g += step
-'''
+SORT
+'''.replace("ROTATION\n", cuda_linalg.JACOBI_ROTATION[1:]).replace(
+    "SORT\n", cuda_linalg.SORT_ASCENDING[1:]
+)
 
 # One-sided (Hestenes) Jacobi on the columns of an m x n matrix, m >= n: each rotation first turns column q by the
 # phase of the pair's inner product (a sign for real matrices) so the 2x2 problem is real; u (a copy of a) and v

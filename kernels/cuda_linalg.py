@@ -271,12 +271,55 @@ def kernel(a, w, tau, q, r, B, m, n, kq, zero, one):
         g += step
 '''
 
+# the Jacobi rotation that zeroes a real symmetric 2x2 pivot block (theta from it; ``rzero``/``rone`` are the real
+# field's constants), applied to S's rows and columns and to V's columns; and the ascending sort of the eigenvalues
+# with their vectors, as LAPACK's syevd/heevd order them. Spliced into the real and the complex (Hermitian) kernels.
+JACOBI_ROTATION = '''
+                        t = rone / (abs(theta) + math.sqrt(theta * theta + rone))
+                        if theta < rzero:
+                            t = -t
+                        c = rone / math.sqrt(t * t + rone)
+                        sn = t * c
+                        for i in range(n):
+                            x = s[base + i * n + p]
+                            y = s[base + i * n + qq]
+                            s[base + i * n + p] = c * x - sn * y
+                            s[base + i * n + qq] = sn * x + c * y
+                        for i in range(n):
+                            x = s[base + p * n + i]
+                            y = s[base + qq * n + i]
+                            s[base + p * n + i] = c * x - sn * y
+                            s[base + qq * n + i] = sn * x + c * y
+                        for i in range(n):
+                            x = v[base + i * n + p]
+                            y = v[base + i * n + qq]
+                            v[base + i * n + p] = c * x - sn * y
+                            v[base + i * n + qq] = sn * x + c * y
+'''
+SORT_ASCENDING = '''
+        for i in range(n):
+            best = i
+            for c in range(i + 1, n):
+                if w[g * n + c] < w[g * n + best]:
+                    best = c
+            if best != i:
+                tmp = w[g * n + i]
+                w[g * n + i] = w[g * n + best]
+                w[g * n + best] = tmp
+                for r in range(n):
+                    tv = v[base + r * n + i]
+                    v[base + r * n + i] = v[base + r * n + best]
+                    v[base + r * n + best] = tv
+        g += step
+'''
+
 # cyclic Jacobi on the symmetric matrix the lower triangle defines, then eigenvalues sorted ascending with their
 # vectors (columns), as LAPACK's syevd orders them
 EIGH_SOURCE = '''
 def kernel(a, w, v, s, B, n, zero, one, tol):
     g = cuda.grid(1)
     step = cuda.gridsize(1)
+    rzero, rone = zero, one
     while g < B:
         base = g * n * n
         for i in range(n):
@@ -299,43 +342,11 @@ def kernel(a, w, v, s, B, n, zero, one, tol):
                         app = s[base + p * n + p]
                         aqq = s[base + qq * n + qq]
                         theta = (aqq - app) / (apq + apq)
-                        t = one / (abs(theta) + math.sqrt(theta * theta + one))
-                        if theta < zero:
-                            t = -t
-                        c = one / math.sqrt(t * t + one)
-                        sn = t * c
-                        for i in range(n):
-                            x = s[base + i * n + p]
-                            y = s[base + i * n + qq]
-                            s[base + i * n + p] = c * x - sn * y
-                            s[base + i * n + qq] = sn * x + c * y
-                        for i in range(n):
-                            x = s[base + p * n + i]
-                            y = s[base + qq * n + i]
-                            s[base + p * n + i] = c * x - sn * y
-                            s[base + qq * n + i] = sn * x + c * y
-                        for i in range(n):
-                            x = v[base + i * n + p]
-                            y = v[base + i * n + qq]
-                            v[base + i * n + p] = c * x - sn * y
-                            v[base + i * n + qq] = sn * x + c * y
+ROTATION
         for i in range(n):
             w[g * n + i] = s[base + i * n + i]
-        for i in range(n):
-            best = i
-            for c in range(i + 1, n):
-                if w[g * n + c] < w[g * n + best]:
-                    best = c
-            if best != i:
-                tmp = w[g * n + i]
-                w[g * n + i] = w[g * n + best]
-                w[g * n + best] = tmp
-                for r in range(n):
-                    tmp = v[base + r * n + i]
-                    v[base + r * n + i] = v[base + r * n + best]
-                    v[base + r * n + best] = tmp
-        g += step
-'''
+SORT
+'''.replace("ROTATION\n", JACOBI_ROTATION[1:]).replace("SORT\n", SORT_ASCENDING[1:])
 
 
 def factor_source(which: str, simulated: bool = False) -> str:
