@@ -58,6 +58,7 @@ THREAD_VARS = (
 _VERSIONED = ("funclib", "numpy", "numba", "ml_dtypes", "optree", "torch", "jax", "jaxlib")
 
 _notes: list[str] = []
+ALL_CPUS: set[int] | None = None  # the CPUs the process may use; ``__main__`` pins timing to one of them
 _imported: dict[str, Any] = {}
 
 
@@ -281,6 +282,7 @@ def environment() -> dict[str, Any]:
         "python": platform.python_version(),
         "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
         "threads": {k: os.environ.get(k) for k in THREAD_VARS},
+        "cpus": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
         "versions": versions,
         "git_commit": _git_commit(),
     }
@@ -300,10 +302,17 @@ def run_module(
             raise SystemExit(f"benchmarks/{name}.py defines neither cases() nor main()")
         print(f"== {name} (standalone script, not timed by the harness)", flush=True)
         argv, sys.argv = sys.argv, [str(BENCH_DIR / f"{name}.py")]
+        pinned = os.sched_getaffinity(0) if ALL_CPUS else None
         try:
+            if ALL_CPUS:
+                # standalone scripts start processes of their own (ranks, compile workers, fresh interpreters),
+                # which inherit the mask: they get every core, as a user's would
+                os.sched_setaffinity(0, ALL_CPUS)
             module.main()
         finally:
             sys.argv = argv
+            if pinned is not None:
+                os.sched_setaffinity(0, pinned)
         return []
     _notes.clear()
     started = datetime.datetime.now(datetime.UTC)

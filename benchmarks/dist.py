@@ -201,6 +201,11 @@ def _scaling(report):
             st["one"] = [m, s]
             loss.numpy()
 
+    # steady state: compiled programs, not the eager runs that stand in while kernels compile in the background
+    for fn in (run_ddp, run_one):
+        fn()
+    for fn in (ddp_step, one_step):
+        fn.wait_compiled()
     times = {"2 ranks (DDP)": [], "1 rank": []}
     for r in range(12):
         order = [("2 ranks (DDP)", run_ddp), ("1 rank", run_one)]
