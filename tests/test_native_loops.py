@@ -5,9 +5,12 @@ Each program runs three ways, which must agree: jitted with native loops, jitted
 (``fl.config.native_loops = False``) and eagerly; under ``grad``, ``vmap`` and nesting, in float32 and float64.
 """
 
+import math
+
 import numpy as np
 import pytest
 from funclib.kernels import loopgen
+from funclib.transforms import native_loops
 from funclib.transforms.native_loops import NativeLoop, TieredProgram, WholeProgram, wait_for_compiles
 
 import funclib as fl
@@ -323,6 +326,32 @@ def test_a_background_compile_that_fails_keeps_the_steps(cold_cache, caplog):
     assert step.whole.failed and not step.ready
     assert "no machine code today" in caplog.text
     _assert_close(g(*args), want, np.float64)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_a_long_program_of_128_by_128_values_runs_as_one_function_and_a_short_one_as_steps(monkeypatch, dtype):
+    monkeypatch.setattr(fl.config, "whole_program_hot_calls", 0)
+    a, x = arr(64, 128, dtype=dtype), arr(128, dtype=dtype)
+    h = fl.hessian(lambda v: fl.logsumexp(a @ fl.tanh(v)))
+    g = fl.jit(h)
+    assert len(g.lower(x).program.describe().splitlines()) == 1
+    monkeypatch.setattr(fl.config, "whole_programs", False)
+    steps = fl.jit(h)
+    n_steps = len(steps.lower(x).program.steps)
+    assert native_loops.WHOLE_PROGRAM_MAX_STEPS < n_steps <= native_loops.WHOLE_PROGRAM_TIERED_MAX_STEPS
+    monkeypatch.setattr(fl.config, "whole_programs", True)
+    step = _program_step(g, x)
+    assert isinstance(step, WholeProgram)
+    assert any(math.prod(v.shape) > native_loops.WHOLE_PROGRAM_MAX_ELEMENTS for v in step.kernel.spec.values)
+    got = g(x)
+    assert step.ran and not step.failed
+    _assert_close(got, h(x), dtype)
+    _assert_close(got, steps(x), dtype)
+
+    w = arr(128, 128, dtype=dtype)
+    short = fl.jit(lambda m: fl.tanh(m @ w) @ w)
+    assert not native_steps(short, w)
+    _assert_close(short(w), fl.tanh(w @ w) @ w, dtype)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
