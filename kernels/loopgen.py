@@ -61,12 +61,14 @@ from .loopspec import (
     DynamicSlice,
     DynamicUpdateSlice,
     Elementwise,
+    Gather,
     Loop,
     LoopSpec,
     Pad,
     Reduction,  # noqa: F401
     Reshape,
     Rev,
+    ScatterAdd,
     Slice,
     Switch,
     Transpose,
@@ -78,6 +80,7 @@ _WITH_N = {Elementwise: "elementwise", Switch: "switch", Loop: "loop"}
 _PLAIN = {
     Dot: "dot", Transpose: "transpose", Reshape: "reshape", Broadcast: "broadcast", Slice: "slice_", Rev: "rev",
     Concat: "concat", DynamicSlice: "dynamic_slice", Pad: "pad", DynamicUpdateSlice: "dynamic_update_slice",
+    Gather: "gather", ScatterAdd: "scatter_add",
 }
 
 _DIM = re.compile(r"\bd\[(\d+)\]")  # a size read from the kernel's size table
@@ -105,6 +108,10 @@ def _io(st) -> tuple[tuple[int, ...], tuple[int, ...]]:
         return (st.src, st.value), (st.out,)
     if type(st) is DynamicUpdateSlice:
         return (st.src, st.update, *st.starts), (st.out,)
+    if type(st) is Gather:
+        return (st.src, st.idx), (st.out,)
+    if type(st) is ScatterAdd:
+        return (st.src, st.idx, st.upd), (st.out,)
     if type(st) is Switch:
         return (st.index, *st.operands, *_branch_reads(st)), st.outs
     if type(st) is Loop:
@@ -647,6 +654,42 @@ class _Gen:
         lines += loops + [f"{inner}{out}[{dst}] = {self.at(upd, [f'j{a}' for a in range(len(us))])}"]
         self.body += lines
 
+    def _indexed(self, st, n: int, what: str) -> tuple[list[str], str, list[str], list[str]]:
+        """The loops of a gather or scatter: over the index tuples (``j``), each read into ``gx{n}_t``, wrapped
+        and checked as NumPy does, then over the axes not indexed (``gr``). Also the index into the operand and
+        into the gathered value (or the updates) at the innermost point."""
+        xs, ish = self.val(st.src).shape, self.val(st.idx).shape
+        nb = len(ish) - 1
+        rest = [a for a in range(len(xs)) if a not in st.axes]
+        lines, ind = self.loops(ish[:-1], "")
+        for t, a in enumerate(st.axes):
+            g, size = f"gx{n}_{t}", self.dim(xs[a])
+            lines += [
+                f"{ind}{g} = np.int64({self.at(st.idx, [f'j{b}' for b in range(nb)] + [str(t)])})",
+                f"{ind}if {g} < 0:",
+                f"{ind}    {g} += {size}",
+                f"{ind}if {g} < 0 or {g} >= {size}:",
+                f"{ind}    raise IndexError('{what}: index out of bounds')",
+            ]
+        more, ind = self.loops([xs[a] for a in rest], ind, "gr")
+        at_src = [f"gx{n}_{st.axes.index(a)}" if a in st.axes else f"gr{rest.index(a)}" for a in range(len(xs))]
+        at_out = [f"j{b}" for b in range(nb)] + [f"gr{k}" for k in range(len(rest))]
+        return lines + more, ind, at_src, at_out
+
+    def gather(self, st: Gather) -> None:
+        n = self.n_steps
+        self.n_steps += 1
+        out = self.alloc(st.out)
+        lines, ind, at_src, at_out = self._indexed(st, n, "gather")
+        self.body += lines + [f"{ind}{out}[{', '.join(at_out) or '0'}] = {self.at(st.src, at_src)}"]
+
+    def scatter_add(self, st: ScatterAdd) -> None:
+        n = self.n_steps
+        self.n_steps += 1
+        out = self.alloc(st.out)
+        lines, ind, at_src, at_upd = self._indexed(st, n, "scatter_add")
+        self.body += self.copy(out, st.src) + lines + [f"{ind}{out}[{', '.join(at_src)}] += {self.at(st.upd, at_upd)}"]
+
     def pad(self, st: Pad) -> None:
         out = self.alloc(st.out)
         os_, ss = self.val(st.out).shape, self.val(st.src).shape
@@ -813,6 +856,7 @@ class LoopKernel:
         self.spec = spec
         self._dims = np.asarray(gen.sizes, dtype=np.int64)
         self._temps = gen.temps
+        self._want = [(np.dtype(v.dtype), _ishape(v.shape)) for v in spec.values]  # per value: how it is passed
         self._fn = None
         # scratch buffers kept between calls: a small program's kernel allocating a hundred of them per call spent
         # as long on np.empty as on its work. A call that finds them taken (another thread) allocates its own.
@@ -832,10 +876,10 @@ class LoopKernel:
         """Constants ``start``, ``start + 1``, ... as the kernel takes them: read-only (so that every call has the
         same numba signature), C-ordered, rank-0 values as 1-element arrays. A caller with constants that never
         change prepares them once and passes ``ready``."""
-        vals = self.spec.values
+        want = self._want
         out = []
         for j, c in enumerate(consts, start):
-            dt, sh = np.dtype(vals[j].dtype), _ishape(vals[j].shape)
+            dt, sh = want[j]
             if not (type(c) is np.ndarray and c.dtype == dt and c.shape == sh):
                 c = np.ascontiguousarray(c, dtype=dt).reshape(sh)
             f = c.flags

@@ -118,6 +118,29 @@ class Pad:
 
 
 @dataclass(frozen=True)
+class Gather:
+    """``gather``: ``out[b..., r...]`` is ``src`` at the index tuple ``idx[b..., :]`` on ``axes`` and at ``r`` on
+    the other axes; a negative index counts from the end and one out of range raises, as NumPy's indexing does."""
+
+    src: int
+    idx: int
+    out: int
+    axes: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class ScatterAdd:
+    """``scatter_add``: a copy of ``src`` with ``upd[b..., r...]`` added where ``Gather`` would read it, in index
+    order (repeated indices add up, as ``np.add.at``)."""
+
+    src: int
+    idx: int
+    upd: int
+    out: int
+    axes: tuple[int, ...]
+
+
+@dataclass(frozen=True)
 class Branch:
     steps: tuple
     results: tuple[int, ...]  # value id of each branch output

@@ -6,6 +6,7 @@ Each program runs three ways, which must agree: jitted with native loops, jitted
 """
 
 import math
+import time
 
 import numpy as np
 import pytest
@@ -378,3 +379,91 @@ def test_a_generated_function_reuses_a_buffer_only_after_its_last_read(monkeypat
     _assert_close(g(x, w), f(x, w), dtype)
     _assert_close(g(x, w), f(x, w), dtype)  # the kept scratch buffers hold the last call's values: no matter
     assert whole.ran and not whole.failed
+
+
+def _classifier_loss(w, x, labels):
+    logp = fl.log_softmax(fl.tanh(x @ w), axis=-1)
+    return -fl.mean(fl.take_along_axis(logp, labels[:, None], axis=1))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_gather_and_its_scatter_add_run_in_one_function_as_numpy_indexes(monkeypatch, dtype):
+    # negative labels count from the end; the gradient scatters with repeated labels, which must add up
+    monkeypatch.setattr(fl.config, "whole_program_hot_calls", 0)
+    w, x = arr(6, 5, dtype=dtype), arr(8, 6, dtype=dtype)
+    labels = fl.asarray(np.array([0, 4, -1, 2, 2, -5, 3, 2]))
+    f = fl.value_and_grad(_classifier_loss)
+    g = fl.jit(f)
+    step = _program_step(g, w, x, labels)
+    assert isinstance(step, WholeProgram) and "raise IndexError('gather" in step.source
+    assert "scatter_add: index out of bounds" in step.source
+    got = g(w, x, labels)
+    assert step.ran and not step.failed
+    monkeypatch.setattr(fl.config, "whole_programs", False)
+    _assert_close(got, fl.jit(f)(w, x, labels), dtype)  # sums may round differently in one function
+    _assert_close(got, f(w, x, labels), dtype)
+    with pytest.raises(IndexError, match="out of bounds"):
+        g(w, x, fl.asarray(np.array([0, 4, 5, 2, 2, 1, 3, 2])))
+    _assert_close(g(w, x, labels), got, dtype)  # an error leaves the function in use
+    assert not step.failed
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_gather_of_rows_inside_a_native_scan(dtype):
+    # each iteration gathers two rows (the axis not indexed is copied whole) and adds them into the carry
+    table, picks = arr(7, 3, dtype=dtype), fl.asarray(np.array([[0, 6], [-1, 2], [3, 3], [5, -7]]))
+
+    def f(table, picks):
+        def body(h, p):
+            rows = table[p]
+            h = fl.tanh(h + rows.sum(axis=0))
+            return h, rows
+        return fl.scan(body, fl.zeros(3, dtype=dtype), picks)
+
+    check(f, table, picks, n_native=1, dtype=dtype)
+    check(lambda t, p: fl.grad(lambda t: f(t, p)[0].sum())(t), table, picks, n_native=2, dtype=dtype)
+
+
+def test_a_tiered_program_keeps_its_steps_when_they_ran_faster(cold_cache, caplog):
+    cold_cache.setattr(fl.config, "whole_program_hot_calls", 5)
+    f, args = _meta_step(np.float64)
+    g = fl.jit(f)
+    step = _program_step(g, *args)
+    assert isinstance(step, TieredProgram)
+    want = f(*args)
+    for _ in range(5):
+        _assert_close(g(*args), want, np.float64)
+    assert wait_for_compiles(timeout=600.0) and step.ready
+    fast = step.whole
+
+    def slow(*a):
+        time.sleep(0.05)
+        return fast(*a)
+
+    step.whole = slow
+    with caplog.at_level("INFO", logger="funclib.jit"):
+        for _ in range(native_loops.TIERED_TRIALS + 1):
+            _assert_close(g(*args), want, np.float64)
+    assert step.chose_steps and not step.ready and step.whole is None
+    assert "steps ran faster" in caplog.text
+    _assert_close(g(*args), want, np.float64)
+
+
+def test_a_tiered_program_keeps_its_function_when_it_ran_faster(cold_cache):
+    cold_cache.setattr(fl.config, "whole_program_hot_calls", 5)
+    f, args = _meta_step(np.float32)
+    g = fl.jit(f)
+    step = _program_step(g, *args)
+    slow_steps = step.fallback
+
+    def slower(*a):
+        time.sleep(0.02)
+        return slow_steps(*a)
+
+    step.fallback = slower
+    for _ in range(5):
+        g(*args)
+    assert len(step.timed_steps) == 3 and wait_for_compiles(timeout=600.0)
+    for _ in range(native_loops.TIERED_TRIALS + 2):
+        _assert_close(g(*args), f(*args), np.float32)
+    assert step.settled and step.ready and not step.chose_steps and step.whole.ran

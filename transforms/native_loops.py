@@ -245,11 +245,16 @@ WHOLE_PROGRAM_MAX_ELEMENTS = 4096
 # once. The bound keeps a background compile under about half a minute (about 0.1 s of CPU per step, measured on
 # the MAML update).
 WHOLE_PROGRAM_TIERED_MAX_STEPS = 256
-# A tiered program's values may be larger: with 17 or more steps the dispatch saved outweighs the fused kernels'
-# edge up to 128 x 128 float32 (measured, one core: a jitted 35-step hessian of f: R^128 -> R, 107 -> 61 us; the
-# per-sample gradients of a batch of 64, 6.0 -> 3.7 ms), where a 3-step program of two 128 x 128 products lost
-# 5-15% as one function.
-WHOLE_PROGRAM_TIERED_MAX_ELEMENTS = 16384
+# A tiered program's values may be larger, since it keeps the faster of its steps and its one function, timed on
+# its own calls (``TieredProgram``). Measured on one core: a jitted 35-step hessian of f: R^128 -> R, 107 -> 61 us
+# as one function; per-sample gradients of a batch of 64, 6.0 -> 3.7 ms; an MLP 784-256-256-10 train step with
+# Adam (batch 128, values up to 784 x 256), 1.74 -> 1.50 ms; a 3-step program of two 128 x 128 products lost
+# 5-15% as one function, which is why short programs keep the smaller bound. The bound caps the scratch memory a
+# function keeps between calls.
+WHOLE_PROGRAM_TIERED_MAX_ELEMENTS = 1 << 18
+# calls timed on each side before a tiered program settles on its steps or its function (the function's first
+# call after the switch is not counted: it touches its buffers for the first time)
+TIERED_TRIALS = 3
 
 
 class WholeProgram:
@@ -343,9 +348,11 @@ def whole_program(
 
 class TieredProgram:
     """A program that runs as its steps (``fallback``) until its ``hot``-th call, which starts compiling ``whole``
-    (a ``WholeProgram``) in a background thread; every call after the compile finished runs ``whole``. The two
+    (a ``WholeProgram``) in a background thread; the calls after the compile finished run ``whole``. The two
     compute the same expressions (BLAS products, fused scalar expressions); sums may round differently, as
-    their vectorized reduction order differs.
+    their vectorized reduction order differs. When the steps ran at least ``TIERED_TRIALS`` timed calls before the
+    compile started (its second call on), the function is timed over as many calls and kept only if its median
+    is below theirs; else the program goes back to its steps for good and lets the function's buffers go.
 
     ``wait_for_compiles()`` waits for the background compiles (benchmarks and tests that time the steady state).
     """
@@ -361,11 +368,24 @@ class TieredProgram:
         self.ready = False
         self.thread: threading.Thread | None = None
         self.done: Future | None = None
+        self.timed_steps: list[float] = []
+        self.timed_whole: list[float] = []
+        self.settled = False
+        self.chose_steps = False
 
     def __call__(self, *args):
         if self.ready:
-            return self.whole(*args)
+            if self.settled:
+                return self.whole(*args)
+            return self._trial(args)
+        if self.chose_steps:
+            return self.fallback(*args)
         self.calls += 1
+        if 1 < self.calls < self.hot:
+            t0 = time.perf_counter()
+            out = self.fallback(*args)
+            self.timed_steps.append(time.perf_counter() - t0)
+            return out
         if self.calls >= self.hot and self.thread is None:
             t = threading.Thread(target=self._compile, args=(args,), name="funclib-compile", daemon=True)
             self.thread = t
@@ -375,6 +395,21 @@ class TieredProgram:
             compile_pool.track(self.done)  # so that fl.config.wait_for_compilation waits for it too
             t.start()
         return self.fallback(*args)
+
+    def _trial(self, args):
+        """A call of the function while it is being compared with the steps."""
+        t0 = time.perf_counter()
+        out = self.whole(*args)
+        self.timed_whole.append(time.perf_counter() - t0)
+        if len(self.timed_steps) < TIERED_TRIALS:
+            self.settled = True
+        elif len(self.timed_whole) > TIERED_TRIALS:
+            whole, steps = float(np.median(self.timed_whole[1:])), float(np.median(self.timed_steps))
+            if whole >= steps:
+                log.info("program: its steps ran faster (%.3g s) than one function (%.3g s)", steps, whole)
+                self.ready, self.chose_steps, self.whole = False, True, None
+            self.settled = True
+        return out
 
     def _compile(self, args) -> None:
         w = self.whole
@@ -563,6 +598,12 @@ def describe_steps(items: list, vals: BodyValues, emitter: Emitter) -> list:
             src, upd = ref(e.inputs[0]), ref(e.inputs[1])
             starts = tuple(ref(a) for a in e.inputs[2:])
             steps.append(loopgen.DynamicUpdateSlice(src, upd, starts, out(e.outputs[0])))
+        elif name == "gather":
+            src, idx = ref(e.inputs[0]), ref(e.inputs[1])
+            steps.append(loopgen.Gather(src, idx, out(e.outputs[0]), tuple(e.params["axes"])))
+        elif name == "scatter_add":
+            src, idx, upd = (ref(a) for a in e.inputs)
+            steps.append(loopgen.ScatterAdd(src, idx, upd, out(e.outputs[0]), tuple(e.params["axes"])))
         elif name == "concatenate":
             srcs = tuple(ref(a) for a in e.inputs)
             steps.append(loopgen.Concat(srcs, out(e.outputs[0]), int(e.params["dimension"])))
