@@ -566,6 +566,33 @@ def test_independent_regions_get_kernels_of_their_own_and_scalars_run_their_impl
     assert any(s.split(" = ")[1].startswith("pow") for s in steps), steps
 
 
+def test_pytree_arguments_take_the_fast_table_keyed_by_tree_shapes_and_dtypes():
+    calls = []
+
+    def f(state, x):
+        calls.append(1)
+        return {"w": state["w"] * x, "n": state["n"] + 1}
+
+    jf = fl.jit(f)
+    s = {"w": fl.ones(3), "n": fl.asarray(np.int32(0))}
+    for _ in range(4):
+        s = jf(s, fl.full((3,), 2.0))
+    np.testing.assert_array_equal(s["w"].numpy(), np.full(3, 16.0, np.float32))
+    assert int(s["n"]) == 4 and len(calls) == 1
+    assert any(hasattr(k[0][0], "num_leaves") for k in jf._fast)  # (tree, leaf signatures, named axes)
+    # another shape, dtype or tree is another program, never the table's
+    out = jf({"w": fl.ones(2), "n": fl.asarray(np.int32(5))}, fl.full((2,), 3.0))
+    np.testing.assert_array_equal(out["w"].numpy(), np.full(2, 3.0, np.float32))
+    out = jf({"w": fl.ones(3, dtype=fl.float64), "n": fl.asarray(np.int32(0))}, fl.full((3,), 2.0))
+    assert out["w"].dtype == fl.float64
+    out = jf({"n": fl.asarray(np.int32(1)), "w": fl.ones(3), "v": fl.ones(1)}, fl.full((3,), 2.0))
+    assert int(out["n"]) == 2 and len(calls) == 4
+    # leaves that are not tensors take the full lookup
+    out = jf({"w": np.ones(3, np.float32), "n": 7}, 2.0)
+    np.testing.assert_array_equal(out["w"].numpy(), np.full(3, 2.0, np.float32))
+    assert int(out["n"]) == 8
+
+
 def test_no_retrace_on_new_values_and_retrace_counting():
     calls = []
 

@@ -116,3 +116,17 @@ def static_both_ways(sig, argnums, argnames) -> tuple[tuple[int, ...], tuple[str
             elif i in nums and p.name not in names:
                 names.append(p.name)
     return tuple(nums), tuple(names)
+
+
+def tensor_tree_signature(args, axes) -> tuple:
+    """``(key, arrays)`` for ``jit``'s fast path when ``args`` is a pytree of CPU tensors: the key holds the tree's
+    structure, each leaf's shape, dtype and weak type, and the named ``axes`` around the call; the arrays are the
+    leaves' values in flattening order. ``(None, None)`` for any other arguments (or an unhashable structure)."""
+    leaves, tree = tree_util.flatten(args)
+    try:
+        key = (tree, tuple([(x._value.shape, x._value.dtype, x.weak_type) for x in leaves if type(x) is Tensor]), axes)
+        hash(key)
+    except TypeError:
+        return None, None
+    return (key, [x._value for x in leaves]) if len(key[1]) == len(leaves) else (None, None)
+

@@ -47,7 +47,7 @@ from funclib.jaxpr import (
 from funclib.primitives.shape import instantiate, zeros
 
 from . import device_calls
-from ._api_util import as_tensor_leaf, check_argnames, leaf_labels, static_both_ways
+from ._api_util import as_tensor_leaf, check_argnames, leaf_labels, static_both_ways, tensor_tree_signature
 from .autodiff import backward_pass, jvp
 from .background import Eager, program_runner, running_eagerly, wait_programs
 from .batching import named_axes, vmap
@@ -498,14 +498,17 @@ class Jitted:
             return self.fun(*args, **kwargs)
         fast = None
         if self._fast_ok and not kwargs and _state.trace is None:
-            sig = tuple([(a._value.shape, a._value.dtype) for a in args if type(a) is Tensor])
-            sig = sig if len(sig) == len(args) else device_calls.device_signature(args)  # keyed by devices too
+            sig, vals = tuple([(a._value.shape, a._value.dtype) for a in args if type(a) is Tensor]), None
+            if len(sig) != len(args):
+                sig = device_calls.device_signature(args)  # keyed by devices too
+                if sig is None:  # a pytree of tensors: a train step's parameters and optimizer state
+                    sig, vals = tensor_tree_signature(args, named_axes())
             if sig is not None:
                 sig = (sig, dtypes.float_default())
                 hit = self._fast.get(sig)
                 if hit is not None:
                     program, consts, out_tree, one, weak_out = hit
-                    outs = program.run(consts + [a._value for a in args])
+                    outs = program.run(consts + (vals if vals is not None else [a._value for a in args]))
                     if one:
                         return _wrap(outs[0])
                     return tree_util.unflatten(out_tree, _outputs(outs, weak_out))
@@ -519,7 +522,7 @@ class Jitted:
                 # the program, or a BackgroundProgram running eagerly while its kernels compile
                 prog = entry.program = program_runner(entry.jaxpr, _program, _compile_lock)
             consts = [c._value if isinstance(c, Tensor) else c for c in entry.consts]
-            if fast is not None:
+            if fast is not None and entry.int_checks is None:
                 one = entry.out_tree.is_leaf() and entry.weak_out is None
                 self._fast[fast] = (prog, consts, entry.out_tree, one, entry.weak_out)
             outs = prog.run(consts + [x._value for x in leaves])
