@@ -310,12 +310,18 @@ def test_hot_calls_zero_compiles_the_one_function_at_the_first_call(cold_cache):
     assert step.ran and not step.failed
 
 
-def test_a_background_compile_that_fails_keeps_the_steps(cold_cache, caplog):
-    cold_cache.setattr(fl.config, "whole_program_hot_calls", 1)
-    f, args = _meta_step(np.float64)
+def _tiered(cold_cache, hot: int, dtype):
+    """The meta-learning step jitted as a tiered program becoming hot at call ``hot``: ``f, args, g, step``."""
+    cold_cache.setattr(fl.config, "whole_program_hot_calls", hot)
+    f, args = _meta_step(dtype)
     g = fl.jit(f)
     step = _program_step(g, *args)
     assert isinstance(step, TieredProgram)
+    return f, args, g, step
+
+
+def test_a_background_compile_that_fails_keeps_the_steps(cold_cache, caplog):
+    f, args, g, step = _tiered(cold_cache, 1, np.float64)
 
     def broken(*a, **k):
         raise RuntimeError("no machine code today")
@@ -425,11 +431,7 @@ def test_gather_of_rows_inside_a_native_scan(dtype):
 
 
 def test_a_tiered_program_keeps_its_steps_when_they_ran_faster(cold_cache, caplog):
-    cold_cache.setattr(fl.config, "whole_program_hot_calls", 5)
-    f, args = _meta_step(np.float64)
-    g = fl.jit(f)
-    step = _program_step(g, *args)
-    assert isinstance(step, TieredProgram)
+    f, args, g, step = _tiered(cold_cache, 5, np.float64)
     want = f(*args)
     for _ in range(5):
         _assert_close(g(*args), want, np.float64)
@@ -450,10 +452,7 @@ def test_a_tiered_program_keeps_its_steps_when_they_ran_faster(cold_cache, caplo
 
 
 def test_a_tiered_program_keeps_its_function_when_it_ran_faster(cold_cache):
-    cold_cache.setattr(fl.config, "whole_program_hot_calls", 5)
-    f, args = _meta_step(np.float32)
-    g = fl.jit(f)
-    step = _program_step(g, *args)
+    f, args, g, step = _tiered(cold_cache, 5, np.float32)
     slow_steps = step.fallback
 
     def slower(*a):
