@@ -408,7 +408,7 @@ def test_gather_and_its_scatter_add_run_in_one_function_as_numpy_indexes(monkeyp
     monkeypatch.setattr(fl.config, "whole_programs", False)
     _assert_close(got, fl.jit(f)(w, x, labels), dtype)  # sums may round differently in one function
     _assert_close(got, f(w, x, labels), dtype)
-    with pytest.raises(IndexError, match="out of bounds"):
+    with pytest.raises(IndexError, match=r"out of bounds for operand shape \(8, 5\).*index 5 is out of bounds"):
         g(w, x, fl.asarray(np.array([0, 4, 5, 2, 2, 1, 3, 2])))
     _assert_close(g(w, x, labels), got, dtype)  # an error leaves the function in use
     assert not step.failed
@@ -428,6 +428,12 @@ def test_gather_of_rows_inside_a_native_scan(dtype):
 
     check(f, table, picks, n_native=1, dtype=dtype)
     check(lambda t, p: fl.grad(lambda t: f(t, p)[0].sum())(t), table, picks, n_native=2, dtype=dtype)
+    g = fl.jit(f)
+    g(table, picks)
+    with pytest.raises(IndexError, match=r"operand shape \(7, 3\)"):
+        g(table, fl.asarray(np.array([[0, 6], [-1, 2], [3, 7], [5, -7]])))
+    (loop,) = native_steps(g, table, picks)
+    assert loop.ran and not loop.failed
 
 
 def test_a_tiered_program_keeps_its_steps_when_they_ran_faster(cold_cache, caplog):

@@ -74,6 +74,9 @@ class NativeLoop:
                 out = self.run(args)
                 self.ran = True
                 return out
+            except IndexError:
+                # a gather's index out of range (checked as NumPy does): the executor raises NumPy's message
+                return self.fallback(*args)
             except Exception as e:
                 if self.ran:
                     raise
@@ -277,6 +280,9 @@ class WholeProgram:
                 _, ys = self.kernel(1, self.consts + list(args), [], [], len(self.consts))
                 self.ran = True
                 return [y[0] for y in ys]
+            except IndexError:
+                # an index out of range (checked as NumPy does): the steps raise NumPy's message, with the shapes
+                return self.fallback(*args)
             except Exception as e:
                 if self.ran:
                     raise
