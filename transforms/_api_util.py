@@ -129,4 +129,3 @@ def tensor_tree_signature(args, axes) -> tuple:
     except TypeError:
         return None, None
     return (key, [x._value for x in leaves]) if len(key[1]) == len(leaves) else (None, None)
-

@@ -377,7 +377,11 @@ class TieredProgram:
         self.timed_steps: list[float] = []
         self.timed_whole: list[float] = []
         self.settled = False
-        self.chose_steps = False
+
+    @property
+    def chose_steps(self) -> bool:
+        """Whether the steps ran faster and the function was dropped for good."""
+        return self.whole is None
 
     def __call__(self, *args):
         if self.ready:
@@ -413,7 +417,7 @@ class TieredProgram:
             whole, steps = float(np.median(self.timed_whole[1:])), float(np.median(self.timed_steps))
             if whole >= steps:
                 log.info("program: its steps ran faster (%.3g s) than one function (%.3g s)", steps, whole)
-                self.ready, self.chose_steps, self.whole = False, True, None
+                self.ready, self.whole = False, None
             self.settled = True
         return out
 
