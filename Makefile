@@ -17,8 +17,8 @@ export NUMBA_NUM_THREADS := 1
 
 venv: $(STAMP)
 
-# reinstall only when pyproject.toml or the C extension's source changes (the install compiles it in place)
-$(STAMP): pyproject.toml funclib/_fastops.c
+# reinstall only when pyproject.toml or a C extension's source changes (the install compiles them in place)
+$(STAMP): pyproject.toml funclib/_fastops.c kernels/_gemm.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --upgrade pip
 	$(PY) -m pip install -e '.[test]'

@@ -1,7 +1,25 @@
-"""``gemm(a, b, out)``: ``out[:] = a @ b`` on BLAS, callable from numba code (the generated loop kernels and whole
-programs of ``loopgen`` call it for every ``dot_general``)."""
+"""``gemm(a, b, out)``: ``out[:] = a @ b`` inside numba code (the generated loop kernels and whole programs of
+``loopgen`` call it for every ``dot_general``), on BLAS or, for float32 on CPUs with AVX-512, on funclib's own
+product (``_gemm.c``) where that measures faster.
+
+OpenBLAS chooses its kernels by CPU model and runs its AVX2 ones where it does not know the model (AMD Zen 4 and 5,
+many virtual machines): there the AVX-512 product takes about 0.6 of BLAS's time. Where OpenBLAS does run AVX-512
+kernels it is the faster. So the first matrix product a generated kernel asks for times the two once, interleaved,
+on a 128 x 256 x 256 float32 product (about a millisecond), and ``choose`` names ``gemm_avx512`` for the products
+of the process only when it won; ``FUNCLIB_GEMM=blas`` or ``=avx512`` fixes the choice. The choice is written into
+the generated source, so a kernel compiled under one choice is never reused under the other.
+
+Example::
+
+    from funclib.kernels import gemm
+    gemm.choose("float32", 128, 256, 784)   # "gemm_avx512" or "gemm", by this CPU
+"""
 
 from __future__ import annotations
+
+import ctypes
+import os
+import time
 
 import numpy as np
 from numba import types
@@ -57,6 +75,131 @@ except ImportError:  # numba moved its BLAS helpers: np.dot does the same, compi
     @diskcache.njit(nogil=True)
     def gemm(a, b, out):
         np.dot(a, b, out)
+
+
+def _load_avx512():
+    """The C product's address where the extension was built and this CPU runs AVX-512, else None."""
+    try:
+        from . import _gemm as ext
+    except ImportError:
+        return None
+    lib = ctypes.CDLL(ext.__file__)
+    if not lib.funclib_sgemm_supported():
+        return None
+    fn = lib.funclib_sgemm
+    i64, vp = ctypes.c_int64, ctypes.c_void_p
+    fn.argtypes = [i64, i64, i64, vp, i64, i64, vp, i64, i64, vp, i64]
+    fn.restype = ctypes.c_int
+    from llvmlite import binding
+
+    binding.add_symbol("funclib_sgemm", ctypes.cast(fn, vp).value)
+    return fn
+
+
+_SGEMM = _load_avx512()
+
+
+def _sgemm_intrinsic():
+    from numba.np.arrayobj import make_array
+
+    @intrinsic
+    def sgemm(typingctx, a, b, out):
+        """``funclib_sgemm`` on three float32 2-D arrays; returns its status (0, or -1 where it did nothing, as
+        it does for float64 without a call)."""
+        arrs = (a, b, out)
+        if not all(isinstance(t, types.Array) and t.ndim == 2 and t.dtype == a.dtype for t in arrs):
+            return None
+        if a.dtype not in (types.float32, types.float64):
+            return None
+
+        def codegen(context, builder, sig, args):
+            if sig.args[0].dtype != types.float32:
+                return context.get_constant(types.int32, -1)
+            i64 = context.get_value_type(types.int64)
+            size = context.get_constant(types.intp, 4)
+            vals = []
+            for ty, v in zip(sig.args, args):
+                arr = make_array(ty)(context, builder, v)
+                vals.append(
+                    (
+                        cgutils.unpack_tuple(builder, arr.shape),
+                        cgutils.unpack_tuple(builder, arr.strides),
+                        builder.ptrtoint(arr.data, i64),
+                    )
+                )
+            (sa, ta, pa), (sb, tb, pb), (_, tc, pc) = vals
+            params = [
+                sa[0],
+                sb[1],
+                sa[1],
+                pa,
+                builder.sdiv(ta[0], size),
+                builder.sdiv(ta[1], size),
+                pb,
+                builder.sdiv(tb[0], size),
+                builder.sdiv(tb[1], size),
+                pc,
+                builder.sdiv(tc[0], size),
+            ]
+            fnty = ir.FunctionType(ir.IntType(32), [i64] * 11)
+            fn = cgutils.get_or_insert_function(builder.module, fnty, "funclib_sgemm")
+            return builder.call(fn, params)
+
+        return types.int32(a, b, out), codegen
+
+    return sgemm
+
+
+if _SGEMM is not None:
+    from llvmlite import ir
+
+    _sgemm = _sgemm_intrinsic()
+
+    @diskcache.njit(nogil=True, no_cpython_wrapper=True)
+    def gemm_avx512(a, b, out):
+        # float64, and the never-expected failed allocation of the packing buffers, go to BLAS
+        if _sgemm(a, b, out) != 0:
+            gemm(a, b, out)
+
+else:
+    gemm_avx512 = gemm
+
+_choice: dict[str, str] = {}
+
+
+def _measure() -> str:
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal((n, 256), dtype=np.float32) for n in (128, 256))
+    c = np.empty((128, 256), np.float32)
+    call = (128, 256, 256, a.ctypes.data, 256, 1, b.ctypes.data, 256, 1, c.ctypes.data, 256)
+    own, blas = [], []
+    for _ in range(7):
+        t0 = time.perf_counter()
+        _SGEMM(*call)
+        t1 = time.perf_counter()
+        np.matmul(a, b, out=c)
+        blas.append(time.perf_counter() - t1)
+        own.append(t1 - t0)
+    return "gemm_avx512" if min(own) < min(blas) else "gemm"
+
+
+# Below these the packing does not pay: a row vector times a matrix copies the matrix once to use it once, and
+# products at most 16 wide fill a quarter of the AVX-512 tile (BLAS was 1.1-3x faster on them, measured)
+MIN_M, MIN_N, MIN_WORK = 2, 17, 1 << 16
+
+
+def choose(dtype, m: int, n: int, k: int) -> str:
+    """The name of the function a generated kernel calls for ``(m, k) @ (k, n)`` in ``dtype``."""
+    if _SGEMM is None or np.dtype(dtype) != np.float32 or m < MIN_M or n < MIN_N or m * n * k < MIN_WORK:
+        return "gemm"
+    mode = os.environ.get("FUNCLIB_GEMM", "auto")
+    if mode not in ("auto", "blas", "avx512"):
+        raise ValueError(f"FUNCLIB_GEMM={mode!r}: expected 'auto', 'blas' or 'avx512'")
+    if mode != "auto":
+        return "gemm" if mode == "blas" else "gemm_avx512"
+    if "auto" not in _choice:
+        _choice["auto"] = _measure()
+    return _choice["auto"]
 
 
 gemm.__doc__ = """``out[:] = a @ b`` for 2-D float32/float64 arrays inside numba code: ``a``, ``b`` C- or F-ordered,

@@ -14,7 +14,8 @@ loops nested as ``Loop``). ``build(spec)`` generates one module whose ``kernel``
 - elementwise regions become loop nests built from ``fusion``'s scalar expressions (float32 transcendentals
   from ``vmath``); a region ending in a sum reduction becomes a helper function compiled with
   ``fastmath={'reassoc', 'contract'}``, exactly as the stand-alone fused kernels are, shared by identical ones;
-- ``dot_general`` calls BLAS ``gemm`` (through numba's own BLAS entry) on 2-D C- or F-ordered views;
+- ``dot_general`` calls ``gemm`` (BLAS, through numba's own BLAS entry, or funclib's AVX-512 float32 product: see
+  ``gemm.choose``) on 2-D C- or F-ordered views;
   transposed operands pass as ``.T`` views, other layouts are copied first; batch dimensions are loops;
 - copies of loop-invariant values (constants) are made once, before the loop;
 - stacked outputs are written in place at row ``i`` (``length - 1 - i`` when reversed); a new carry is
@@ -46,12 +47,13 @@ Example:
 from __future__ import annotations
 
 import importlib.util
+import math
 import re
 import threading
 
 import numpy as np
 
-from . import diskcache, fusion
+from . import diskcache, fusion, gemm
 from .backend import Unsupported
 from .loopspec import (
     Branch,  # noqa: F401  (the spec types are loopgen's interface: loopgen.Branch, loopgen.Reduction)
@@ -511,7 +513,7 @@ class _Gen:
             out = self.alloc(st.out)
             if not (len(lf) == 1 and len(rf) == 1):
                 out = f"{out}.reshape(({self.prod([ls[x] for x in lf])}, {self.prod([rs[x] for x in rf])}))"
-            self.body.append(f"gemm({a}, {b}, {out})")
+            self.body.append(f"{self.gemm_for(st, ls, rs, lf, rf, lc)}({a}, {b}, {out})")
             return
         # batch axes first, then one matmul per batch index
         lperm, rperm = tuple(lb) + tuple(lf) + tuple(lc), tuple(rb) + tuple(rc) + tuple(rf)
@@ -533,8 +535,12 @@ class _Gen:
 
         lf_n, lc_n, rf_n = [ls[x] for x in lf], [ls[x] for x in lc], [rs[x] for x in rf]
         a, b, o = mat(lcode, lf_n, lc_n), mat(rcode, lc_n, rf_n), mat(out, lf_n, rf_n)
-        lines.append(f"{ind}gemm({a}, {b}, {o})")
+        lines.append(f"{ind}{self.gemm_for(st, ls, rs, lf, rf, lc)}({a}, {b}, {o})")
         self.body += lines
+
+    def gemm_for(self, st: Dot, ls, rs, lf, rf, lc) -> str:
+        m, n, k = (math.prod(s[x] for x in ax) for s, ax in ((ls, lf), (rs, rf), (ls, lc)))
+        return gemm.choose(self.val(st.lhs).dtype, m, n, k)
 
     def view(self, st, terms) -> None:
         self.bind(st.out, self.base[st.src], self.root[st.src], terms)
@@ -834,7 +840,7 @@ class _Gen:
         lines = [
             f"# funclib loop kernel (generator {GENERATOR_VERSION})",
             *fusion.KERNEL_IMPORTS,
-            "from funclib.kernels.gemm import gemm",
+            "from funclib.kernels.gemm import gemm, gemm_avx512",
             "",
         ]
         for dn in ("float32", "float64"):
