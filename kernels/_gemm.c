@@ -204,7 +204,70 @@ int funclib_sgemm(int64_t m, int64_t n, int64_t k, const float *a, int64_t rsa, 
 #endif
 }
 
+/* sgemm(a, b, out): out[...] = a @ b from Python, for 2-D float32 buffers (NumPy arrays) of any strides that are
+   whole elements, out's rows contiguous; the GIL is released while it runs. */
+static int matrix(PyObject *obj, Py_buffer *view, int writable, const char *name) {
+    if (PyObject_GetBuffer(obj, view, writable ? PyBUF_RECORDS : PyBUF_RECORDS_RO) < 0)
+        return -1;
+    if (view->ndim != 2 || view->itemsize != 4 || !view->format || strcmp(view->format, "f") != 0 ||
+        view->strides[0] % 4 || view->strides[1] % 4) {
+        PyErr_Format(PyExc_TypeError, "sgemm: %s must be a 2-D float32 array with whole-element strides", name);
+        PyBuffer_Release(view);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *py_sgemm(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "sgemm(a, b, out) takes 3 arguments");
+        return NULL;
+    }
+    Py_buffer a, b, c;
+    if (matrix(args[0], &a, 0, "a") < 0)
+        return NULL;
+    if (matrix(args[1], &b, 0, "b") < 0) {
+        PyBuffer_Release(&a);
+        return NULL;
+    }
+    if (matrix(args[2], &c, 1, "out") < 0) {
+        PyBuffer_Release(&a);
+        PyBuffer_Release(&b);
+        return NULL;
+    }
+    int status = 0;
+    int64_t m = a.shape[0], k = a.shape[1], n = b.shape[1];
+    if (b.shape[0] != k || c.shape[0] != m || c.shape[1] != n || (n > 1 && c.strides[1] != 4)) {
+        PyErr_Format(PyExc_ValueError, "sgemm: shapes (%zd, %zd) @ (%zd, %zd) -> (%zd, %zd) do not agree, or out's "
+                     "rows are not contiguous", a.shape[0], a.shape[1], b.shape[0], b.shape[1], c.shape[0],
+                     c.shape[1]);
+        status = -2;
+    } else if (!funclib_sgemm_supported()) {
+        PyErr_SetString(PyExc_RuntimeError, "sgemm: this CPU does not run AVX-512; use BLAS");
+        status = -2;
+    } else {
+        Py_BEGIN_ALLOW_THREADS
+        status = funclib_sgemm(m, n, k, a.buf, a.strides[0] / 4, a.strides[1] / 4, b.buf, b.strides[0] / 4,
+                               b.strides[1] / 4, c.buf, c.strides[0] / 4);
+        Py_END_ALLOW_THREADS
+        if (status == -1)
+            PyErr_NoMemory();
+    }
+    PyBuffer_Release(&a);
+    PyBuffer_Release(&b);
+    PyBuffer_Release(&c);
+    if (status != 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"sgemm", (PyCFunction)(void (*)(void))py_sgemm, METH_FASTCALL, "sgemm(a, b, out): out[...] = a @ b, float32."},
+    {NULL, NULL, 0, NULL}};
+
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_gemm",
-                                    "AVX-512 single-precision matrix product (C symbols funclib_sgemm*).", -1, NULL};
+                                    "AVX-512 single-precision matrix product (C symbols funclib_sgemm*, and sgemm).",
+                                    -1, methods};
 
 PyMODINIT_FUNC PyInit__gemm(void) { return PyModule_Create(&module); }

@@ -83,6 +83,8 @@ def _load_avx512():
         from . import _gemm as ext
     except ImportError:
         return None
+    global _ext
+    _ext = ext
     lib = ctypes.CDLL(ext.__file__)
     if not lib.funclib_sgemm_supported():
         return None
@@ -96,6 +98,7 @@ def _load_avx512():
     return fn
 
 
+_ext = None
 _SGEMM = _load_avx512()
 
 
@@ -186,20 +189,44 @@ def _measure() -> str:
 # Below these the packing does not pay: a row vector times a matrix copies the matrix once to use it once, and
 # products at most 16 wide fill a quarter of the AVX-512 tile (BLAS was 1.1-3x faster on them, measured)
 MIN_M, MIN_N, MIN_WORK = 2, 17, 1 << 16
+# the timed product's m * n * k: where BLAS may run on several threads, the one-thread product is used only up to
+# the size where it was measured faster
+_MEASURED_WORK = 128 * 256 * 256
+
+
+def _blas_threads_pinned() -> bool:
+    if any(os.environ.get(v) == "1" for v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")):
+        return True
+    return len(os.sched_getaffinity(0)) == 1 if hasattr(os, "sched_getaffinity") else os.cpu_count() == 1
 
 
 def choose(dtype, m: int, n: int, k: int) -> str:
     """The name of the function a generated kernel calls for ``(m, k) @ (k, n)`` in ``dtype``."""
-    if _SGEMM is None or np.dtype(dtype) != np.float32 or m < MIN_M or n < MIN_N or m * n * k < MIN_WORK:
+    work = m * n * k
+    if _SGEMM is None or m < MIN_M or n < MIN_N or work < MIN_WORK or np.dtype(dtype) != np.float32:
         return "gemm"
     mode = os.environ.get("FUNCLIB_GEMM", "auto")
-    if mode not in ("auto", "blas", "avx512"):
+    if mode == "auto":
+        if "auto" not in _choice:
+            _choice["auto"] = _measure()
+            _choice["limit"] = None if _blas_threads_pinned() else _MEASURED_WORK
+        limit = _choice["limit"]
+        return "gemm" if limit is not None and work > limit else _choice["auto"]
+    if mode not in ("blas", "avx512"):
         raise ValueError(f"FUNCLIB_GEMM={mode!r}: expected 'auto', 'blas' or 'avx512'")
-    if mode != "auto":
-        return "gemm" if mode == "blas" else "gemm_avx512"
-    if "auto" not in _choice:
-        _choice["auto"] = _measure()
-    return _choice["auto"]
+    return "gemm" if mode == "blas" else "gemm_avx512"
+
+
+def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a @ b`` for 2-D floating operands outside generated kernels (eager calls and a program's steps), on the
+    product ``choose`` names: NumPy's matmul, or the AVX-512 one for float32."""
+    if a.dtype == np.float32 and b.dtype == np.float32:
+        (m, k), n = a.shape, b.shape[1]
+        if choose(a.dtype, m, n, k) == "gemm_avx512":
+            out = np.empty((m, n), np.float32)
+            _ext.sgemm(a, b, out)
+            return out
+    return np.matmul(a, b)
 
 
 gemm.__doc__ = """``out[:] = a @ b`` for 2-D float32/float64 arrays inside numba code: ``a``, ``b`` C- or F-ordered,

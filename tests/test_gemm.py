@@ -3,6 +3,10 @@ float64 NumPy reference over the shapes that cross its blocking (row panels of 6
 up to 320, row blocks of 96, column blocks of 1024), every operand layout, threads, and the choice between it and
 BLAS that is written into generated kernels."""
 
+import json
+import os
+import subprocess
+import sys
 import threading
 
 import numba
@@ -165,3 +169,30 @@ def test_jitted_program_under_either_product(monkeypatch):
         got[mode] = f(p, x)
     for k in p:
         np.testing.assert_allclose(np.asarray(got["avx512"][k]), np.asarray(got["blas"][k]), rtol=2e-5, atol=1e-6)
+
+
+_CACHED_SCRIPT = """
+import json, numpy as np, funclib as fl
+from funclib.kernels import diskcache
+rng = np.random.default_rng(5)
+w = fl.asarray(rng.standard_normal((64, 48), dtype=np.float32))
+x = fl.asarray(rng.standard_normal((40, 64), dtype=np.float32))
+f = fl.jit(lambda w, x: fl.tanh(x @ w) * 2.0 + 1.0)
+out = np.asarray(f(w, x)).tolist()
+stats = [k.stats for k in diskcache._loaded.values()]
+print(json.dumps({"out": out, "avx512": "gemm_avx512(" in "".join(f.lower(w, x).kernels),
+                  "hits": sum(sum(s.cache_hits.values()) for s in stats)}))
+"""
+
+
+@needs_avx512
+def test_a_kernel_calling_the_product_loads_from_the_disk_cache(tmp_path):
+    env = dict(os.environ, FUNCLIB_CACHE_DIR=str(tmp_path), FUNCLIB_GEMM="avx512", FUNCLIB_BACKGROUND_COMPILE="0")
+    runs = []
+    for _ in range(2):
+        r = subprocess.run([sys.executable, "-c", _CACHED_SCRIPT], env=env, capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        runs.append(json.loads(r.stdout.strip().splitlines()[-1]))
+    assert runs[0]["avx512"] and runs[1]["avx512"]
+    assert runs[1]["hits"] > 0  # the second process linked the cached machine code to the C product
+    np.testing.assert_array_equal(runs[0]["out"], runs[1]["out"])
