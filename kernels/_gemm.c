@@ -87,13 +87,12 @@ static void pack_cols(const float *b, int64_t rsb, int64_t csb, int64_t kc, int6
                     dst[p * wp + c] = 0.0f;
             }
         } else {
-            /* B transposed: walk each source column contiguously */
-            for (int64_t c = 0; c < w; c++)
-                for (int64_t p = 0; p < kc; p++)
+            for (int64_t p = 0; p < kc; p++) {
+                for (int64_t c = 0; c < w; c++)
                     dst[p * wp + c] = src[c * csb + p * rsb];
-            for (int64_t p = 0; p < kc; p++)
                 for (int64_t c = w; c < wp; c++)
                     dst[p * wp + c] = 0.0f;
+            }
         }
         dst += wp * kc;
     }

@@ -22,6 +22,7 @@ import os
 import time
 
 import numpy as np
+from llvmlite import binding, ir
 from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
@@ -80,7 +81,7 @@ except ImportError:  # numba moved its BLAS helpers: np.dot does the same, compi
 def _load_avx512():
     """The C product's address where the extension was built and this CPU runs AVX-512, else None."""
     try:
-        from . import _gemm as ext
+        from . import _gemm as ext  # an optional extension: absent where the install had no C compiler
     except ImportError:
         return None
     global _ext
@@ -92,8 +93,6 @@ def _load_avx512():
     i64, vp = ctypes.c_int64, ctypes.c_void_p
     fn.argtypes = [i64, i64, i64, vp, i64, i64, vp, i64, i64, vp, i64]
     fn.restype = ctypes.c_int
-    from llvmlite import binding
-
     binding.add_symbol("funclib_sgemm", ctypes.cast(fn, vp).value)
     return fn
 
@@ -103,7 +102,7 @@ _SGEMM = _load_avx512()
 
 
 def _sgemm_intrinsic():
-    from numba.np.arrayobj import make_array
+    from numba.np.arrayobj import make_array  # 0.2 s, and loads scipy: only where the product is used
 
     @intrinsic
     def sgemm(typingctx, a, b, out):
@@ -154,8 +153,6 @@ def _sgemm_intrinsic():
 
 
 if _SGEMM is not None:
-    from llvmlite import ir
-
     _sgemm = _sgemm_intrinsic()
 
     @diskcache.njit(nogil=True, no_cpython_wrapper=True)
