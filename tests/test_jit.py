@@ -680,6 +680,23 @@ def test_a_transpose_moving_only_size_one_axes_is_a_reshape():
         np.testing.assert_array_equal(got.numpy(), want.numpy())
 
 
+def test_a_transpose_between_reshapes_of_size_one_axes_drops_them():
+    def f(x):
+        y = fl.reshape(x * 2.0, (4, 1, 3, 1))
+        z = fl.permute_dims(y, (2, 1, 3, 0))  # the 4 and the 3 swap, with the axes of size 1 around them
+        w = fl.permute_dims(y, (3, 1, 0, 2))  # the same axes keep their order: left as a reshape
+        return fl.reshape(z, (3, 4)), fl.reshape(w, (12,)), fl.reshape(fl.permute_dims(y, (2, 1, 0, 3)), (3, 1, 4))
+
+    x = rnd(4, 3)
+    closed = fl.jit(f).trace(x)
+    transposes = [e for e in closed.eqns if e.prim.name == "transpose"]
+    # the first is a transpose of x * 2 itself; the third keeps a size-1 axis in its result, so it stays
+    assert [e.inputs[0].aval.shape for e in transposes] == [(4, 3), (4, 1, 3, 1)], closed
+    for got, want in zip(fl.jit(f)(x), f(x)):
+        assert got.shape == want.shape
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
 def _dots(jf, *args):
     return sum(e.prim.name == "dot_general" for e in jf.trace(*args).eqns)
 

@@ -1,6 +1,7 @@
 """Graph passes on jaxprs: dead-code elimination, common-subexpression elimination, constant folding and
 algebraic simplification (``x*1``, ``x+0``, double transposes, reshape chains, no-op converts, transposes that
-only move axes of size 1, which are reshapes, and products with a diagonal matrix, which are scalings).
+only move axes of size 1, which are reshapes, transposes between reshapes that only add and drop axes of size 1,
+which are transposes of the unreshaped operand, and products with a diagonal matrix, which are scalings).
 
 Each pass returns a new ``Jaxpr``; ``optimize`` runs them to a fixed point, in the program and in every jaxpr it
 carries (loop bodies and predicates, branches, call and custom-rule bodies), keeping each body's signature.
@@ -121,6 +122,8 @@ def _simplify(eqn: Eqn, producers: dict, uses: dict):
             if src.aval.shape == tuple(eqn.params["new_sizes"]):
                 return src
             return Eqn(eqn.prim, [src], eqn.params, eqn.outputs, eqn.source)
+        if p is not None and p.prim.name == "transpose":
+            return _unit_axes_transpose(eqn, p, producers)
     elif name == "transpose":
         perm = tuple(eqn.params["permutation"])
         if perm == tuple(range(len(perm))):
@@ -154,6 +157,25 @@ def _simplify(eqn: Eqn, producers: dict, uses: dict):
 
 def _non_unit(shape) -> tuple:
     return tuple(n for n in shape if n != 1)
+
+
+def _unit_axes_transpose(eqn: Eqn, t: Eqn, producers: dict) -> Eqn | None:
+    """``reshape(transpose(reshape(src)))`` where the inner reshape only inserts axes of size 1 and neither
+    ``src`` nor the result has any: the transpose of ``src`` itself. Jacobians and vmap leave such sandwiches, and
+    a loop over an axis of size 1 innermost is a scalar copy per element in a generated kernel."""
+    r = producers.get(t.inputs[0])
+    out_shape = tuple(eqn.params["new_sizes"])
+    if r is None or r.prim.name != "reshape" or 1 in out_shape:
+        return None
+    src = r.inputs[0]
+    mid = t.inputs[0].aval.shape
+    if 1 in src.aval.shape or _non_unit(mid) != src.aval.shape:
+        return None
+    axis_of = {i: k for k, i in enumerate(i for i, n in enumerate(mid) if n != 1)}
+    perm = tuple(axis_of[i] for i in t.params["permutation"] if mid[i] != 1)
+    if tuple(src.aval.shape[k] for k in perm) != out_shape:
+        return None
+    return Eqn(transpose_p, [src], {"permutation": perm}, eqn.outputs, eqn.source)
 
 
 def _diagonal(a, producers: dict, known: dict, eyes: dict):
