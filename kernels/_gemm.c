@@ -75,7 +75,7 @@ static void pack_rows(const float *a, int64_t rsa, int64_t csa, int64_t mc, int6
 }
 
 /* B[pc:pc+kc, jc:jc+nc] into panels NR wide (the last one rounded up to whole vectors), stored row by row. */
-static void pack_cols(const float *b, int64_t rsb, int64_t csb, int64_t kc, int64_t nc, float *dst) {
+static AVX512 void pack_cols(const float *b, int64_t rsb, int64_t csb, int64_t kc, int64_t nc, float *dst) {
     for (int64_t j0 = 0; j0 < nc; j0 += NR) {
         int64_t w = nc - j0 < NR ? nc - j0 : NR;
         int64_t wp = (w + 15) & ~(int64_t)15;
@@ -85,6 +85,20 @@ static void pack_cols(const float *b, int64_t rsb, int64_t csb, int64_t kc, int6
                 memcpy(dst + p * wp, src + p * rsb, sizeof(float) * w);
                 for (int64_t c = w; c < wp; c++)
                     dst[p * wp + c] = 0.0f;
+            }
+        } else if (csb * 15 <= INT32_MAX && csb * 15 >= INT32_MIN) {
+            /* B transposed (or strided): sixteen columns per gather */
+            __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                             _mm512_set1_epi32((int)csb));
+            for (int64_t c = 0; c < wp; c += 16) {
+                int64_t left = w - c;
+                __mmask16 m = left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1u);
+                /* sixteen source columns at a time: their cache lines stay in L1 across consecutive p even where the
+                   column stride is a power of two (all 64 columns of a panel would map to 4 sets of L1) */
+                for (int64_t p = 0; p < kc; p++) {
+                    __m512 v = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, idx, src + c * csb + p * rsb, 4);
+                    _mm512_store_ps(dst + p * wp + c, v);
+                }
             }
         } else {
             for (int64_t p = 0; p < kc; p++) {
