@@ -1,7 +1,9 @@
-"""Eager per-op cost: ``x + y``, ``x * y`` and ``sin(x)`` on float32 vectors of 16 and 1e6 elements.
+"""Eager per-op cost: ``x + y``, ``x * y`` and ``sin(x)`` on float32 vectors of 16 and 1e6 elements, and a float32
+matrix product of the train step's first layer, ``(128, 784) @ (784, 256)``.
 
 At 16 elements this is dispatch overhead (funclib's budget: a function call or two over NumPy); at 1e6 it is
-kernel speed. Peers: NumPy, and torch and jax (eager, ``block_until_ready``) when installed.
+kernel speed; the product is BLAS's speed, or that of funclib's AVX-512 product where that won its timing
+(``kernels.gemm``). Peers: NumPy, and torch and jax (eager, ``block_until_ready``) when installed.
 """
 
 from __future__ import annotations
@@ -48,8 +50,30 @@ def _setup(op: str, n: int) -> dict[str, Callable[[], Any]]:
     return variants
 
 
+def _matmul_setup() -> dict[str, Callable[[], Any]]:
+    import funclib as fl
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((128, 784)).astype(np.float32)
+    w = rng.standard_normal((784, 256)).astype(np.float32)
+    fx, fw = fl.asarray(x), fl.asarray(w)
+    variants = {"funclib": lambda: fx @ fw, "numpy": lambda: x @ w}
+    torch = optional("torch")
+    if torch is not None:
+        tx, tw = torch.from_numpy(x.copy()), torch.from_numpy(w.copy())
+        variants["torch"] = lambda: tx @ tw
+    jnp = optional("jax.numpy")
+    if jnp is not None:
+        jx, jw = jnp.asarray(x), jnp.asarray(w)
+        variants["jax"] = lambda: (jx @ jw).block_until_ready()
+    return variants
+
+
 def cases() -> list[Case]:
-    return [
+    matmul = Case(
+        "matmul f32[128,784]@[784,256]", setup=_matmul_setup, calls=20, rounds=15, check=allclose(rtol=1e-4, atol=1e-4)
+    )
+    return [matmul] + [
         Case(
             f"{op} f32[{n}]",
             setup=lambda op=op, n=n: _setup(op, n),
