@@ -52,3 +52,21 @@ def test_optional_missing_library_is_a_note():
 def test_available_lists_modules():
     names = h.available()
     assert "eager" in names and "_harness" not in names and "__main__" not in names
+
+
+def test_all_skips_a_benchmark_that_cannot_run_here_and_a_named_one_exits(monkeypatch, capsys):
+    ran = []
+
+    def fake_run(name, *args):
+        if name == "gpu":
+            raise SystemExit("benchmarks/gpu.py measures a CUDA GPU and none can be used here: no device")
+        ran.append(name)
+        return []
+
+    monkeypatch.setattr(h, "available", lambda: ["eager", "gpu", "loops"])
+    monkeypatch.setattr(h, "run_module", fake_run)
+    assert h.main(["all", "--no-save"]) == 0
+    assert ran == ["eager", "loops"]
+    assert "== gpu: skipped: benchmarks/gpu.py measures a CUDA GPU" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="none can be used here"):
+        h.main(["gpu", "--no-save"])
