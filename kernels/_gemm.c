@@ -6,8 +6,8 @@ into row panels MR high, and a register-resident MR x NR tile of C is updated by
 panels. Compiled for AVX-512 through function attributes only, so the module builds on any x86-64 compiler and
 funclib_sgemm_supported() tells whether this CPU may call it.
 
-Why it exists: OpenBLAS picks its kernels by CPU model and runs its AVX2 ones on CPUs it does not list (AMD Zen 4
-and 5, and many virtual machines), at about half of what the same core does with AVX-512. kernels/gemm.py times
+Why it exists: OpenBLAS picks its kernels by CPU model and runs its AVX2 ones on CPUs it does not list (an AMD
+EPYC of the Zen 5 generation, for one), at about half of what the same core does with AVX-512. kernels/gemm.py times
 this product against BLAS once per process and uses whichever is faster.
 */
 #define PY_SSIZE_T_CLEAN
