@@ -4,10 +4,11 @@ product (``_gemm.c``) where that measures faster.
 
 OpenBLAS chooses its kernels by CPU model and runs its AVX2 ones where it does not know the model (an AMD EPYC of
 the Zen 5 generation, for one): there the AVX-512 product takes about 0.6 of BLAS's time. Where OpenBLAS runs
-AVX-512 kernels of its own the two are close, and BLAS may win. So the first matrix product a generated kernel asks for times the two once, interleaved,
-on a 128 x 256 x 256 float32 product (about a millisecond), and ``choose`` names ``gemm_avx512`` for the products
-of the process only when it won; ``FUNCLIB_GEMM=blas`` or ``=avx512`` fixes the choice. The choice is written into
-the generated source, so a kernel compiled under one choice is never reused under the other.
+AVX-512 kernels of its own the two are close, and BLAS may win. So the first matrix product a generated kernel
+asks for times the two once, interleaved, on a 128 x 256 x 256 float32 product (about two milliseconds), and
+``choose`` names ``gemm_avx512`` for the products of the process only when it won; ``FUNCLIB_GEMM=blas`` or
+``=avx512`` fixes the choice. The choice is written into the generated source, so a kernel compiled under one
+choice is never reused under the other.
 
 Example::
 
