@@ -189,8 +189,12 @@ static AVX512 void sgemm_avx512(int64_t m, int64_t n, int64_t k, const float *a,
 /* 1 where this build has the AVX-512 path and this CPU runs it */
 int funclib_sgemm_supported(void) {
 #ifdef HAVE_AVX512_PATH
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") ? 1 : 0;
+    static int known = -1; /* asked once: py_sgemm checks it on every eager product */
+    if (known < 0) {
+        __builtin_cpu_init();
+        known = __builtin_cpu_supports("avx512f") ? 1 : 0;
+    }
+    return known;
 #else
     return 0;
 #endif

@@ -19,6 +19,7 @@ Example::
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import time
 
@@ -80,26 +81,20 @@ except ImportError:  # numba moved its BLAS helpers: np.dot does the same, compi
 
 
 def _load_avx512():
-    """The C product's address where the extension was built and this CPU runs AVX-512, else None."""
+    """The extension module (its ``sgemm`` is the Python entry) where it was built and this CPU runs AVX-512, with
+    its C symbol made known to numba-compiled code; else None."""
     try:
         from . import _gemm as ext  # an optional extension: absent where the install had no C compiler
     except ImportError:
         return None
-    global _ext
-    _ext = ext
     lib = ctypes.CDLL(ext.__file__)
     if not lib.funclib_sgemm_supported():
         return None
-    fn = lib.funclib_sgemm
-    i64, vp = ctypes.c_int64, ctypes.c_void_p
-    fn.argtypes = [i64, i64, i64, vp, i64, i64, vp, i64, i64, vp, i64]
-    fn.restype = ctypes.c_int
-    binding.add_symbol("funclib_sgemm", ctypes.cast(fn, vp).value)
-    return fn
+    binding.add_symbol("funclib_sgemm", ctypes.cast(lib.funclib_sgemm, ctypes.c_void_p).value)
+    return ext
 
 
-_ext = None
-_SGEMM = _load_avx512()
+_ext = _load_avx512()
 
 
 def _sgemm_intrinsic():
@@ -153,7 +148,7 @@ def _sgemm_intrinsic():
     return sgemm
 
 
-if _SGEMM is not None:
+if _ext is not None:
     _sgemm = _sgemm_intrinsic()
 
     @diskcache.njit(nogil=True, no_cpython_wrapper=True)
@@ -165,18 +160,14 @@ if _SGEMM is not None:
 else:
     gemm_avx512 = gemm
 
-_choice: dict[str, str] = {}
-
-
 def _measure() -> str:
     rng = np.random.default_rng(0)
     a, b = (rng.standard_normal((n, 256), dtype=np.float32) for n in (128, 256))
     c = np.empty((128, 256), np.float32)
-    call = (128, 256, 256, a.ctypes.data, 256, 1, b.ctypes.data, 256, 1, c.ctypes.data, 256)
     own, blas = [], []
     for _ in range(7):
         t0 = time.perf_counter()
-        _SGEMM(*call)
+        _ext.sgemm(a, b, c)
         t1 = time.perf_counter()
         np.matmul(a, b, out=c)
         blas.append(time.perf_counter() - t1)
@@ -198,18 +189,21 @@ def _blas_threads_pinned() -> bool:
     return len(os.sched_getaffinity(0)) == 1 if hasattr(os, "sched_getaffinity") else os.cpu_count() == 1
 
 
+@functools.cache
+def _auto() -> tuple[str, int | None]:
+    """The timed choice, and the largest m * n * k it holds for (None: any)."""
+    return _measure(), None if _blas_threads_pinned() else _MEASURED_WORK
+
+
 def choose(dtype, m: int, n: int, k: int) -> str:
     """The name of the function a generated kernel calls for ``(m, k) @ (k, n)`` in ``dtype``."""
     work = m * n * k
-    if _SGEMM is None or m < MIN_M or n < MIN_N or work < MIN_WORK or np.dtype(dtype) != np.float32:
+    if _ext is None or m < MIN_M or n < MIN_N or work < MIN_WORK or np.dtype(dtype) != np.float32:
         return "gemm"
     mode = os.environ.get("FUNCLIB_GEMM", "auto")
     if mode == "auto":
-        if "auto" not in _choice:
-            _choice["auto"] = _measure()
-            _choice["limit"] = None if _blas_threads_pinned() else _MEASURED_WORK
-        limit = _choice["limit"]
-        return "gemm" if limit is not None and work > limit else _choice["auto"]
+        name, limit = _auto()
+        return "gemm" if limit is not None and work > limit else name
     if mode not in ("blas", "avx512"):
         raise ValueError(f"FUNCLIB_GEMM={mode!r}: expected 'auto', 'blas' or 'avx512'")
     return "gemm" if mode == "blas" else "gemm_avx512"

@@ -17,7 +17,7 @@ from funclib.kernels import gemm
 import funclib as fl
 
 needs_avx512 = pytest.mark.skipif(
-    gemm._SGEMM is None, reason="the AVX-512 product was not built, or this CPU does not run AVX-512"
+    gemm._ext is None, reason="the AVX-512 product was not built, or this CPU does not run AVX-512"
 )
 
 
@@ -27,24 +27,9 @@ def _call(a, b, out):
 
 
 def _direct(a, b, out):
-    """The C function itself, which takes any element strides (the numba entry takes C- or F-ordered operands)."""
-    (sa0, sa1), (sb0, sb1) = (np.array(x.strides) // 4 for x in (a, b))
-    assert (
-        gemm._SGEMM(
-            a.shape[0],
-            b.shape[1],
-            a.shape[1],
-            a.ctypes.data,
-            sa0,
-            sa1,
-            b.ctypes.data,
-            sb0,
-            sb1,
-            out.ctypes.data,
-            out.strides[0] // 4,
-        )
-        == 0
-    )
+    """The Python entry of the C product, which takes any element strides (the numba entry takes C- or F-ordered
+    operands)."""
+    gemm._ext.sgemm(a, b, out)
 
 
 def _check(a, b, out=None, call=_call):
@@ -135,7 +120,7 @@ def test_choice(monkeypatch):
     monkeypatch.setenv("FUNCLIB_GEMM", "blas")
     assert gemm.choose("float32", 512, 512, 512) == "gemm"
     monkeypatch.setenv("FUNCLIB_GEMM", "avx512")
-    assert gemm.choose("float32", 512, 512, 512) == ("gemm" if gemm._SGEMM is None else "gemm_avx512")
+    assert gemm.choose("float32", 512, 512, 512) == ("gemm" if gemm._ext is None else "gemm_avx512")
     monkeypatch.setenv("FUNCLIB_GEMM", "fast")
     with pytest.raises(ValueError, match="FUNCLIB_GEMM='fast'.*'auto', 'blas' or 'avx512'"):
         gemm.choose("float32", 512, 512, 512)
